@@ -1,0 +1,24 @@
+/* error.h - the error convention of libautobatch: functions return 0 or a negative errno
+ * value and describe a failure in one sentence written into a caller-owned buffer.
+ */
+#ifndef AUTOBATCH_ERROR_H
+#define AUTOBATCH_ERROR_H
+
+#include <stddef.h>
+
+/* Formats into err (always NUL-terminated, truncated if needed) and returns -code, so a
+ * failure path reads `return ab_fail(err, errlen, EINVAL, "...", ...);`. err may be NULL. */
+int ab_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* snprintf that reports truncation as -ENAMETOOLONG instead of silently cutting. */
+int ab_format(char *buf, size_t buflen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Copies a value into a fixed buffer, refusing (-ENAMETOOLONG) rather than truncating. */
+int ab_copy(char *dst, size_t dstlen, const char *src);
+
+/* Copies text for quoting in a message: non-printable bytes become '?' and text longer
+ * than the buffer ends in "...", so hostile input never reaches a terminal or a log raw. */
+const char *ab_printable(const char *text, char *buf, size_t buflen);
+
+#endif

@@ -1,0 +1,46 @@
+/* dispatch.c - the SPANK entry points: parse plugstack.conf once, register the options,
+ * then hand each hook to the module of the context it runs in.
+ */
+#include <slurm/spank.h>
+
+#include "plugin.h"
+
+SPANK_PLUGIN(autobatch, 1)
+
+struct ab_plugin ab_state;
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	spank_context_t ctx = spank_context();
+
+	if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE)
+		return 0;
+	ab_site_init(&ab_state.site);
+	ab_request_init(&ab_state.req);
+	ab_state.site_ok = ab_site_parse(&ab_state.site, ac, (char *const *)av,
+					 ab_state.site_err, sizeof(ab_state.site_err)) == 0;
+	if (ab_options_register(sp) < 0)
+		return -1;
+	if (!ab_state.site_ok) {
+		slurm_error(AB_LOG_PREFIX "%s (fix plugstack.conf)", ab_state.site_err);
+		return -1;
+	}
+	return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	switch (spank_context()) {
+	case S_CTX_LOCAL:
+		return ab_srun_post_opt(sp, ac, av);
+	case S_CTX_ALLOCATOR:
+		return ab_alloc_post_opt(sp, ac, av);
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	return ab_srun_user_init(sp, ac, av);
+}

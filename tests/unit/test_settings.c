@@ -1,0 +1,443 @@
+/* test_settings.c - fraction parsing, plugstack arguments, user options and the site
+ * policy that resolves them (lib/settings.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <string.h>
+
+#include "settings.h"
+
+#define ARGV(...) ((char *const[]){__VA_ARGS__})
+#define ARGC(...) ((int)(sizeof((char *const[]){__VA_ARGS__}) / sizeof(char *)))
+#define SITE(...) site_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+
+static char err[AB_ERR_MAX], note[AB_ERR_MAX];
+static struct ab_site site;
+
+static int site_parse(int argc, char *const argv[])
+{
+	ab_site_init(&site);
+	err[0] = '\0';
+	return ab_site_parse(&site, argc, argv, err, sizeof(err));
+}
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
+}
+
+/* ---- fractions --------------------------------------------------------------------- */
+
+static void fraction_accepts(void **state)
+{
+	static const struct { const char *text; double want; } ok[] = {
+		{"0.8", 0.8}, {".8", 0.8}, {"1", 1.0}, {"1.0", 1.0}, {"0.05", 0.05},
+		{"80%", 0.8}, {"100%", 1.0}, {"0.5%", 0.005}, {"0.999999", 0.999999},
+		{"00.25", 0.25}, {"1.", 1.0},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		double v = -1;
+
+		if (ab_parse_fraction(ok[i].text, &v, err, sizeof(err)) != 0)
+			fail_msg("'%s' refused: %s", ok[i].text, err);
+		assert_float_equal(v, ok[i].want, 1e-12);
+	}
+}
+
+static void fraction_refuses(void **state)
+{
+	static const struct { const char *text; const char *why; } bad[] = {
+		{"abc", "invalid fraction 'abc'"},
+		{"1.5", "more than the whole GPU memory"},
+		{"101%", "more than the whole GPU memory"},
+		{"-1", "invalid fraction '-1'"},
+		{"nan", "invalid fraction 'nan'"},
+		{"inf", "invalid fraction 'inf'"},
+		{"0", "must be greater than 0"},
+		{"0.0", "must be greater than 0"},
+		{"0%", "must be greater than 0"},
+		{"", "empty fraction"},
+		{"8e-1", "invalid fraction"},
+		{"0x1p-1", "invalid fraction"},
+		{"+0.8", "invalid fraction"},
+		{" 0.8", "invalid fraction"},
+		{"0.8 ", "invalid fraction"},
+		{"0.8%%", "invalid fraction"},
+		{"%", "invalid fraction"},
+		{".", "invalid fraction"},
+		{"0..8", "invalid fraction"},
+		{"0,8", "invalid fraction"},
+		{"0.8\n", "invalid fraction '0.8?'"},
+		{"0.1234567890123456", "invalid fraction"},
+		{"0.80000000000000000000000000000000000001", "too long"},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		double v = 42;
+
+		err[0] = '\0';
+		if (ab_parse_fraction(bad[i].text, &v, err, sizeof(err)) >= 0)
+			fail_msg("'%s' accepted as %g", bad[i].text, v);
+		assert_contains(err, bad[i].why);
+		assert_contains(err, "such as 0.8 or 80%");
+		assert_float_equal(v, 42, 0); /* untouched on refusal */
+	}
+	assert_int_equal(ab_parse_fraction(NULL, &(double){0}, err, sizeof(err)), -EINVAL);
+}
+
+/* ---- plugstack arguments ------------------------------------------------------------ */
+
+static void site_defaults(void **state)
+{
+	(void)state;
+	assert_int_equal(site_parse(0, NULL), 0);
+	assert_float_equal(site.default_fraction, 0.8, 0);
+	assert_float_equal(site.max_fraction, 1.0, 0);
+	assert_float_equal(site.force_fraction, 0, 0);
+	assert_int_equal(site.over_max, AB_OVER_MAX_CLAMP);
+	assert_int_equal(site.on_failure, AB_ON_FAILURE_CONTINUE);
+	assert_int_equal(site.probe_timeout, 900);
+	assert_true(site.cache);
+	assert_false(site.enforce);
+	assert_true(site.probe[0] == '/');
+}
+
+static void site_every_key(void **state)
+{
+	(void)state;
+	assert_int_equal(SITE("default_fraction=0.7", "min_fraction=0.5", "max_fraction=90%",
+			      "force_fraction=0.6", "over_max=deny", "on_failure=abort",
+			      "probe=/opt/ab/probe", "probe_timeout=60", "probe_args=--device",
+			      "cache=off", "cache_dir=/var/cache/ab", "enforce=on"),
+			 0);
+	assert_float_equal(site.default_fraction, 0.7, 1e-12);
+	assert_float_equal(site.min_fraction, 0.5, 1e-12);
+	assert_float_equal(site.max_fraction, 0.9, 1e-12);
+	assert_float_equal(site.force_fraction, 0.6, 1e-12);
+	assert_int_equal(site.over_max, AB_OVER_MAX_DENY);
+	assert_int_equal(site.on_failure, AB_ON_FAILURE_ABORT);
+	assert_string_equal(site.probe, "/opt/ab/probe");
+	assert_int_equal(site.probe_timeout, 60);
+	assert_string_equal(site.probe_args, "--device");
+	assert_false(site.cache);
+	assert_string_equal(site.cache_dir, "/var/cache/ab");
+	assert_true(site.enforce);
+}
+
+static void site_quoted_probe_args(void **state)
+{
+	(void)state;
+	/* Slurm hands plugstack.conf words split on blanks. */
+	assert_int_equal(SITE("probe_args=\"--device", "host:capacity=2GiB", "--trial-seconds",
+			      "5\"", "enforce=on"),
+			 0);
+	assert_string_equal(site.probe_args, "--device host:capacity=2GiB --trial-seconds 5");
+	assert_true(site.enforce);
+	assert_int_equal(SITE("probe_args=\"--device sim:total=8GiB\""), 0);
+	assert_string_equal(site.probe_args, "--device sim:total=8GiB");
+	assert_int_equal(SITE("probe_args=\"--device", "host"), -EINVAL);
+	assert_contains(err, "probe_args has an opening quote but no closing one");
+}
+
+static void site_refusals(void **state)
+{
+	static const struct { const char *arg; const char *why; } bad[] = {
+		{"colour=blue", "unknown plugstack argument 'colour=blue'"},
+		{"max_fraction", "unknown plugstack argument 'max_fraction'"},
+		{"=0.5", "unknown plugstack argument"},
+		{"max_fraction=1.5", "plugstack argument max_fraction: fraction '1.5'"},
+		{"default_fraction=abc", "plugstack argument default_fraction: invalid"},
+		{"min_fraction=0", "must be greater than 0"},
+		{"over_max=maybe", "over_max=maybe is invalid: use over_max=clamp or over_max=deny"},
+		{"on_failure=retry", "use on_failure=continue or on_failure=abort"},
+		{"cache=yes", "use cache=off or cache=on"},
+		{"enforce=", "use enforce=off or enforce=on"},
+		{"probe=autobatch-probe", "probe=autobatch-probe must be an absolute path"},
+		{"cache_dir=~/cache", "must be an absolute path"},
+		{"probe_timeout=0", "whole number of seconds"},
+		{"probe_timeout=-5", "whole number of seconds"},
+		{"probe_timeout=10s", "whole number of seconds"},
+		{"probe_timeout=99999999999", "whole number of seconds"},
+		{"probe_timeout=604801", "whole number of seconds"},
+		{"probe_args=a\tb", "control characters"},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[] = {(char *)bad[i].arg};
+
+		if (site_parse(1, argv) >= 0)
+			fail_msg("'%s' accepted", bad[i].arg);
+		assert_contains(err, bad[i].why);
+	}
+}
+
+static void site_conflicts(void **state)
+{
+	(void)state;
+	assert_int_equal(SITE("max_fraction=0.9", "max_fraction=0.95"), -EINVAL);
+	assert_contains(err, "max_fraction is given twice");
+	assert_int_equal(SITE("min_fraction=0.9", "max_fraction=0.5"), -EINVAL);
+	assert_contains(err, "min_fraction=0.9 is above max_fraction=0.5");
+	assert_int_equal(SITE("default_fraction=0.95", "max_fraction=0.9"), -EINVAL);
+	assert_contains(err, "default_fraction=0.95 is outside");
+	assert_int_equal(SITE("force_fraction=0.95", "max_fraction=0.9"), -EINVAL);
+	assert_contains(err, "force_fraction=0.95 is outside");
+	/* An implicit default follows the admin's bounds instead of failing. */
+	assert_int_equal(SITE("max_fraction=0.7"), 0);
+	assert_float_equal(site.default_fraction, 0.7, 1e-12);
+	assert_int_equal(SITE("min_fraction=0.9"), 0);
+	assert_float_equal(site.default_fraction, 0.9, 1e-12);
+}
+
+static void site_long_values(void **state)
+{
+	char probe[AB_PATH_MAX + 16] = "probe=/";
+
+	(void)state;
+	memset(probe + 7, 'a', sizeof(probe) - 8);
+	probe[sizeof(probe) - 1] = '\0';
+	char *argv[] = {probe};
+	assert_int_equal(site_parse(1, argv), -ENAMETOOLONG);
+	assert_contains(err, "probe is longer than");
+}
+
+/* ---- user options ------------------------------------------------------------------ */
+
+static void request_options(void **state)
+{
+	struct ab_request r;
+
+	(void)state;
+	ab_request_init(&r);
+	assert_false(r.enabled);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.7", err, sizeof(err)), 0);
+	assert_true(r.enabled);
+	assert_int_equal(r.source, AB_SOURCE_OPTION);
+	assert_float_equal(r.fraction, 0.7, 1e-12);
+	assert_int_equal(ab_request_set(&r, AB_OPT_CONFIG, "exp.yaml", err, sizeof(err)), 0);
+	assert_string_equal(r.config, "exp.yaml");
+	assert_int_equal(ab_request_set(&r, AB_OPT_PRESET, "deepspeed", err, sizeof(err)), 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_KEY, "train_input.micro_batch_size", err,
+					sizeof(err)),
+			 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_GLOBAL_BATCH, "2048", err, sizeof(err)), 0);
+	assert_int_equal(r.global_batch, 2048);
+	assert_int_equal(ab_request_set(&r, AB_OPT_OBJECTIVE, "throughput", err, sizeof(err)),
+			 0);
+	assert_int_equal(r.objective, AB_OBJECTIVE_THROUGHPUT);
+	assert_int_equal(ab_request_set(&r, AB_OPT_MODE, "model", err, sizeof(err)), 0);
+	assert_int_equal(r.mode, AB_MODE_MODEL);
+	assert_int_equal(ab_request_set(&r, AB_OPT_EVAL, NULL, err, sizeof(err)), 0);
+	assert_true(r.eval);
+	assert_int_equal(ab_request_set(&r, AB_OPT_REFRESH, NULL, err, sizeof(err)), 0);
+	assert_true(r.refresh);
+	assert_int_equal(ab_request_set(&r, AB_OPT_TRIAL_COMMAND, "python train.py\t--x", err,
+					sizeof(err)),
+			 0);
+	/* Slurm may run a callback twice; the same value must give the same state. */
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.7", err, sizeof(err)), 0);
+	assert_float_equal(r.fraction, 0.7, 1e-12);
+	/* A bare --autobatch after an environment value means the site default. */
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, NULL, err, sizeof(err)), 0);
+	assert_int_equal(r.source, AB_SOURCE_DEFAULT);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "", err, sizeof(err)), 0);
+	assert_int_equal(r.source, AB_SOURCE_DEFAULT);
+}
+
+static void request_refusals(void **state)
+{
+	static const struct { enum ab_option opt; const char *value; const char *why; } bad[] = {
+		{AB_OPT_AUTOBATCH, "1.5", "--autobatch: fraction '1.5' is more than"},
+		{AB_OPT_AUTOBATCH, "abc", "--autobatch: invalid fraction 'abc'"},
+		{AB_OPT_CONFIG, "", "--autobatch-config needs a value"},
+		{AB_OPT_CONFIG, "a\nb", "--autobatch-config contains control characters"},
+		{AB_OPT_PRESET, "deep speed", "may use only letters"},
+		{AB_OPT_PRESET, "../../etc", "may use only letters"},
+		{AB_OPT_KEY, "", "--autobatch-key needs a value"},
+		{AB_OPT_GLOBAL_BATCH, "0", "--autobatch-global-batch=0 is invalid"},
+		{AB_OPT_GLOBAL_BATCH, "-8", "is invalid"},
+		{AB_OPT_GLOBAL_BATCH, "12abc", "is invalid"},
+		{AB_OPT_GLOBAL_BATCH, "99999999999", "is invalid"},
+		{AB_OPT_GLOBAL_BATCH, "2147483648", "is invalid"},
+		{AB_OPT_OBJECTIVE, "speed", "--autobatch-objective=speed is invalid: use memory or "
+					    "throughput"},
+		{AB_OPT_MODE, "proxy", "use exec or model"},
+		{AB_OPT_MODE, NULL, "--autobatch-mode= is invalid"},
+		{AB_OPT_TRIAL_COMMAND, "", "needs a value"},
+		{AB_OPT_TRIAL_COMMAND, "a\x1b[2Jb", "control characters"},
+		{AB_OPT_COUNT, "x", "unknown option"},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct ab_request r;
+
+		ab_request_init(&r);
+		err[0] = '\0';
+		if (ab_request_set(&r, bad[i].opt, bad[i].value, err, sizeof(err)) >= 0)
+			fail_msg("option %d '%s' accepted", bad[i].opt,
+				 bad[i].value ? bad[i].value : "(null)");
+		assert_contains(err, bad[i].why);
+		assert_false(r.enabled);
+	}
+}
+
+static void request_long_config(void **state)
+{
+	struct ab_request r;
+	char path[AB_PATH_MAX + 1];
+
+	(void)state;
+	memset(path, 'x', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0';
+	ab_request_init(&r);
+	assert_int_equal(ab_request_set(&r, AB_OPT_CONFIG, path, err, sizeof(err)),
+			 -ENAMETOOLONG);
+	assert_contains(err, "--autobatch-config is longer than");
+}
+
+static void request_env(void **state)
+{
+	struct ab_request r;
+
+	(void)state;
+	ab_request_init(&r);
+	assert_int_equal(ab_request_from_env(&r, NULL, err, sizeof(err)), 0);
+	assert_false(r.enabled);
+	assert_int_equal(ab_request_from_env(&r, "75%", err, sizeof(err)), 0);
+	assert_true(r.enabled);
+	assert_int_equal(r.source, AB_SOURCE_ENV);
+	assert_float_equal(r.fraction, 0.75, 1e-12);
+
+	ab_request_init(&r);
+	assert_int_equal(ab_request_from_env(&r, "", err, sizeof(err)), -EINVAL);
+	assert_contains(err, "AUTOBATCH is set but empty");
+	assert_int_equal(ab_request_from_env(&r, "2", err, sizeof(err)), -ERANGE);
+	assert_contains(err, "AUTOBATCH: fraction '2'");
+
+	/* The option wins over the environment. */
+	ab_request_init(&r);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.6", err, sizeof(err)), 0);
+	assert_int_equal(ab_request_from_env(&r, "garbage", err, sizeof(err)), 0);
+	assert_float_equal(r.fraction, 0.6, 1e-12);
+	assert_int_equal(r.source, AB_SOURCE_OPTION);
+}
+
+static void request_check(void **state)
+{
+	struct ab_request r;
+
+	(void)state;
+	ab_request_init(&r);
+	assert_int_equal(ab_request_check(&r, err, sizeof(err)), 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_CONFIG, "exp.yaml", err, sizeof(err)), 0);
+	assert_int_equal(ab_request_check(&r, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "--autobatch-config has no effect without --autobatch");
+	assert_int_equal(ab_request_from_env(&r, "0.8", err, sizeof(err)), 0);
+	assert_int_equal(ab_request_check(&r, err, sizeof(err)), 0);
+}
+
+/* ---- policy ------------------------------------------------------------------------ */
+
+static int resolve(const char *fraction, double *out)
+{
+	struct ab_request r;
+
+	ab_request_init(&r);
+	if (fraction)
+		assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, fraction, err, sizeof(err)),
+				 0);
+	else
+		r.enabled = true;
+	err[0] = note[0] = '\0';
+	return ab_resolve_fraction(&site, &r, out, note, sizeof(note), err, sizeof(err));
+}
+
+static void policy(void **state)
+{
+	double f = 0;
+
+	(void)state;
+	assert_int_equal(SITE("max_fraction=0.9"), 0);
+	assert_int_equal(resolve("0.85", &f), 0);
+	assert_float_equal(f, 0.85, 1e-12);
+	assert_string_equal(note, "");
+	assert_int_equal(resolve(NULL, &f), 0);
+	assert_float_equal(f, 0.8, 1e-12);
+
+	/* clamp (the default policy) */
+	assert_int_equal(resolve("0.95", &f), 0);
+	assert_float_equal(f, 0.9, 1e-12);
+	assert_string_equal(note, "--autobatch=0.95 is above the site maximum 0.9: using 0.9");
+
+	/* deny */
+	assert_int_equal(SITE("max_fraction=0.9", "min_fraction=0.5", "over_max=deny"), 0);
+	f = 0;
+	assert_int_equal(resolve("0.95", &f), -ERANGE);
+	assert_float_equal(f, 0, 0);
+	assert_string_equal(err, "--autobatch=0.95 is above the site maximum 0.9 (max_fraction "
+				 "in plugstack.conf): ask for at most 0.9");
+	assert_int_equal(resolve("0.3", &f), -ERANGE);
+	assert_contains(err, "below the site minimum 0.5 (min_fraction in plugstack.conf): ask "
+			     "for at least 0.5");
+	assert_int_equal(resolve("0.9", &f), 0); /* the bound itself is allowed */
+
+	assert_int_equal(SITE("min_fraction=0.5"), 0);
+	assert_int_equal(resolve("30%", &f), 0);
+	assert_float_equal(f, 0.5, 1e-12);
+	assert_contains(note, "--autobatch=30% is below the site minimum 0.5: using 0.5");
+
+	/* force wins over everything the user asks for, and says so */
+	assert_int_equal(SITE("force_fraction=0.75", "over_max=deny", "max_fraction=0.8"), 0);
+	assert_int_equal(resolve("0.99", &f), 0);
+	assert_float_equal(f, 0.75, 1e-12);
+	assert_contains(note, "the site forces fraction 0.75: --autobatch=0.99 is ignored");
+	assert_int_equal(resolve(NULL, &f), 0);
+	assert_float_equal(f, 0.75, 1e-12);
+	assert_string_equal(note, "");
+}
+
+static void describe(void **state)
+{
+	struct ab_request r;
+	char buf[2048], tiny[16];
+
+	(void)state;
+	assert_int_equal(SITE("max_fraction=0.9", "probe_args=\"--device host\""), 0);
+	ab_request_init(&r);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.85", err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_describe(&site, &r, 0.85, buf, sizeof(buf)), 0);
+	assert_contains(buf, "fraction=0.85 (from --autobatch=0.85; site bounds 0..0.9, "
+			     "over_max=clamp)\n");
+	assert_contains(buf, "probe_args=--device host\n");
+	assert_int_equal(ab_settings_describe(&site, &r, 0.85, tiny, sizeof(tiny)),
+			 -ENAMETOOLONG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fraction_accepts),
+		cmocka_unit_test(fraction_refuses),
+		cmocka_unit_test(site_defaults),
+		cmocka_unit_test(site_every_key),
+		cmocka_unit_test(site_quoted_probe_args),
+		cmocka_unit_test(site_refusals),
+		cmocka_unit_test(site_conflicts),
+		cmocka_unit_test(site_long_values),
+		cmocka_unit_test(request_options),
+		cmocka_unit_test(request_refusals),
+		cmocka_unit_test(request_long_config),
+		cmocka_unit_test(request_env),
+		cmocka_unit_test(request_check),
+		cmocka_unit_test(policy),
+		cmocka_unit_test(describe),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
