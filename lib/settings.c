@@ -477,9 +477,12 @@ int ab_request_set(struct ab_request *req, enum ab_option opt, const char *value
 		req->given |= 1u << opt;
 	switch (opt) {
 	case AB_OPT_AUTOBATCH:
-		/* No value (or the empty value sbatch propagates for a bare --autobatch)
-		 * means the site default; a later option overrides an earlier one. */
-		if (!value || !*value) {
+		/* No value means the site default; a later option overrides an earlier one. */
+		if (value && !*value)
+			return ab_fail(err, errlen, EINVAL,
+				       "--autobatch= has nothing after '=': write --autobatch=0.8 "
+				       "or --autobatch alone for the site default");
+		if (!value) {
 			req->enabled = true;
 			req->source = AB_SOURCE_DEFAULT;
 			req->fraction_text[0] = '\0';

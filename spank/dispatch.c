@@ -2,12 +2,27 @@
  * then hand each hook to the module of the context it runs in.
  */
 #include <slurm/spank.h>
+#include <stdlib.h>
 
 #include "plugin.h"
 
 SPANK_PLUGIN(autobatch, 1)
 
 struct ab_plugin ab_state;
+
+/* AUTOBATCH=F is handed to Slurm as the environment form of --autobatch=F, so Slurm
+ * validates it like the option (a bad value stops srun even for an optional plugin) and a
+ * --autobatch on the command line still wins. An option already in the environment (an
+ * sbatch --autobatch job) is the user's explicit choice and stays. */
+static void alias_env_option(void)
+{
+	const char *value = getenv("AUTOBATCH");
+
+	if (!value || getenv(AB_OPTION_ENV))
+		return;
+	if (setenv(AB_OPTION_ENV, value, 0) == 0)
+		ab_state.env_alias = true;
+}
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
@@ -21,6 +36,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 					 ab_state.site_err, sizeof(ab_state.site_err)) == 0;
 	if (ab_options_register(sp) < 0)
 		return -1;
+	if (ctx != S_CTX_REMOTE)
+		alias_env_option();
 	if (!ab_state.site_ok) {
 		slurm_error(AB_LOG_PREFIX "%s (fix plugstack.conf)", ab_state.site_err);
 		return -1;

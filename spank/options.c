@@ -3,12 +3,27 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plugin.h"
+
+/* Records --autobatch[=F]. sbatch propagates a bare --autobatch as the text "(null)"; the
+ * first call after we aliased AUTOBATCH is the environment's value, named as such. */
+static int set_autobatch(const char *optarg, char *err, size_t errlen)
+{
+	if (optarg && strcmp(optarg, "(null)") == 0)
+		optarg = NULL;
+	if (ab_state.env_alias) {
+		ab_state.env_alias = false;
+		return ab_request_from_env(&ab_state.req, optarg ? optarg : "", err, errlen);
+	}
+	return ab_request_set(&ab_state.req, AB_OPT_AUTOBATCH, optarg, err, errlen);
+}
 
 static int option_cb(int val, const char *optarg, int remote)
 {
 	char err[AB_ERR_MAX];
+	int rc;
 
 	/* slurmstepd re-runs the callbacks; the request was validated in srun already and
 	 * remote context must not fail a launch over it. */
@@ -20,7 +35,11 @@ static int option_cb(int val, const char *optarg, int remote)
 			    ab_options[val].name, ab_state.site_err);
 		return -1;
 	}
-	if (ab_request_set(&ab_state.req, (enum ab_option)val, optarg, err, sizeof(err)) < 0) {
+	if (val == AB_OPT_AUTOBATCH)
+		rc = set_autobatch(optarg, err, sizeof(err));
+	else
+		rc = ab_request_set(&ab_state.req, (enum ab_option)val, optarg, err, sizeof(err));
+	if (rc < 0) {
 		slurm_error(AB_LOG_PREFIX "%s", err);
 		return -1;
 	}

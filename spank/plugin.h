@@ -10,11 +10,14 @@
 #include "settings.h"
 
 #define AB_LOG_PREFIX "autobatch: "
+/* The environment form of --autobatch that srun and sbatch read (see dispatch.c). */
+#define AB_OPTION_ENV "SLURM_SPANK__SLURM_SPANK_OPTION_autobatch_autobatch"
 
 struct ab_plugin {
 	bool site_ok;                /* plugstack arguments parsed and consistent */
 	char site_err[AB_ERR_MAX];   /* why not, for every later hook to repeat */
 	bool failed;                 /* a hook refused the request: later hooks do nothing */
+	bool env_alias;              /* AB_OPTION_ENV was set by us from AUTOBATCH */
 	struct ab_site site;
 	struct ab_request req;
 	double fraction;             /* effective, after site policy */

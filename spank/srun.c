@@ -38,10 +38,7 @@ int ab_srun_post_opt(spank_t sp, int ac, char **av)
 		return refuse(err);
 	if (!ab_state.req.enabled)
 		return 0;
-	if (ab_request_resolve(false) < 0)
-		return -1;
-	describe();
-	return 0;
+	return ab_request_resolve(false);
 }
 
 int ab_srun_user_init(spank_t sp, int ac, char **av)
@@ -51,6 +48,7 @@ int ab_srun_user_init(spank_t sp, int ac, char **av)
 	(void)sp, (void)ac, (void)av;
 	if (!ab_state.site_ok || ab_state.failed || !ab_state.req.enabled)
 		return 0;
+	describe(); /* here, not earlier: srun applies -v only after init_post_opt */
 	/* spank_setenv is refused in local context; srun merges environ into the launch. */
 	snprintf(value, sizeof(value), "%g", ab_state.fraction);
 	if (setenv("AUTOBATCH_FRACTION", value, 1) < 0) {

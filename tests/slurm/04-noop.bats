@@ -1,0 +1,43 @@
+#!/usr/bin/env bats
+# An srun without --autobatch behaves exactly as without the plugin.
+
+load helpers
+
+setup_file() {
+	require_testbed
+	reset_plugstack
+	# The same cluster seen through a slurm.conf whose plugstack is empty.
+	NOPLUG=$BATS_FILE_TMPDIR/noplugin
+	mkdir -p "$NOPLUG"
+	: >"$NOPLUG/plugstack.conf"
+	sed "s|^PlugStackConfig=.*|PlugStackConfig=$NOPLUG/plugstack.conf|" "$SLURM_CONF" >"$NOPLUG/slurm.conf"
+	cp "$(dirname "$SLURM_CONF")/gres.conf" "$NOPLUG/"
+	export NOPLUG
+}
+
+# A task's view, minus what differs from one step to the next anyway.
+task_view() {
+	SLURM_CONF=$1 timeout 60 srun -n2 --gres=gpu:2 bash -c 'env; echo "args: $*"; exit 3' _ a "b c" 2>&1 |
+		grep -vE '^SLURM_(JOB_ID|JOBID|STEP_ID|STEPID|TASK_PID|LAUNCH_NODE_IPADDR|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_START_TIME|JOB_END_TIME|CONF)=|^_=' |
+		sort
+}
+
+@test "task environment, arguments, output and exit status are identical with and without the plugin" {
+	with=$(task_view "$SLURM_CONF")
+	without=$(task_view "$NOPLUG/slurm.conf")
+	diff <(echo "$without") <(echo "$with")
+	assert_line_in "args: a b c" "$with"
+	assert_line_in "Exited with exit code 3" "$with"
+	! grep -qE '^(SLURM_)?AUTOBATCH_(FRACTION|BATCH_SIZE|GRAD_ACCUM|GLOBAL_BATCH|REPORT|CONFIG)=' <<<"$with"
+}
+
+@test "a plain srun prints nothing of ours, even with -v" {
+	run srun_t -v true
+	[ "$status" -eq 0 ]
+	! grep -q "autobatch" <<<"$output"
+}
+
+@test "AUTOBATCH_* variables a user set themselves pass through untouched" {
+	AUTOBATCH_FRACTION=0.33 run srun_t printenv AUTOBATCH_FRACTION
+	[ "$output" = "0.33" ]
+}

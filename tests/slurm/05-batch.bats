@@ -1,0 +1,50 @@
+#!/usr/bin/env bats
+# The option given to sbatch or salloc reaches the job's sruns.
+
+load helpers
+
+setup_file() { require_testbed; reset_plugstack; }
+
+batch() {
+	local out=$BATS_TEST_TMPDIR/job.out
+	run timeout 60 sbatch --wait -o "$out" "$@"
+	echo "$output" >&2
+	cat "$out"
+}
+
+@test "sbatch --autobatch=0.7 reaches the job's srun" {
+	printf '#!/bin/bash\nsrun -n2 printenv AUTOBATCH_FRACTION\n' >"$BATS_TEST_TMPDIR/job.sh"
+	out=$(batch -n2 --autobatch=0.7 "$BATS_TEST_TMPDIR/job.sh")
+	[ "$out" = $'0.7\n0.7' ]
+}
+
+@test "#SBATCH --autobatch=0.6 in the script works too" {
+	printf '#!/bin/bash\n#SBATCH --autobatch=0.6\nsrun printenv AUTOBATCH_FRACTION\n' >"$BATS_TEST_TMPDIR/job.sh"
+	out=$(batch "$BATS_TEST_TMPDIR/job.sh")
+	[ "$out" = "0.6" ]
+}
+
+@test "a bare sbatch --autobatch means the site default in the job" {
+	printf '#!/bin/bash\nsrun printenv AUTOBATCH_FRACTION\n' >"$BATS_TEST_TMPDIR/job.sh"
+	out=$(batch --autobatch "$BATS_TEST_TMPDIR/job.sh")
+	[ "$out" = "0.8" ]
+}
+
+@test "srun inside the job can still override the sbatch fraction" {
+	printf '#!/bin/bash\nsrun --autobatch=0.5 printenv AUTOBATCH_FRACTION\n' >"$BATS_TEST_TMPDIR/job.sh"
+	out=$(batch --autobatch=0.7 "$BATS_TEST_TMPDIR/job.sh")
+	[ "$out" = "0.5" ]
+}
+
+@test "sbatch --autobatch=2 is refused at submission" {
+	run timeout 30 sbatch --autobatch=2 --wrap true
+	[ "$status" -ne 0 ]
+	assert_line_in "autobatch: --autobatch: fraction '2' is more than the whole GPU memory" "$output"
+	assert_line_in "Invalid --autobatch argument" "$output"
+}
+
+@test "salloc --autobatch=0.55 reaches srun inside the allocation" {
+	run timeout 60 salloc -N1 --autobatch=0.55 srun printenv AUTOBATCH_FRACTION
+	[ "$status" -eq 0 ]
+	[ "$(grep -vE '^salloc:' <<<"$output")" = "0.55" ]
+}

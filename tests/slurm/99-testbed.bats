@@ -1,0 +1,46 @@
+#!/usr/bin/env bats
+# The testbed script itself: up restarts with new arguments; down leaves nothing behind.
+# Runs last: it restarts the testbed and leaves it up with the default arguments.
+
+load helpers
+
+setup_file() { require_testbed; }
+
+@test "testbed up twice restarts cleanly with the new plugstack arguments" {
+	run "$TESTBED" up --plugstack-args "max_fraction=0.6"
+	[ "$status" -eq 0 ]
+	assert_line_in "export SLURM_CONF=$SLURM_CONF" "$output"
+	ctld1=$(cat "$AUTOBATCH_TESTBED/run/slurmctld.pid")
+	run srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
+	[ "$(tail -n1 <<<"$output")" = "0.6" ]
+	run "$TESTBED" up --plugstack-args "max_fraction=0.7"
+	[ "$status" -eq 0 ]
+	ctld2=$(cat "$AUTOBATCH_TESTBED/run/slurmctld.pid")
+	[ "$ctld1" != "$ctld2" ]
+	! kill -0 "$ctld1" 2>/dev/null
+	run srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
+	[ "$(tail -n1 <<<"$output")" = "0.7" ]
+}
+
+@test "testbed env prints the same export lines as up" {
+	run "$TESTBED" env
+	[ "$status" -eq 0 ]
+	assert_line_in "export SLURM_CONF=$SLURM_CONF" "$output"
+	assert_line_in "export PATH=" "$output"
+}
+
+@test "testbed down stops every daemon and step it started" {
+	srun_t sleep 300 &
+	sleep 2
+	pids="$(cat "$AUTOBATCH_TESTBED"/run/*.pid "$AUTOBATCH_TESTBED/munge/munged.pid")"
+	run "$TESTBED" down
+	[ "$status" -eq 0 ]
+	for pid in $pids; do ! kill -0 "$pid" 2>/dev/null; done
+	! pgrep -f "slurmstepd" >/dev/null
+	! pgrep -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
+	wait || true
+	run "$TESTBED" up
+	[ "$status" -eq 0 ]
+	run srun_t true
+	[ "$status" -eq 0 ]
+}

@@ -1,0 +1,36 @@
+# helpers.bash - shared by the Slurm integration tests: they run real srun/sbatch/salloc
+# against the testbed that tests/run-all (or the user) brought up with contrib/testbed.
+
+: "${AUTOBATCH_TESTBED:=/tmp/autobatch-testbed}"
+export AUTOBATCH_TESTBED
+export SLURM_CONF=$AUTOBATCH_TESTBED/etc/slurm.conf
+PLUGSTACK=$AUTOBATCH_TESTBED/etc/plugstack.conf
+PLUGIN=$AUTOBATCH_TESTBED/plugin/autobatch.so
+SRCDIR=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+TESTBED=$SRCDIR/contrib/testbed/testbed
+
+require_testbed() {
+	[ -f "$SLURM_CONF" ] || { echo "no testbed at $AUTOBATCH_TESTBED: run contrib/testbed/testbed up" >&2; return 1; }
+	timeout 20 sinfo -h >/dev/null 2>&1 || { echo "testbed at $AUTOBATCH_TESTBED is not answering" >&2; return 1; }
+}
+
+# What an admin does: rewrite plugstack.conf. srun and slurmstepd read it at every start.
+set_plugstack() {
+	echo "${2:-optional} $PLUGIN $1" >"$PLUGSTACK"
+}
+
+reset_plugstack() {
+	set_plugstack ""
+}
+
+# srun with a bounded wait, so a hang fails the test instead of CI.
+srun_t() { timeout 60 srun "$@"; }
+
+assert_line_in() {
+	local needle=$1 haystack=$2
+	if ! grep -qF -- "$needle" <<<"$haystack"; then
+		echo "expected: $needle" >&2
+		echo "in: $haystack" >&2
+		return 1
+	fi
+}
