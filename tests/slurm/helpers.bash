@@ -15,8 +15,11 @@ require_testbed() {
 }
 
 # What an admin does: rewrite plugstack.conf. srun and slurmstepd read it at every start.
+# The probe is the testbed's copy of the one just built, unless the arguments name another.
 set_plugstack() {
-	echo "${2:-optional} $PLUGIN $1" >"$PLUGSTACK"
+	local args=$1
+	case " $args" in *" probe="*) ;; *) args="probe=$AUTOBATCH_TESTBED/bin/autobatch-probe $args" ;; esac
+	echo "${2:-optional} $PLUGIN $args" >"$PLUGSTACK"
 }
 
 reset_plugstack() {
