@@ -61,3 +61,17 @@ const char *ab_printable(const char *text, char *buf, size_t buflen)
 		memcpy(buf + buflen - 4, "...", 4);
 	return buf;
 }
+
+void ab_append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len + 1 >= buflen)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *len, buflen - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < buflen ? *len + (size_t)n : buflen - 1;
+}

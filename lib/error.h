@@ -14,6 +14,10 @@ int ab_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 /* snprintf that reports truncation as -ENAMETOOLONG instead of silently cutting. */
 int ab_format(char *buf, size_t buflen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Appends to buf at *len (kept <= buflen - 1, so repeated calls never overflow). */
+void ab_append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* Copies a value into a fixed buffer, refusing (-ENAMETOOLONG) rather than truncating. */
 int ab_copy(char *dst, size_t dstlen, const char *src);
 

@@ -4,22 +4,29 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "commands.h"
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: autobatch-probe [--help] [--version]\n"
+		"Usage: autobatch-probe COMMAND [ARGS]\n"
 		"\n"
 		"Finds the per-GPU batch size that fits a memory fraction, for the autobatch\n"
 		"Slurm plugin (srun --autobatch) or on its own.\n"
+		"\n"
+		"Commands:\n"
+		"  config get FILE KEY          print a value of a YAML/JSON config\n"
+		"  config set FILE KEY=VALUE... change values, keeping every other byte\n"
+		"                               (atomic; the old file stays in FILE.autobatch~)\n"
+		"  config detect FILE           name the framework preset the file follows\n"
+		"  presets                      list the framework presets and their keys\n"
 		"\n"
 		"Options:\n"
 		"  -h, --help       show this help and exit\n"
 		"  -V, --version    show the version and exit\n"
 		"\n"
-		"Report bugs to <%s>.\n",
-		PACKAGE_BUGREPORT);
+		"Keys are dot paths: a.b.c, list[2].x, a[\"key.with.dots\"]; --document N\n"
+		"picks one document of a multi-document YAML file.\n");
 }
 
 int main(int argc, char **argv)
@@ -36,6 +43,10 @@ int main(int argc, char **argv)
 		printf("autobatch-probe %s\n", PACKAGE_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "config"))
+		return cmd_config(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "presets"))
+		return cmd_presets(argc - 1, argv + 1);
 	fprintf(stderr, "autobatch-probe: unknown command '%s'; see 'autobatch-probe --help'\n",
 		argv[1]);
 	return 2;

@@ -1,0 +1,91 @@
+/* config.h - format-preserving edits of YAML and JSON training configs: load a file into a
+ * tree that remembers every value's bytes, look keys up by dot path, splice new values in.
+ *
+ * Functions return 0 or a negative errno value and describe failures, naming the file, the
+ * key and the line, in err (see error.h).
+ */
+#ifndef AUTOBATCH_CONFIG_H
+#define AUTOBATCH_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define AB_CONFIG_MAX_BYTES (8u << 20) /* larger files are refused: no config is that big */
+#define AB_CONFIG_MAX_DEPTH 256
+#define AB_VALUE_MAX 64
+
+enum ab_format { AB_FORMAT_AUTO, AB_FORMAT_YAML, AB_FORMAT_JSON };
+
+enum ab_node_kind { AB_NODE_SCALAR, AB_NODE_MAPPING, AB_NODE_SEQUENCE, AB_NODE_ALIAS };
+
+enum ab_style { AB_STYLE_PLAIN, AB_STYLE_SINGLE, AB_STYLE_DOUBLE, AB_STYLE_BLOCK };
+
+struct ab_node {
+	enum ab_node_kind kind;
+	enum ab_style style;
+	size_t start, end;       /* bytes of the value itself: quotes in, anchor and tag out */
+	size_t line, end_line;   /* 1-based */
+	size_t column;           /* 1-based, in characters */
+	char *value;             /* scalar: decoded text; alias: the anchor's name */
+	size_t value_len;
+	char *anchor;            /* &name on this node, or NULL */
+	bool json_literal;       /* JSON number, true, false or null (not a string) */
+	size_t n;                /* mapping pairs or sequence items */
+	struct ab_node **keys;   /* mapping: key nodes; NULL for a sequence */
+	struct ab_node **items;  /* mapping values or sequence items */
+	struct ab_node *target;  /* alias: the anchored node it repeats */
+};
+
+struct ab_config {
+	char *name;              /* as given, for messages */
+	char *buf;               /* the file's bytes, NUL-terminated */
+	size_t len;
+	enum ab_format format;
+	size_t ndocs;
+	struct ab_node **docs;
+};
+
+/* Parses buf (copied). name is used in messages; format AUTO picks by name, then content. */
+int ab_config_parse(const char *name, const char *buf, size_t len, enum ab_format format,
+		    struct ab_config **out, char *err, size_t errlen);
+
+/* Reads and parses a file the caller may read (no symlink policy: see ab_config_set_file). */
+int ab_config_load(const char *path, enum ab_format format, struct ab_config **out, char *err,
+		   size_t errlen);
+
+void ab_config_free(struct ab_config *cfg);
+
+/* Finds a scalar by key: document -1 searches all (a key in several is an error). */
+int ab_config_find(const struct ab_config *cfg, const char *key, int document,
+		   const struct ab_node **out, char *err, size_t errlen);
+
+/* The scalar's text as a program reading the file sees it. */
+int ab_config_get(const struct ab_config *cfg, const char *key, int document, char *buf,
+		  size_t buflen, char *err, size_t errlen);
+
+struct ab_edit {
+	const char *key;
+	const char *value; /* a number: 256, 0.5, 1e-4 */
+};
+
+/* Applies the edits to a copy of the bytes: *out (malloc'ed, NUL-terminated), *outlen. Every
+ * byte outside the edited values is unchanged. note receives remarks (anchors followed). */
+int ab_config_apply(const struct ab_config *cfg, const struct ab_edit *edits, size_t n,
+		    int document, char **out, size_t *outlen, char *note, size_t notelen,
+		    char *err, size_t errlen);
+
+/* Loads, edits and atomically rewrites path under an advisory lock, keeping the previous
+ * bytes in PATH.autobatch~. See config_file.c for the symlink and permission rules. */
+int ab_config_set_file(const char *path, enum ab_format format, const struct ab_edit *edits,
+		       size_t n, int document, char *note, size_t notelen, char *err,
+		       size_t errlen);
+
+/* Calls fn for every scalar leaf with its canonical dot path (document index first). */
+typedef int (*ab_config_visit_fn)(size_t document, const char *path, const struct ab_node *node,
+				  void *arg);
+int ab_config_visit(const struct ab_config *cfg, ab_config_visit_fn fn, void *arg);
+
+/* True when text is a decimal number (sign, digits, fraction, exponent). */
+bool ab_is_number(const char *text, size_t len);
+
+#endif

@@ -1,0 +1,292 @@
+/* config_file.c - reading a config and rewriting it safely: under an advisory lock on its
+ * directory, through a temp file that is fsync'ed and renamed, with the old bytes kept.
+ *
+ * Symlinks: a link to a file in the same directory is followed; a link elsewhere only when it
+ * ends at a regular file the caller owns (so nobody is tricked into rewriting a file they
+ * merely can write). The rename then replaces the link's target, and the link stays.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+
+#define BACKUP_SUFFIX ".autobatch~"
+#define LOCK_WAIT_MS 10000
+
+static int read_fd(int fd, const char *name, char **out, size_t *outlen, char *err,
+		   size_t errlen)
+{
+	struct stat st;
+	size_t len = 0;
+	char *buf;
+	ssize_t n;
+
+	if (fstat(fd, &st) < 0)
+		return ab_fail(err, errlen, errno, "%s: %s", name, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return ab_fail(err, errlen, EINVAL, "%s is not a regular file: give the config "
+						    "file itself",
+			       name);
+	if ((size_t)st.st_size > AB_CONFIG_MAX_BYTES)
+		return ab_fail(err, errlen, EFBIG, "%s is %lld bytes, more than the %u a config "
+						   "may have: is it the right file?",
+			       name, (long long)st.st_size, AB_CONFIG_MAX_BYTES);
+	if (!(buf = malloc((size_t)st.st_size + 1)))
+		return ab_fail(err, errlen, ENOMEM, "%s: out of memory", name);
+	while ((n = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
+		len += (size_t)n;
+	if (n < 0) {
+		free(buf);
+		return ab_fail(err, errlen, errno, "reading %s: %s", name, strerror(errno));
+	}
+	*out = buf;
+	*outlen = len;
+	return 0;
+}
+
+int ab_config_load(const char *path, enum ab_format format, struct ab_config **out, char *err,
+		   size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc;
+	char *buf = NULL;
+	size_t len = 0;
+
+	if (fd < 0)
+		return ab_fail(err, errlen, errno, "cannot read %s: %s", path, strerror(errno));
+	rc = read_fd(fd, path, &buf, &len, err, errlen);
+	close(fd);
+	if (rc == 0)
+		rc = ab_config_parse(path, buf, len, format, out, err, errlen);
+	free(buf);
+	return rc;
+}
+
+/* ---- where to write ---------------------------------------------------------------- */
+
+struct target {
+	char dir[PATH_MAX];  /* directory holding the file that is really rewritten */
+	char base[NAME_MAX + 1];
+	int dirfd;
+};
+
+static int split(const char *path, struct target *t)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+
+	if (ab_copy(a, sizeof(a), path) < 0 || ab_copy(b, sizeof(b), path) < 0)
+		return -ENAMETOOLONG;
+	if (ab_copy(t->dir, sizeof(t->dir), dirname(a)) < 0 ||
+	    ab_copy(t->base, sizeof(t->base), basename(b)) < 0)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int follow_link(const char *path, struct target *t, char *err, size_t errlen)
+{
+	char real[PATH_MAX], realdir[PATH_MAX], named[PATH_MAX];
+	struct stat st;
+
+	if (!realpath(path, real))
+		return ab_fail(err, errlen, errno, "%s is a symlink that cannot be followed: %s",
+			       path, strerror(errno));
+	if (split(real, t) < 0 || !realpath(t->dir, realdir))
+		return ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", path);
+	if (split(path, t) < 0 || !realpath(t->dir, named))
+		return ab_fail(err, errlen, errno, "%s: %s", path, strerror(errno));
+	if (strcmp(realdir, named) != 0 &&
+	    (stat(real, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+		return ab_fail(err, errlen, EPERM,
+			       "%s is a symlink to %s, outside its directory, and that is not a "
+			       "regular file of yours: autobatch will not rewrite it; give the "
+			       "real file",
+			       path, real);
+	return split(real, t) < 0 ? ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", path)
+				  : 0;
+}
+
+static int open_target(const char *path, struct target *t, char *err, size_t errlen)
+{
+	struct stat st;
+	int rc;
+
+	if (lstat(path, &st) < 0)
+		return ab_fail(err, errlen, errno, "cannot open %s: %s", path, strerror(errno));
+	rc = S_ISLNK(st.st_mode) ? follow_link(path, t, err, errlen) : split(path, t);
+	if (rc == -ENAMETOOLONG)
+		return ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", path);
+	if (rc < 0)
+		return rc;
+	t->dirfd = open(t->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (t->dirfd < 0)
+		return ab_fail(err, errlen, errno, "cannot open the directory of %s: %s", path,
+			       strerror(errno));
+	return 0;
+}
+
+/* Two autobatch writers in one directory take turns; a stuck one does not hang us. */
+static int lock_dir(const struct target *t, const char *path, char *err, size_t errlen)
+{
+	struct timespec pause = {0, 20 * 1000 * 1000};
+
+	for (int waited = 0; flock(t->dirfd, LOCK_EX | LOCK_NB) < 0; waited += 20) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return ab_fail(err, errlen, errno, "cannot lock the directory of %s: %s",
+				       path, strerror(errno));
+		if (waited >= LOCK_WAIT_MS)
+			return ab_fail(err, errlen, EBUSY, "another process has been editing files "
+							   "beside %s for %d s; try again",
+				       path, LOCK_WAIT_MS / 1000);
+		nanosleep(&pause, NULL);
+	}
+	return 0;
+}
+
+/* ---- writing ----------------------------------------------------------------------- */
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Writes bytes to a new temp file beside the target and renames it to name; the file gets
+ * the original's mode and owner. Nothing is left behind on failure. */
+static int replace(const struct target *t, const char *name, const char *buf, size_t len,
+		   const struct stat *st)
+{
+	char tmp[NAME_MAX + 1];
+	int fd = -1, rc;
+
+	for (int attempt = 0; fd < 0 && attempt < 100; attempt++) {
+		snprintf(tmp, sizeof(tmp), ".%.200s.autobatch.%ld.%d", t->base, (long)getpid(),
+			 attempt);
+		fd = openat(t->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		if (fd < 0 && errno != EEXIST)
+			return -errno;
+	}
+	if (fd < 0)
+		return -EEXIST;
+	rc = write_all(fd, buf, len);
+	if (rc == 0 && (st->st_uid != geteuid() || st->st_gid != getegid()) &&
+	    fchown(fd, st->st_uid, st->st_gid) < 0)
+		rc = -errno;
+	if (rc == 0 && fchmod(fd, st->st_mode & 07777) < 0)
+		rc = -errno;
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(t->dirfd, tmp, t->dirfd, name) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlinkat(t->dirfd, tmp, 0);
+	return rc;
+}
+
+static int check_writable(const struct target *t, const char *path, const struct stat *st,
+			  char *err, size_t errlen)
+{
+	/* Root passes access(2) on a 0444 file; the mode bits still say "do not edit". */
+	if ((st->st_mode & 0222) == 0 || faccessat(t->dirfd, t->base, W_OK, AT_EACCESS) < 0)
+		return ab_fail(err, errlen, EACCES, "%s is read-only: nothing was changed; make it "
+						    "writable (chmod u+w) or give a copy",
+			       path);
+	return 0;
+}
+
+static int write_failed(const char *what, const char *path, const struct target *t, int rc,
+			char *err, size_t errlen)
+{
+	if (rc == -EACCES || rc == -EROFS || rc == -EPERM)
+		return ab_fail(err, errlen, -rc,
+			       "cannot write %s beside %s: %s: %s was not changed; autobatch needs "
+			       "to create files in %s",
+			       what, path, strerror(-rc), path, t->dir);
+	return ab_fail(err, errlen, -rc, "writing %s beside %s: %s: %s was not changed", what,
+		       path, strerror(-rc), path);
+}
+
+static int rewrite(const struct target *t, const char *path, enum ab_format format,
+		   const struct ab_edit *edits, size_t n, int document, char *note,
+		   size_t notelen, char *err, size_t errlen)
+{
+	struct ab_config *cfg = NULL;
+	char *old = NULL, *new = NULL, backup[NAME_MAX + 1];
+	size_t oldlen = 0, newlen = 0;
+	struct stat st;
+	int fd, rc;
+
+	fd = openat(t->dirfd, t->base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return ab_fail(err, errlen, errno, "cannot read %s: %s", path, strerror(errno));
+	rc = fstat(fd, &st) < 0 ? ab_fail(err, errlen, errno, "%s: %s", path, strerror(errno))
+				: read_fd(fd, path, &old, &oldlen, err, errlen);
+	close(fd);
+	if (rc == 0)
+		rc = ab_config_parse(path, old, oldlen, format, &cfg, err, errlen);
+	if (rc == 0)
+		rc = ab_config_apply(cfg, edits, n, document, &new, &newlen, note, notelen, err,
+				     errlen);
+	if (rc < 0 || (newlen == oldlen && memcmp(new, old, oldlen) == 0))
+		goto done; /* same bytes: no write, no backup */
+	if ((rc = check_writable(t, path, &st, err, errlen)) < 0)
+		goto done;
+	if (snprintf(backup, sizeof(backup), "%s%s", t->base, BACKUP_SUFFIX) >=
+	    (int)sizeof(backup)) {
+		rc = ab_fail(err, errlen, ENAMETOOLONG, "%s: name too long for a backup", path);
+		goto done;
+	}
+	if ((rc = replace(t, backup, old, oldlen, &st)) < 0) {
+		rc = write_failed("the backup", path, t, rc, err, errlen);
+		goto done;
+	}
+	if ((rc = replace(t, t->base, new, newlen, &st)) < 0) {
+		rc = write_failed("the new file", path, t, rc, err, errlen);
+		goto done;
+	}
+	fsync(t->dirfd);
+done:
+	ab_config_free(cfg);
+	free(old);
+	free(new);
+	return rc;
+}
+
+int ab_config_set_file(const char *path, enum ab_format format, const struct ab_edit *edits,
+		       size_t n, int document, char *note, size_t notelen, char *err,
+		       size_t errlen)
+{
+	struct target t = {.dirfd = -1};
+	int rc;
+
+	if (notelen)
+		note[0] = '\0';
+	if ((rc = open_target(path, &t, err, errlen)) < 0)
+		return rc;
+	if ((rc = lock_dir(&t, path, err, errlen)) == 0) {
+		rc = rewrite(&t, path, format, edits, n, document, note, notelen, err, errlen);
+		flock(t.dirfd, LOCK_UN);
+	}
+	close(t.dirfd);
+	return rc;
+}

@@ -1,0 +1,44 @@
+/* presets.h - the table of training frameworks and where each keeps its batch keys and
+ * model dimensions; detecting which one a config file follows.
+ */
+#ifndef AUTOBATCH_PRESETS_H
+#define AUTOBATCH_PRESETS_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+/* What a preset can name; NULL where the framework has no such key. */
+enum ab_role {
+	AB_ROLE_MICRO_BATCH,
+	AB_ROLE_GRAD_ACCUM,
+	AB_ROLE_GLOBAL_BATCH,
+	AB_ROLE_EVAL_BATCH,
+	AB_ROLE_HIDDEN,
+	AB_ROLE_LAYERS,
+	AB_ROLE_HEADS,
+	AB_ROLE_FFN,
+	AB_ROLE_SEQ_LEN,
+	AB_ROLE_VOCAB,
+	AB_ROLE_DTYPE,
+	AB_ROLE_COUNT
+};
+
+struct ab_preset {
+	const char *name;
+	const char *frameworks; /* who writes configs this way */
+	const char *keys[AB_ROLE_COUNT];
+};
+
+extern const struct ab_preset ab_presets[];
+extern const size_t ab_npresets;
+
+const char *ab_role_name(enum ab_role role);
+const struct ab_preset *ab_preset_find(const char *name);
+
+/* The preset whose batch keys the file has. Several matching equally well is an error that
+ * lists them (pick one with --preset); none matching is an error naming what was looked for. */
+int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_preset **out,
+		     char *err, size_t errlen);
+
+#endif

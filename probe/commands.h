@@ -1,0 +1,10 @@
+/* commands.h - the subcommands of autobatch-probe, one file each; each returns the
+ * process exit status (0 ok, 1 refused or failed, 2 usage).
+ */
+#ifndef AUTOBATCH_PROBE_COMMANDS_H
+#define AUTOBATCH_PROBE_COMMANDS_H
+
+int cmd_config(int argc, char **argv);
+int cmd_presets(int argc, char **argv);
+
+#endif
