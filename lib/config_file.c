@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config_edit.h"
 #include "error.h"
 
 #define BACKUP_SUFFIX ".autobatch~"

@@ -4,7 +4,7 @@
 #ifndef AUTOBATCH_CONFIG_INTERNAL_H
 #define AUTOBATCH_CONFIG_INTERNAL_H
 
-#include "config.h"
+#include "config_edit.h"
 
 struct ab_node *ab_node_new(enum ab_node_kind kind);
 void ab_node_free(struct ab_node *node);

@@ -53,8 +53,10 @@ int ab_json_validate(const struct ab_config *cfg, char *err, size_t errlen)
 			end++;
 	if (jerr == json_tokener_success && end == cfg->len)
 		return 0;
-	line_column(cfg->buf, bom, end > 0 && jerr != json_tokener_success ? end - 1 : end, &line,
-		    &col);
+	/* json-c stops one past the offending byte; at the end of input, point past it. */
+	if (end > bom && jerr != json_tokener_success && jerr != json_tokener_continue)
+		end--;
+	line_column(cfg->buf, bom, end, &line, &col);
 	return ab_fail(err, errlen, EINVAL, "%s is not valid JSON: line %zu, column %zu: %s",
 		       cfg->name, line, col,
 		       jerr == json_tokener_success	? "text after the end of the JSON value"

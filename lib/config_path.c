@@ -67,8 +67,10 @@ int ab_path_parse(const char *text, struct ab_path *path, char *err, size_t errl
 				;
 			rc = p == start ? -EINVAL : add_key(path, start, (size_t)(p - start));
 		}
-		if (rc == 0 && *p == '.' && (p[1] == '\0' || p[1] == '.' || p[1] == '['))
+		if (rc == 0 && *p == '.' && (p[1] == '\0' || p[1] == '.' || p[1] == '[')) {
+			p++; /* point at what follows the dot */
 			rc = -EINVAL;
+		}
 		else if (rc == 0 && *p == '.')
 			p++;
 	}

@@ -441,7 +441,7 @@ static int step(const struct lookup *l, const struct ab_node *cur,
 						 l->cfg->name, cur->line, l->key, seg->index)
 				       : -ENOENT;
 		if (seg->index >= cur->n)
-			return ab_fail(l->err, l->errlen, ENOENT,
+			return ab_fail(l->err, l->errlen, ERANGE,
 				       "%s: line %zu: key '%s': the list has %zu items (index from "
 				       "0)",
 				       l->cfg->name, cur->line, l->key, cur->n);

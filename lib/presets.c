@@ -75,15 +75,14 @@ static bool has_key(const struct ab_config *cfg, int document, const char *key)
 	return key && ab_config_find(cfg, key, document, &n, NULL, 0) == 0;
 }
 
-/* How many of the preset's training keys (batch, accumulation, global, eval) the file has;
- * 0 when the micro-batch key itself is missing. */
+/* How well the file matches the preset's training keys: its micro-batch key counts twice,
+ * accumulation, global and eval batch once each (a DeepSpeed file may name only
+ * train_batch_size). */
 static int score(const struct ab_preset *p, const struct ab_config *cfg, int document)
 {
-	int s = 0;
+	int s = 2 * has_key(cfg, document, p->keys[AB_ROLE_MICRO_BATCH]);
 
-	if (!has_key(cfg, document, p->keys[AB_ROLE_MICRO_BATCH]))
-		return 0;
-	for (int r = AB_ROLE_MICRO_BATCH; r <= AB_ROLE_EVAL_BATCH; r++)
+	for (int r = AB_ROLE_GRAD_ACCUM; r <= AB_ROLE_EVAL_BATCH; r++)
 		s += has_key(cfg, document, p->keys[r]);
 	return s;
 }

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "config_edit.h"
 
 /* What a preset can name; NULL where the framework has no such key. */
 enum ab_role {

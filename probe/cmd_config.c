@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "config.h"
+#include "config_edit.h"
 #include "presets.h"
 #include "settings.h"
 

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "unit.h"
 #include <errno.h>
 #include <string.h>
 

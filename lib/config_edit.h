@@ -4,8 +4,8 @@
  * Functions return 0 or a negative errno value and describe failures, naming the file, the
  * key and the line, in err (see error.h).
  */
-#ifndef AUTOBATCH_CONFIG_H
-#define AUTOBATCH_CONFIG_H
+#ifndef AUTOBATCH_CONFIG_EDIT_H
+#define AUTOBATCH_CONFIG_EDIT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,0 +1,595 @@
+/* test_config.c - the config editor: dot paths, every YAML/JSON feature it must keep byte
+ * for byte, every refusal with its message, and the safe file rewrite (lib/config_*.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "unit.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config_edit.h"
+#include "config_check.h"
+#include "config_path.h"
+#include "presets.h"
+
+#define NOBODY 65534
+
+static char err[1024], note[1024];
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
+}
+
+static struct ab_config *parse(const char *name, const char *text)
+{
+	struct ab_config *cfg = NULL;
+
+	if (ab_config_parse(name, text, strlen(text), AB_FORMAT_AUTO, &cfg, err, sizeof(err)) < 0)
+		fail_msg("%s: %s", name, err);
+	return cfg;
+}
+
+/* Edits one key and checks the result byte for byte, and that nothing else changed. */
+static void expect_edit_doc(const char *name, const char *text, const char *key,
+			    const char *value, int document, const char *want)
+{
+	struct ab_config *cfg = parse(name, text);
+	struct ab_edit e = {key, value};
+	char *out = NULL, why[1024];
+	size_t len;
+
+	if (ab_config_apply(cfg, &e, 1, document, &out, &len, note, sizeof(note), err,
+			    sizeof(err)) < 0)
+		fail_msg("%s %s=%s: %s", name, key, value, err);
+	if (strlen(want) != len || memcmp(out, want, len) != 0)
+		fail_msg("%s %s=%s gave:\n%s\nwanted:\n%s", name, key, value, out, want);
+	if (check_only_targets_changed(cfg, out, len, &e, 1, document, why, sizeof(why)) < 0)
+		fail_msg("%s: %s", name, why);
+	free(out);
+	ab_config_free(cfg);
+}
+
+static void expect_edit(const char *name, const char *text, const char *key, const char *value,
+			const char *want)
+{
+	expect_edit_doc(name, text, key, value, -1, want);
+}
+
+/* A lookup (and so an edit) of key must be refused with a message containing want. */
+static void expect_refusal_doc(const char *name, const char *text, const char *key,
+			       int document, const char *want)
+{
+	struct ab_config *cfg = parse(name, text);
+	struct ab_edit e = {key, "64"};
+	char *out = NULL;
+	size_t len;
+
+	err[0] = '\0';
+	if (ab_config_apply(cfg, &e, 1, document, &out, &len, note, sizeof(note), err,
+			    sizeof(err)) == 0)
+		fail_msg("%s: %s was edited:\n%s", name, key, out);
+	assert_null(out);
+	assert_contains(err, want);
+	ab_config_free(cfg);
+}
+
+static void expect_refusal(const char *name, const char *text, const char *key,
+			   const char *want)
+{
+	expect_refusal_doc(name, text, key, -1, want);
+}
+
+static void expect_parse_error(const char *name, const char *text, size_t len,
+			       const char *want)
+{
+	struct ab_config *cfg = NULL;
+
+	err[0] = '\0';
+	if (ab_config_parse(name, text, len, AB_FORMAT_AUTO, &cfg, err, sizeof(err)) == 0)
+		fail_msg("%s parsed", name);
+	assert_null(cfg);
+	assert_contains(err, want);
+}
+
+/* ---- paths ------------------------------------------------------------------------- */
+
+static void paths(void **state)
+{
+	struct ab_path p;
+	char text[256];
+
+	(void)state;
+	assert_int_equal(ab_path_parse("a.b[2].c", &p, err, sizeof(err)), 0);
+	assert_int_equal(p.n, 4);
+	assert_string_equal(p.seg[0].key, "a");
+	assert_true(p.seg[2].is_index);
+	assert_int_equal(p.seg[2].index, 2);
+	ab_path_format(&p, p.n, text, sizeof(text));
+	assert_string_equal(text, "a.b[2].c");
+	ab_path_free(&p);
+
+	assert_int_equal(ab_path_parse("callbacks[1].flags[\"csx.performance.mbs\"]", &p, err,
+				       sizeof(err)),
+			 0);
+	assert_int_equal(p.n, 4);
+	assert_string_equal(p.seg[3].key, "csx.performance.mbs");
+	ab_path_free(&p);
+	assert_int_equal(ab_path_parse("['a.b'].c", &p, err, sizeof(err)), 0);
+	assert_string_equal(p.seg[0].key, "a.b");
+	ab_path_free(&p);
+
+	static const char *const bad[] = {"", ".a", "a.", "a..b", "a[", "a[x]", "a[-1]",
+					  "a[\"x]", "a.[0]", "a[1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (ab_path_parse(bad[i], &p, err, sizeof(err)) == 0)
+			fail_msg("key '%s' accepted", bad[i]);
+		assert_contains(err, *bad[i] ? "invalid key" : "empty key");
+	}
+}
+
+/* ---- what an edit keeps ------------------------------------------------------------ */
+
+static void yaml_features(void **state)
+{
+	(void)state;
+	expect_edit("c.yaml", "a:\n  b: 8   # micro batch\n  c: 1\n", "a.b", "16",
+		    "a:\n  b: 16   # micro batch\n  c: 1\n");
+	expect_edit("c.yaml", "bs: \"100\"\n", "bs", "256", "bs: \"256\"\n");
+	expect_edit("c.yaml", "bs: '100'\n", "bs", "256", "bs: '256'\n");
+	expect_edit("c.yaml", "bs: \"auto\"\n", "bs", "256", "bs: 256\n");
+	expect_edit("c.yaml", "bs: ${oc.env:BATCH_SIZE,256}\n", "bs", "64", "bs: 64\n");
+	expect_edit("c.yaml", "bs: '${oc.env:BATCH_SIZE,256}'\n", "bs", "64", "bs: 64\n");
+	expect_edit("c.yaml", "bs: null\nx: 1\n", "bs", "8", "bs: 8\nx: 1\n");
+	expect_edit("c.yaml", "bs:\nx: 1\n", "bs", "8", "bs: 8\nx: 1\n");
+	expect_edit("c.yaml", "bs: !!int 4\n", "bs", "8", "bs: !!int 8\n");
+	expect_edit("c.yaml", "bs: &b 4 # c\nx: *b\n", "bs", "8", "bs: &b 8 # c\nx: *b\n");
+	assert_contains(note, "carries the anchor &b; 1 alias follows the new value");
+	expect_edit("c.yaml", "l: [1, {bs: 2}, 3]\n", "l[1].bs", "9", "l: [1, {bs: 9}, 3]\n");
+	expect_edit("c.yaml", "m: {a: 1, b: 2}\n", "m.b", "20", "m: {a: 1, b: 20}\n");
+	expect_edit("c.yaml", "- a: 1\n- a: 2\n", "[1].a", "5", "- a: 1\n- a: 5\n");
+	expect_edit("c.yaml", "a:\r\n  b: 8\r\n", "a.b", "16", "a:\r\n  b: 16\r\n");
+	expect_edit("c.yaml", "\xef\xbb\xbf" "a: 8\n", "a", "16", "\xef\xbb\xbf" "a: 16\n");
+	expect_edit("c.yaml", "n: \"\xc3\xa9\xc3\xa9\"\nk\xc3\xbc: 8\n", "k\xc3\xbc", "16",
+		    "n: \"\xc3\xa9\xc3\xa9\"\nk\xc3\xbc: 16\n");
+	expect_edit("c.yaml", "\"a.b\": 1\n", "[\"a.b\"]", "2", "\"a.b\": 2\n");
+	expect_edit("c.yaml", "a: 1", "a", "2", "a: 2"); /* no trailing newline stays so */
+	expect_edit("c.yaml", "a: 1.5e-4\n", "a", "0.001", "a: 0.001\n");
+	expect_edit("c.yaml", "a:\t1\n", "a", "2", "a:\t2\n");
+	expect_edit_doc("c.yaml", "a: 1\n---\na: 2\n", "a", "7", 1, "a: 1\n---\na: 7\n");
+	expect_edit("c.yaml", "x: 1\n---\na: 2\n", "a", "7", "x: 1\n---\na: 7\n");
+}
+
+static void json_features(void **state)
+{
+	(void)state;
+	expect_edit("c.json", "{\"a\": {\"b\": 8}}", "a.b", "16", "{\"a\": {\"b\": 16}}");
+	expect_edit("c.json", "{\n\t\"a\": 8,\n\t\"b\": \"x\"\n}\n", "a", "16",
+		    "{\n\t\"a\": 16,\n\t\"b\": \"x\"\n}\n");
+	expect_edit("c.json", "{\"a\": \"100\"}", "a", "256", "{\"a\": \"256\"}");
+	expect_edit("c.json", "{\"a\": \"auto\"}", "a", "256", "{\"a\": 256}");
+	expect_edit("c.json", "{\"a\": null}", "a", "4", "{\"a\": 4}");
+	expect_edit("c.json", "{\"l\": [1, 2, {\"x\": [3]}]}", "l[2].x[0]", "4",
+		    "{\"l\": [1, 2, {\"x\": [4]}]}");
+	expect_edit("c.json", "{\"k\\u00e9\": 1}", "k\xc3\xa9", "2", "{\"k\\u00e9\": 2}");
+	expect_edit("c.json", "\xef\xbb\xbf{\"a\": 1}\r\n", "a", "2", "\xef\xbb\xbf{\"a\": 2}\r\n");
+	expect_edit("c.json", "{\"a.b\": {\"c\": 1}}", "[\"a.b\"].c", "2",
+		    "{\"a.b\": {\"c\": 2}}");
+	expect_edit("config", "{\"a\": 1}", "a", "2", "{\"a\": 2}"); /* JSON by content */
+}
+
+static void get_values(void **state)
+{
+	struct ab_config *cfg = parse("c.yaml", "a: 'x y'\nb: \"1\\t2\"\nc: 3 # n\n");
+	char value[64];
+
+	(void)state;
+	assert_int_equal(ab_config_get(cfg, "a", -1, value, sizeof(value), err, sizeof(err)), 0);
+	assert_string_equal(value, "x y");
+	assert_int_equal(ab_config_get(cfg, "b", -1, value, sizeof(value), err, sizeof(err)), 0);
+	assert_string_equal(value, "1\t2");
+	assert_int_equal(ab_config_get(cfg, "c", -1, value, sizeof(value), err, sizeof(err)), 0);
+	assert_string_equal(value, "3");
+	assert_int_equal(ab_config_get(cfg, "c", -1, value, 1, err, sizeof(err)), -ENAMETOOLONG);
+	ab_config_free(cfg);
+}
+
+/* ---- refusals ---------------------------------------------------------------------- */
+
+static void refusals(void **state)
+{
+	(void)state;
+	expect_refusal("c.yaml", "train:\n  micro_batch_size: 4\n  lr: 1\n", "train.micro_batch",
+		       "c.yaml: key 'train.micro_batch' not found; nearest keys: "
+		       "train.micro_batch_size (line 2)");
+	expect_refusal("c.yaml", "a:\n  b: 1\n", "a", "c.yaml: line 2: key 'a' is a mapping");
+	expect_refusal("c.yaml", "a: [1, 2]\n", "a", "key 'a' is a list, not a single value: "
+						     "name an item ([0])");
+	expect_refusal("c.yaml", "a: [1, 2]\n", "a[5]", "the list has 2 items");
+	expect_refusal("c.yaml", "a: [1, 2]\n", "a.b", "'b' is looked up in a list");
+	expect_refusal("c.yaml", "a: {b: 1}\n", "a[0]", "indexes [0] into a mapping");
+	expect_refusal("c.yaml", "base: &bs 8\nrun:\n  bs: *bs\n", "run.bs",
+		       "c.yaml: line 3: key 'run.bs' is the alias *bs, which repeats the anchor "
+		       "&bs at line 1");
+	expect_refusal("c.yaml", "d: &d\n  bs: 8\nrun: *d\n", "run.bs",
+		       "key 'run.bs' goes through the alias *d");
+	expect_refusal("c.yaml", "base: &base\n  bs: 8\nrun:\n  <<: *base\n  lr: 1\n", "run.bs",
+		       "c.yaml: line 4: key 'run.bs' comes only from the merge '<<: *base': edit "
+		       "'bs' under the anchor &base (line 1)");
+	expect_refusal("c.yaml", "run:\n  <<: {bs: 8}\n", "run.bs", "comes only from a '<<' merge");
+	expect_refusal("c.yaml", "a: |\n  8\n", "a", "line 1: key 'a' is a block scalar");
+	expect_refusal("c.yaml", "a: >-\n  8\n", "a", "is a block scalar");
+	expect_refusal("c.yaml", "a: 8\n  9\n", "a", "lines 1-2: key 'a' spans several lines");
+	expect_refusal("c.yaml", "a: 1\nb: 2\na: 3\n", "a",
+		       "c.yaml: key 'a' occurs twice (lines 1 and 3)");
+	expect_refusal("c.json", "{\"a\": 1,\n \"a\": 2}", "a", "occurs twice (lines 1 and 2)");
+	expect_refusal("c.yaml", "a: 1\n---\na: 2\n", "a",
+		       "key 'a' is in documents 0 (line 1) and 1 (line 3): pick one with "
+		       "--document N");
+	expect_refusal_doc("c.yaml", "a: 1\n", "a", 3, "has 1 document: --document 3 is out of "
+						       "range");
+	expect_refusal("c.yaml", "a: 1\n", "a..b", "invalid key 'a..b' at character 3");
+}
+
+static void bad_values(void **state)
+{
+	struct ab_config *cfg = parse("c.yaml", "a: 1\nb: 2\n");
+	static const char *const bad[] = {"", "abc", "1 # x", "1\nc: 3", "0x10", "--1", "1e",
+					  "\"1\"", "1.2.3"};
+	struct ab_edit same[2] = {{"a", "3"}, {"a", "4"}};
+	char *out = NULL;
+	size_t len;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct ab_edit e = {"a", bad[i]};
+
+		if (ab_config_apply(cfg, &e, 1, -1, &out, &len, note, sizeof(note), err,
+				    sizeof(err)) == 0)
+			fail_msg("value '%s' accepted", bad[i]);
+		assert_contains(err, "is not a number");
+	}
+	assert_int_equal(ab_config_apply(cfg, same, 2, -1, &out, &len, note, sizeof(note), err,
+					 sizeof(err)),
+			 -EINVAL);
+	assert_contains(err, "keys 'a' and 'a' name the same value");
+	ab_config_free(cfg);
+}
+
+static void invalid_files(void **state)
+{
+	char *big;
+
+	(void)state;
+	expect_parse_error("c.yaml", "a: [1, 2\nb: 3\n", 14,
+			   "c.yaml is not valid YAML: line 2, column 2: did not find expected ','");
+	expect_parse_error("c.yaml", "a: *nowhere\n", 12, "the alias *nowhere has no anchor");
+	expect_parse_error("c.json", "{\"a\": 1,}", 9, "c.json is not valid JSON: line 1, column");
+	expect_parse_error("c.json", "{\"a\": 1}\n{\"b\": 2}", 17,
+			   "c.json is not valid JSON: line 1, column 9");
+	expect_parse_error("c.json", "{\n  \"a\": 1,\n  \"b\": ", 18,
+			   "line 3, column 7: unexpected end of file");
+	expect_parse_error("c.json", "{\"a\": 01}", 9, "not valid JSON");
+	expect_parse_error("c.yaml", "a: \xff\n", 5, "c.yaml is not UTF-8 (byte offset 3, line 1)");
+	expect_parse_error("c.yaml", "a: \xc0\xaf\n", 6, "is not UTF-8");      /* overlong */
+	expect_parse_error("c.yaml", "a: \xed\xa0\x80\n", 7, "is not UTF-8"); /* surrogate */
+	expect_parse_error("c.yaml", "a: 1\n\0\n", 7, "looks like a binary file (a NUL byte on "
+						      "line 2)");
+	big = malloc(AB_CONFIG_MAX_BYTES + 2);
+	assert_non_null(big);
+	memset(big, '#', AB_CONFIG_MAX_BYTES + 1);
+	expect_parse_error("c.yaml", big, AB_CONFIG_MAX_BYTES + 1, "more than the 8388608 a "
+								   "config may have");
+	free(big);
+	/* Nesting deeper than any config is refused, not a stack overflow. */
+	big = malloc(20001);
+	memset(big, '[', 20000);
+	expect_parse_error("c.yaml", big, 20000, "c.yaml");
+	expect_parse_error("c.json", big, 20000, "not valid JSON");
+	free(big);
+}
+
+/* ---- presets ----------------------------------------------------------------------- */
+
+static void presets(void **state)
+{
+	const struct ab_preset *p = NULL;
+	struct ab_config *cfg;
+
+	(void)state;
+	assert_non_null(ab_preset_find("deepspeed"));
+	assert_null(ab_preset_find("nope"));
+	cfg = parse("c.json", "{\"train_batch_size\": 64, \"gradient_accumulation_steps\": 2}");
+	assert_int_equal(ab_preset_detect(cfg, -1, &p, err, sizeof(err)), 0);
+	assert_string_equal(p->name, "deepspeed");
+	ab_config_free(cfg);
+	cfg = parse("c.yaml", "gradient_accumulation_steps: 2\n");
+	assert_int_equal(ab_preset_detect(cfg, -1, &p, err, sizeof(err)), -EEXIST);
+	assert_contains(err, "c.yaml matches several presets: deepspeed "
+			     "(train_micro_batch_size_per_gpu), huggingface");
+	assert_contains(err, "pick one with --preset NAME");
+	ab_config_free(cfg);
+	cfg = parse("c.yaml", "lr: 1\n");
+	assert_int_equal(ab_preset_detect(cfg, -1, &p, err, sizeof(err)), -ENOENT);
+	assert_contains(err, "has none of the batch keys autobatch knows");
+	ab_config_free(cfg);
+	for (size_t i = 0; i < ab_npresets; i++) {
+		assert_non_null(ab_presets[i].keys[AB_ROLE_MICRO_BATCH]);
+		struct ab_path path;
+		assert_int_equal(ab_path_parse(ab_presets[i].keys[AB_ROLE_MICRO_BATCH], &path, err,
+					       sizeof(err)),
+				 0);
+		ab_path_free(&path);
+	}
+}
+
+/* ---- files ------------------------------------------------------------------------- */
+
+static char dir[256];
+
+static int make_dir(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/autobatch-test-config.XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+	char cmd[2 * sizeof(dir) + 64];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", dir, dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+static char *read_file(const char *path)
+{
+	static char buf[8192];
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n < 0 ? 0 : n] = '\0';
+	return buf;
+}
+
+/* Only these names may be in the directory: no temp file is ever left behind. */
+static void assert_entries(const char *d, const char *const names[], size_t n)
+{
+	DIR *dd = opendir(d);
+	struct dirent *e;
+	size_t seen = 0;
+
+	assert_non_null(dd);
+	while ((e = readdir(dd))) {
+		bool known = false;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			known |= strcmp(e->d_name, names[i]) == 0;
+		if (!known)
+			fail_msg("unexpected file %s in %s", e->d_name, d);
+		seen++;
+	}
+	closedir(dd);
+	assert_int_equal(seen, n);
+}
+
+static int set1(const char *path, const char *key, const char *value)
+{
+	struct ab_edit e = {key, value};
+
+	err[0] = '\0';
+	return ab_config_set_file(path, AB_FORMAT_AUTO, &e, 1, -1, note, sizeof(note), err,
+				  sizeof(err));
+}
+
+static void file_rewrite(void **state)
+{
+	char path[512], backup[512];
+	struct stat st;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/exp.yaml", dir);
+	snprintf(backup, sizeof(backup), "%s/exp.yaml.autobatch~", dir);
+	write_file(path, "bs: 8 # keep\nlr: 1\n", 0640);
+	assert_int_equal(set1(path, "bs", "32"), 0);
+	assert_string_equal(read_file(path), "bs: 32 # keep\nlr: 1\n");
+	assert_string_equal(read_file(backup), "bs: 8 # keep\nlr: 1\n");
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(stat(backup, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_entries(dir, (const char *const[]){"exp.yaml", "exp.yaml.autobatch~"}, 2);
+
+	/* The same value again: not one byte written, the backup still the first original. */
+	assert_int_equal(set1(path, "bs", "32"), 0);
+	assert_string_equal(read_file(backup), "bs: 8 # keep\nlr: 1\n");
+
+	/* A refusal changes nothing. */
+	assert_int_equal(set1(path, "nope", "1"), -ENOENT);
+	assert_string_equal(read_file(path), "bs: 32 # keep\nlr: 1\n");
+	assert_int_equal(set1(path, "bs", "x"), -EINVAL);
+
+	write_file(path, "bs: [1\n", 0644);
+	assert_int_equal(set1(path, "bs", "2"), -EINVAL);
+	assert_contains(err, "is not valid YAML");
+	assert_string_equal(read_file(path), "bs: [1\n");
+	unlink(path);
+	unlink(backup);
+	assert_int_equal(set1(path, "bs", "2"), -ENOENT);
+	assert_contains(err, "cannot open");
+}
+
+static void file_read_only(void **state)
+{
+	char path[512], sub[512];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/ro.yaml", dir);
+	write_file(path, "bs: 8\n", 0444);
+	assert_int_equal(set1(path, "bs", "16"), -EACCES);
+	assert_contains(err, "ro.yaml is read-only: nothing was changed");
+	assert_string_equal(read_file(path), "bs: 8\n");
+	unlink(path);
+
+	/* A read-only directory: as root, only a process that is not root feels it. */
+	snprintf(sub, sizeof(sub), "%s/rodir", dir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	snprintf(path, sizeof(path), "%s/rodir/c.yaml", dir);
+	write_file(path, "bs: 8\n", 0666);
+	assert_int_equal(chmod(sub, 0555), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (geteuid() == 0 && (chown(dir, NOBODY, NOBODY) < 0 || setgid(NOBODY) < 0 ||
+				       setuid(NOBODY) < 0))
+			_exit(3);
+		if (set1(path, "bs", "16") != -EACCES || !strstr(err, "cannot write the backup") ||
+		    !strstr(err, "c.yaml was not changed"))
+			_exit(1);
+		_exit(strcmp(read_file(path), "bs: 8\n") == 0 ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(chown(dir, 0, 0) == 0 || geteuid() != 0, true);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_entries(sub, (const char *const[]){"c.yaml"}, 1);
+	chmod(sub, 0755);
+}
+
+static void file_symlinks(void **state)
+{
+	char real[512], link[512], other[512], far[512];
+	struct stat st;
+
+	(void)state;
+	snprintf(real, sizeof(real), "%s/real.yaml", dir);
+	snprintf(link, sizeof(link), "%s/link.yaml", dir);
+	write_file(real, "bs: 8\n", 0644);
+	assert_int_equal(symlink("real.yaml", link), 0);
+	assert_int_equal(set1(link, "bs", "16"), 0);
+	assert_string_equal(read_file(real), "bs: 16\n");
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode)); /* the link stays a link */
+
+	/* Out of the directory: only to a regular file of our own. */
+	snprintf(other, sizeof(other), "%s/other", dir);
+	assert_int_equal(mkdir(other, 0755), 0);
+	snprintf(far, sizeof(far), "%s/other/far.yaml", dir);
+	write_file(far, "bs: 8\n", 0666);
+	unlink(link);
+	assert_int_equal(symlink(far, link), 0);
+	assert_int_equal(set1(link, "bs", "24"), 0);
+	assert_string_equal(read_file(far), "bs: 24\n");
+	if (geteuid() == 0) {
+		assert_int_equal(chown(far, NOBODY, NOBODY), 0);
+		assert_int_equal(set1(link, "bs", "32"), -EPERM);
+		assert_contains(err, "outside its directory, and that is not a regular file of "
+				     "yours");
+		assert_string_equal(read_file(far), "bs: 24\n");
+	}
+	unlink(link);
+	assert_int_equal(symlink("/dev/null", link), 0);
+	assert_true(set1(link, "bs", "32") < 0);
+}
+
+/* Writers in several processes take turns: no update is lost, no file is torn. */
+static void file_concurrent(void **state)
+{
+	char path[512], key[8], value[8];
+	const int writers = 4, rounds = 20;
+	pid_t pids[4];
+	struct ab_config *cfg;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/shared.yaml", dir);
+	write_file(path, "w0: 0\nw1: 0\nw2: 0\nw3: 0\n", 0644);
+	for (int w = 0; w < writers; w++) {
+		if ((pids[w] = fork()) == 0) {
+			snprintf(key, sizeof(key), "w%d", w);
+			for (int r = 1; r <= rounds; r++) {
+				snprintf(value, sizeof(value), "%d", r);
+				if (set1(path, key, value) < 0)
+					_exit(1);
+			}
+			_exit(0);
+		}
+	}
+	for (int w = 0; w < writers; w++) {
+		int status;
+
+		assert_int_equal(waitpid(pids[w], &status, 0), pids[w]);
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	assert_int_equal(ab_config_load(path, AB_FORMAT_AUTO, &cfg, err, sizeof(err)), 0);
+	for (int w = 0; w < writers; w++) {
+		char got[16];
+
+		snprintf(key, sizeof(key), "w%d", w);
+		assert_int_equal(ab_config_get(cfg, key, -1, got, sizeof(got), err, sizeof(err)), 0);
+		assert_string_equal(got, "20");
+	}
+	ab_config_free(cfg);
+}
+
+static void file_not_regular(void **state)
+{
+	struct ab_config *cfg = NULL;
+
+	(void)state;
+	assert_true(ab_config_load(dir, AB_FORMAT_AUTO, &cfg, err, sizeof(err)) < 0);
+	assert_contains(err, "is not a regular file");
+	assert_true(ab_config_load("/nonexistent/x.yaml", AB_FORMAT_AUTO, &cfg, err,
+				   sizeof(err)) < 0);
+	assert_contains(err, "cannot read /nonexistent/x.yaml: No such file or directory");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(paths),
+		cmocka_unit_test(yaml_features),
+		cmocka_unit_test(json_features),
+		cmocka_unit_test(get_values),
+		cmocka_unit_test(refusals),
+		cmocka_unit_test(bad_values),
+		cmocka_unit_test(invalid_files),
+		cmocka_unit_test(presets),
+		cmocka_unit_test_setup_teardown(file_rewrite, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(file_read_only, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(file_symlinks, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(file_concurrent, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(file_not_regular, make_dir, remove_dir),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
