@@ -1,12 +1,17 @@
 #!/bin/sh
-# probe-cli.t - autobatch-probe's command line: --help, --version and refusals (TAP).
+# probe-cli.t - autobatch-probe's command line: help, version, config and presets (TAP).
 probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+dir=$(mktemp -d /tmp/autobatch-probe-cli.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
 n=0 failed=0
 check() { # check DESCRIPTION COMMAND...
 	n=$((n + 1)); desc=$1; shift
 	if "$@"; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; failed=1; fi
 }
-echo "1..5"
+printf '# run\ntrain:\n  micro_batch_size: 4   # per GPU\n  gradient_accumulation_steps: 8\n' >"$dir/axo.yaml"
+cp "$dir/axo.yaml" "$dir/orig.yaml"
+
+echo "1..13"
 check "--version prints the package version" \
 	sh -c "'$probe' --version | grep -qx 'autobatch-probe $PACKAGE_VERSION'"
 check "-V is --version" sh -c "'$probe' -V | grep -q '^autobatch-probe '"
@@ -16,4 +21,26 @@ check "no arguments: usage on stderr, exit 2" \
 	sh -c "'$probe' >/dev/null 2>&1; test \$? -eq 2 && '$probe' 2>&1 >/dev/null | grep -q Usage"
 check "an unknown command is named, exit 2" \
 	sh -c "'$probe' frobnicate 2>&1 >/dev/null | grep -q \"unknown command 'frobnicate'\"; '$probe' frobnicate 2>/dev/null; test \$? -eq 2"
+check "config get prints a value" \
+	sh -c "test \"\$('$probe' config get '$dir/axo.yaml' train.micro_batch_size)\" = 4"
+check "config set edits two keys, keeps the comment, keeps a backup" \
+	sh -c "'$probe' config set '$dir/axo.yaml' train.micro_batch_size=6 train.gradient_accumulation_steps=3 &&
+	       grep -qx '  micro_batch_size: 6   # per GPU' '$dir/axo.yaml' &&
+	       grep -qx '  gradient_accumulation_steps: 3' '$dir/axo.yaml' &&
+	       cmp -s '$dir/orig.yaml' '$dir/axo.yaml.autobatch~'"
+check "config get of a missing key names the nearest keys, exit 1" \
+	sh -c "'$probe' config get '$dir/axo.yaml' train.micro 2>&1 | grep -q \"key 'train.micro' not found; nearest keys: train.micro_batch_size (line 3)\"
+	       '$probe' config get '$dir/axo.yaml' train.micro 2>/dev/null; test \$? -eq 1"
+check "config set refuses a non-number and changes nothing" \
+	sh -c "! '$probe' config set '$dir/axo.yaml' train.micro_batch_size=big 2>/dev/null &&
+	       grep -qx '  micro_batch_size: 6   # per GPU' '$dir/axo.yaml'"
+check "config set without KEY=VALUE is a usage error" \
+	sh -c "'$probe' config set '$dir/axo.yaml' 2>/dev/null; test \$? -eq 2"
+check "config detect names the preset" \
+	sh -c "printf 'micro_batch_size: 2\ngradient_accumulation_steps: 4\n' >'$dir/a.yml' &&
+	       test \"\$('$probe' config detect '$dir/a.yml')\" = axolotl"
+check "config --document picks one document" \
+	sh -c "printf 'a: 1\n---\na: 2\n' >'$dir/m.yaml' && test \"\$('$probe' config get '$dir/m.yaml' a --document 1)\" = 2"
+check "presets lists every framework with its keys" \
+	sh -c "'$probe' presets | grep -q '^deepspeed' && '$probe' presets | grep -q 'micro_batch   train_input.micro_batch_size'"
 exit $failed

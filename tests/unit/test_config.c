@@ -437,6 +437,17 @@ static void file_rewrite(void **state)
 	assert_string_equal(read_file(path), "bs: 32 # keep\nlr: 1\n");
 	assert_int_equal(set1(path, "bs", "x"), -EINVAL);
 
+	/* The owner stays too (only root can hand a file to someone else). */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(path, NOBODY, NOBODY), 0);
+		assert_int_equal(set1(path, "bs", "48"), 0);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_uid, NOBODY);
+		assert_int_equal(st.st_gid, NOBODY);
+		assert_int_equal(stat(backup, &st), 0);
+		assert_int_equal(st.st_uid, NOBODY);
+	}
+
 	write_file(path, "bs: [1\n", 0644);
 	assert_int_equal(set1(path, "bs", "2"), -EINVAL);
 	assert_contains(err, "is not valid YAML");
