@@ -1,0 +1,472 @@
+/* search.c - benchmark: trials and accuracy of autobatch's search against the peers'
+ * strategies, on simulated memory curves built from published memory models. Prints a
+ * table; never passes or fails on time.
+ *
+ *   bench/search [-v]      (-v: one line per case and strategy)
+ *
+ * Curves: transformer training steps (Korthikanti et al. 2022: activations per layer per
+ * sample s*h*(34 + 5*a*s/h) bytes in 16-bit, model states 16 bytes per parameter with mixed
+ * precision Adam), CNNs, allocator granularity, fragmentation growing with the batch,
+ * workspace jumps, allocator jitter, nothing-fits cases and global-batch constraints. The
+ * ground truth scans every candidate; the strategies only see trials.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search.h"
+#include "sim.h"
+
+#define GiB (1024.0 * 1024 * 1024)
+#define MiB (1024.0 * 1024)
+#define MAX_CASES 256
+#define MAX_B 4096
+
+struct curve_case {
+	char name[96];
+	double total, base, per_sample;  /* bytes */
+	double frag;                     /* peak *= 1 + frag * (b / b_nominal)^2 */
+	double jump_at, jump;            /* + jump bytes from batch jump_at */
+	double granule, jitter;
+	double fraction;
+	long global_batch, devices, multiple_of;
+	double model_states;             /* what an analytic estimate knows (DeepSpeed-style) */
+	double step_s, saturate;
+};
+
+static struct curve_case cases[MAX_CASES];
+static int ncases;
+
+static double peak_of(const struct curve_case *c, double b)
+{
+	double nominal = (c->total - c->base) / c->per_sample, p;
+
+	p = c->base + c->per_sample * b;
+	if (c->frag > 0 && nominal > 0)
+		p *= 1 + c->frag * (b / nominal) * (b / nominal);
+	if (c->jump > 0 && b >= c->jump_at)
+		p += c->jump;
+	return p;
+}
+
+/* A dense curve file in memory: the sim interpolates exactly between integer batches. */
+static void build_sim(const struct curve_case *c, struct ab_sim *s)
+{
+	struct ab_sim_point *pts = calloc(MAX_B, sizeof(*pts));
+	char err[256];
+
+	memset(s, 0, sizeof(*s));
+	s->total_bytes = (uint64_t)c->total;
+	s->granule = (uint64_t)c->granule;
+	s->jitter = c->jitter;
+	s->seed = 7;
+	s->step_s = c->step_s;
+	s->saturate = c->saturate;
+	for (int i = 0; i < MAX_B; i++) {
+		pts[i].batch = i + 1;
+		pts[i].peak_bytes = peak_of(c, i + 1);
+		pts[i].step_s = c->step_s * (c->saturate > 0 && i + 1 > c->saturate
+						     ? (i + 1) / c->saturate
+						     : 1);
+	}
+	if (ab_sim_set_curve(s, pts, MAX_B, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench: %s\n", err);
+		exit(1);
+	}
+}
+
+static void add(struct curve_case c)
+{
+	if (ncases < MAX_CASES)
+		cases[ncases++] = c;
+}
+
+/* Korthikanti et al.: 16-bit activations per layer and sample, no recomputation. */
+static double transformer_act(double layers, double s, double h, double a)
+{
+	return layers * s * h * (34 + 5 * a * s / h);
+}
+
+static void build_cases(void)
+{
+	static const struct { const char *name; double params, layers, s, h, a; } models[] = {
+		{"gpt2-124M s1024", 124e6, 12, 1024, 768, 12},
+		{"gpt2-350M s1024", 350e6, 24, 1024, 1024, 16},
+		{"gpt-1.3B s2048", 1.3e9, 24, 2048, 2048, 16},
+		{"llama-1B s4096", 1.2e9, 16, 4096, 2048, 32},
+		{"gpt-2.7B s2048", 2.7e9, 32, 2048, 2560, 32},
+	};
+	static const double gpus[] = {80 * GiB, 40 * GiB, 24 * GiB};
+	static const double fractions[] = {0.8, 0.6, 0.9};
+
+	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
+		for (size_t g = 0; g < sizeof(gpus) / sizeof(gpus[0]); g++)
+			for (int variant = 0; variant < 4; variant++) {
+				struct curve_case c = {0};
+				double act = transformer_act(models[m].layers, models[m].s, models[m].h,
+							     models[m].a);
+				/* flash attention drops the 5as/h score term */
+				double flash = models[m].layers * models[m].s * models[m].h * 34;
+
+				c.total = gpus[g];
+				c.model_states = 16 * models[m].params;
+				c.base = c.model_states + 1.5 * GiB; /* CUDA context, workspaces */
+				c.per_sample = variant == 0 ? act : flash;
+				c.fraction = fractions[(m + g + variant) % 3];
+				c.granule = 2 * MiB;
+				c.step_s = 0.05 * models[m].params / 124e6;
+				c.saturate = 8 + 8 * (double)variant;
+				if (variant == 1) { /* fragmentation, coarse allocator segments */
+					c.frag = 0.06;
+					c.granule = 20 * MiB;
+				} else if (variant == 2) { /* cuBLAS/cuDNN workspace switch, jitter */
+					c.jitter = 0.01;
+					c.jump = 1.0 * GiB;
+					c.jump_at = floor(0.6 * (c.fraction * c.total - c.base) / c.per_sample);
+				} else if (variant == 3) {
+					c.global_batch = 2048;
+					c.devices = 8;
+				}
+				snprintf(c.name, sizeof(c.name), "%s %.0fGiB f%.1f v%d", models[m].name,
+					 c.total / GiB, c.fraction, variant);
+				add(c);
+			}
+	/* CNNs: small base, per-sample dominated, 224px and 512px inputs. */
+	for (int i = 0; i < 6; i++) {
+		struct curve_case c = {0};
+
+		c.total = i % 2 ? 16 * GiB : 80 * GiB;
+		c.model_states = 16 * 25.6e6;
+		c.base = c.model_states + 0.8 * GiB;
+		c.per_sample = (i < 3 ? 0.09 : 0.47) * GiB;
+		c.fraction = fractions[i % 3];
+		c.granule = 2 * MiB;
+		c.jitter = i >= 4 ? 0.01 : 0;
+		c.multiple_of = i == 2 ? 8 : 0;
+		c.step_s = 0.02;
+		c.saturate = 64;
+		c.frag = i == 5 ? 0.1 : 0;
+		snprintf(c.name, sizeof(c.name), "resnet50 %s %.0fGiB f%.1f%s", i < 3 ? "224" : "512",
+			 c.total / GiB, c.fraction, c.multiple_of ? " x8" : "");
+		add(c);
+	}
+	/* Nothing fits: the model states alone exceed the limit. */
+	for (int i = 0; i < 2; i++) {
+		struct curve_case c = {0};
+
+		c.total = 80 * GiB;
+		c.model_states = 16 * 7e9;
+		c.base = c.model_states * (i ? 0.5 : 1) + GiB;
+		c.per_sample = 2 * GiB;
+		c.fraction = i ? 0.5 : 0.8;
+		c.granule = 2 * MiB;
+		c.step_s = 0.5;
+		snprintf(c.name, sizeof(c.name), "llama-7B nothing fits %d", i);
+		add(c);
+	}
+}
+
+/* ---- ground truth and the strategies ----------------------------------------------- */
+
+struct outcome {
+	long chosen;
+	int trials;
+	double seconds;
+	int verified;     /* the chosen batch was itself run and fit */
+	char path[128];   /* the batches tried, for -v */
+	int failed;       /* reported no batch */
+};
+
+struct env {
+	const struct curve_case *c;
+	struct ab_sim sim;
+	uint64_t limit;
+	int trials;
+	double seconds;
+};
+
+static bool allowed(const struct curve_case *c, long b)
+{
+	if (c->multiple_of && b % c->multiple_of)
+		return false;
+	if (c->global_batch && (c->global_batch / c->devices) % b)
+		return false;
+	return true;
+}
+
+/* One trial as a peer would see it: fits or "OOM" at the limit. */
+static bool peer_trial(struct env *e, long b, double *peak)
+{
+	struct ab_trial t;
+	char err[64];
+
+	ab_sim_trial(&e->sim, b, &t, err, sizeof(err));
+	e->trials++;
+	e->seconds += t.seconds;
+	if (peak)
+		*peak = t.has_peak ? (double)t.peak_bytes : INFINITY;
+	return !t.oom && t.has_peak && t.peak_bytes <= e->limit;
+}
+
+static bool truly_fits(struct env *e, long b)
+{
+	struct ab_trial t;
+	char err[64];
+
+	if (b < 1)
+		return false;
+	ab_sim_trial(&e->sim, b, &t, err, sizeof(err));
+	return !t.oom && t.has_peak && t.peak_bytes <= e->limit;
+}
+
+/* The largest allowed batch below the first allowed one that does not fit: with jitter a
+ * size above a failure may fit by luck, and nobody should run at it. */
+static long best_of(struct env *e)
+{
+	long best = 0;
+
+	for (long b = 1; b <= MAX_B; b++) {
+		if (!allowed(e->c, b))
+			continue;
+		if (!truly_fits(e, b))
+			break;
+		best = b;
+	}
+	return best;
+}
+
+static struct outcome ours(struct env *e)
+{
+	struct ab_search_params p = {
+		.total_bytes = e->sim.total_bytes, .fraction = e->c->fraction,
+		.objective = AB_OBJECTIVE_MEMORY, .multiple_of = e->c->multiple_of,
+		.global_batch = e->c->global_batch, .devices = e->c->devices, .max = MAX_B,
+	};
+	struct ab_trials trials = {0};
+	struct ab_decision d;
+	struct outcome o = {0};
+	char err[256];
+
+	if (ab_search(&p, &trials, ab_sim_trial, &e->sim, &d, err, sizeof(err)) == 0) {
+		o.chosen = d.batch;
+		o.verified = 1;
+	} else {
+		o.failed = 1;
+	}
+	o.trials = (int)trials.n;
+	for (size_t i = 0, len = 0; i < trials.n; i++) {
+		o.seconds += trials.v[i].seconds;
+		len += (size_t)snprintf(o.path + len, len < sizeof(o.path) ? sizeof(o.path) - len : 0,
+					"%s%ld", i ? "," : "", trials.v[i].batch);
+	}
+	ab_trials_free(&trials);
+	return o;
+}
+
+/* Lightning power: double from 2 until OOM; the last that ran. */
+static struct outcome lightning_power(struct env *e)
+{
+	struct outcome o = {0};
+	long b = 2, last = 0;
+
+	while (b <= MAX_B && peer_trial(e, b, NULL)) {
+		last = b;
+		b *= 2;
+	}
+	o.chosen = last;
+	o.verified = last > 0;
+	o.failed = last == 0;
+	return o;
+}
+
+/* Lightning binsearch: double until OOM, bisect to a gap of 1, keep 95% (unverified). */
+static struct outcome lightning_binsearch(struct env *e)
+{
+	struct outcome o = {0};
+	long lo = 0, hi = 2;
+
+	while (hi <= MAX_B && peer_trial(e, hi, NULL)) {
+		lo = hi;
+		hi *= 2;
+	}
+	while (lo > 0 && hi - lo > 1) {
+		long mid = (lo + hi) / 2;
+
+		if (peer_trial(e, mid, NULL))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	o.chosen = (long)(lo * 0.95);
+	o.failed = o.chosen == 0;
+	o.verified = 0;
+	return o;
+}
+
+/* Ultralytics AutoBatch: 1,2,4,8,16, a straight-line fit, solve for the limit; unverified;
+ * falls back to 16 silently when the fit is unusable. */
+static struct outcome ultralytics(struct env *e)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0, peak;
+	struct outcome o = {0};
+
+	for (long b = 1; b <= 16; b *= 2)
+		if (peer_trial(e, b, &peak) && isfinite(peak)) {
+			sx += b, sy += peak, sxx += (double)b * b, sxy += b * peak, n++;
+		}
+	double slope = n >= 2 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : 0;
+	double icpt = n >= 2 ? (sy - slope * sx) / n : 0;
+
+	o.chosen = slope > 0 ? (long)floor(((double)e->limit - icpt) / slope) : 16;
+	if (o.chosen < 1)
+		o.chosen = 16;
+	if (o.chosen > MAX_B)
+		o.chosen = MAX_B;
+	o.verified = 0;
+	return o;
+}
+
+/* Accelerate: start at 128, x0.9 after each OOM; the first that runs. */
+static struct outcome accelerate(struct env *e)
+{
+	struct outcome o = {0};
+	long b = 128;
+
+	while (b >= 1 && !peer_trial(e, b, NULL))
+		b = (long)(b * 0.9);
+	o.chosen = b;
+	o.verified = b >= 1;
+	o.failed = b < 1;
+	return o;
+}
+
+/* DeepSpeed-autotuning style: profile batch 1, activation per sample from the analytic
+ * model states, estimate the maximum, then try 1x and 1.05x (or 0.95x). */
+static struct outcome deepspeed(struct env *e)
+{
+	struct outcome o = {0};
+	double p1;
+
+	if (!peer_trial(e, 1, &p1) || !isfinite(p1)) {
+		o.failed = 1;
+		return o;
+	}
+	double act = p1 - e->c->model_states;
+	long est = act > 0 ? (long)(((double)e->limit - e->c->model_states) / act) : MAX_B;
+
+	est = est < 1 ? 1 : est > MAX_B ? MAX_B : est;
+	if (peer_trial(e, est, NULL)) {
+		long up = (long)(est * 1.05);
+
+		o.chosen = up > est && peer_trial(e, up, NULL) ? up : est;
+		o.verified = 1;
+	} else {
+		long down = (long)(est * 0.95);
+
+		o.chosen = down >= 1 ? down : 1;
+		o.verified = down >= 1 && peer_trial(e, down, NULL);
+	}
+	return o;
+}
+
+struct strategy {
+	const char *name;
+	struct outcome (*run)(struct env *e);
+};
+
+static const struct strategy strategies[] = {
+	{"autobatch", ours},
+	{"lightning-power", lightning_power},
+	{"lightning-binsearch", lightning_binsearch},
+	{"ultralytics-fit", ultralytics},
+	{"accelerate-shrink", accelerate},
+	{"deepspeed-estimate", deepspeed},
+};
+#define NSTRATEGIES (sizeof(strategies) / sizeof(strategies[0]))
+
+struct tally {
+	int trials[MAX_CASES], n, max_trials, over, unverified, under97;
+	double worst_ratio, seconds, ratio_sum;
+	int scored;
+};
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+int main(int argc, char **argv)
+{
+	bool verbose = argc > 1 && !strcmp(argv[1], "-v");
+	struct tally t[NSTRATEGIES];
+
+	memset(t, 0, sizeof(t));
+	for (size_t s = 0; s < NSTRATEGIES; s++)
+		t[s].worst_ratio = INFINITY;
+	build_cases();
+	for (int i = 0; i < ncases; i++) {
+		for (size_t s = 0; s < NSTRATEGIES; s++) {
+			struct env e = {.c = &cases[i]};
+			struct outcome o;
+			long best;
+
+			build_sim(&cases[i], &e.sim);
+			e.limit = (uint64_t)floor(cases[i].fraction * cases[i].total);
+			best = best_of(&e);
+			e.trials = 0;
+			e.seconds = 0;
+			o = strategies[s].run(&e);
+			if (s > 0) {
+				o.trials = e.trials;
+				o.seconds = e.seconds;
+			}
+			struct tally *ts = &t[s];
+			bool fits = o.chosen > 0 && truly_fits(&e, o.chosen) && allowed(&cases[i], o.chosen);
+			double ratio = best > 0 && fits ? (double)o.chosen / (double)best : 0;
+
+			ts->trials[ts->n++] = o.trials;
+			if (o.trials > ts->max_trials)
+				ts->max_trials = o.trials;
+			ts->seconds += o.seconds;
+			if (best == 0) {
+				ts->over += o.chosen > 0; /* claimed a batch where none fits */
+			} else {
+				ts->over += o.chosen > 0 && !fits;
+				ts->unverified += !o.failed && !o.verified;
+				ts->under97 += ratio < 1 - AB_SEARCH_TOLERANCE;
+				ts->worst_ratio = fmin(ts->worst_ratio, ratio);
+				ts->ratio_sum += ratio;
+				ts->scored++;
+			}
+			if (verbose)
+				printf("%-44s %-20s best %5ld chosen %5ld%s trials %2d %s\n",
+				       cases[i].name, strategies[s].name, best, o.chosen,
+				       o.chosen > 0 && !fits ? " OVER" : o.failed ? " fail" : "     ",
+				       o.trials, o.path);
+			ab_sim_free(&e.sim);
+		}
+	}
+	printf("autobatch search benchmark: %d simulated curves (transformers per Korthikanti et "
+	       "al. 2022, CNNs, granularity, fragmentation, workspace jumps, jitter, nothing-fits, "
+	       "global-batch and multiple-of constraints)\n\n",
+	       ncases);
+	printf("%-20s %8s %6s %10s %10s %9s %10s %10s %12s\n", "strategy", "median", "max",
+	       "worst", "mean", "<97%", "over", "unverified", "sim seconds");
+	printf("%-20s %8s %6s %10s %10s %9s %10s %10s %12s\n", "", "trials", "trials",
+	       "chosen/best", "chosen/best", "of best", "limit", "choices", "(all cases)");
+	for (size_t s = 0; s < NSTRATEGIES; s++) {
+		struct tally *ts = &t[s];
+
+		qsort(ts->trials, (size_t)ts->n, sizeof(int), cmp_int);
+		printf("%-20s %8d %6d %10.3f %10.3f %9d %10d %10d %12.0f\n", strategies[s].name,
+		       ts->trials[ts->n / 2], ts->max_trials, ts->worst_ratio,
+		       ts->ratio_sum / ts->scored, ts->under97, ts->over, ts->unverified,
+		       ts->seconds);
+	}
+	printf("\nbest: the largest allowed batch below the first that does not fit. "
+	       "<97%% of best: cases whose choice is below 97%% of the best "
+	       "(an over-limit or missing choice counts as 0). over limit: choices whose peak "
+	       "exceeds fraction x total. unverified: choices never run.\n");
+	return 0;
+}

@@ -1,0 +1,538 @@
+/* search.c - the batch-size search (see search.h).
+ *
+ * Memory is close to affine in the batch, so two fitting trials fix a line and a third, at
+ * the line's prediction for the limit, verifies it. Then the bracket (largest fitting
+ * batch, smallest failing one) closes by secant where the failing trial still reported a
+ * peak, by bisection where a jump or a real OOM hides the curve. The chosen batch is always
+ * one that was run and fit.
+ */
+#include "search.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "size.h"
+
+#define DEFAULT_MAX_TRIALS 12
+#define AIM_BELOW 0.005 /* aim this far under the predicted limit */
+#define FAR_PARTNER 0.75 /* fit the line to a point at most this fraction of the top one */
+#define MARGIN 0.02       /* a line prediction this far over the limit is a sure failure */
+#define STEP_MARGIN 0.05 /* the same, when one step is larger than the tolerance */
+#define QUIET 0.0005     /* trials this close to a line show no noise */
+#define TIE 0.01         /* throughputs this close are equal: prefer the smaller batch */
+#define THROUGHPUT_EXTRA_TRIALS 4
+
+/* ---- candidates: the batch sizes the constraints allow ----------------------------- */
+
+struct cands {
+	long *list; /* with a global batch: the divisors that qualify, ascending */
+	size_t n;
+	long step, lo, hi; /* otherwise: multiples of step in [lo, hi] */
+};
+
+static int add_divisors(struct cands *c, long per_device, long lo, long hi, long m)
+{
+	for (long d = 1; d * d <= per_device; d++) {
+		long pair[2] = {d, per_device / d};
+
+		if (per_device % d)
+			continue;
+		for (int k = 0; k < (pair[0] == pair[1] ? 1 : 2); k++) {
+			long *grown;
+
+			if (pair[k] < lo || pair[k] > hi || pair[k] % m)
+				continue;
+			if (!(grown = realloc(c->list, (c->n + 1) * sizeof(*grown))))
+				return -ENOMEM;
+			c->list = grown;
+			c->list[c->n++] = pair[k];
+		}
+	}
+	return 0;
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cands_init(const struct ab_search_params *p, struct cands *c, char *err,
+		      size_t errlen)
+{
+	long m = p->multiple_of > 0 ? p->multiple_of : 1;
+	long lo = p->min > 0 ? p->min : 1, hi = p->max > 0 ? p->max : AB_BATCH_MAX;
+
+	memset(c, 0, sizeof(*c));
+	c->step = m;
+	c->lo = (lo + m - 1) / m * m;
+	c->hi = hi / m * m;
+	if (c->lo > c->hi)
+		return ab_fail(err, errlen, EINVAL, "no batch size is a multiple of %ld between %ld "
+						    "and %ld: widen --min/--max or change --multiple-of",
+			       m, lo, hi);
+	if (!p->global_batch)
+		return 0;
+	if (p->devices < 1 || p->global_batch % p->devices)
+		return ab_fail(err, errlen, EINVAL, "global batch %ld does not split evenly over "
+						    "%ld devices",
+			       p->global_batch, p->devices);
+	if (add_divisors(c, p->global_batch / p->devices, c->lo, c->hi, m) < 0)
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	if (c->n == 0)
+		return ab_fail(err, errlen, EINVAL, "no batch size between %ld and %ld (a multiple "
+						    "of %ld) divides the per-device batch %ld = %ld "
+						    "/ %ld devices",
+			       c->lo, c->hi, m, p->global_batch / p->devices, p->global_batch,
+			       p->devices);
+	qsort(c->list, c->n, sizeof(long), cmp_long);
+	return 0;
+}
+
+/* Largest candidate <= x, or 0. */
+static long c_floor(const struct cands *c, double x)
+{
+	if (c->list) {
+		long best = 0;
+
+		for (size_t i = 0; i < c->n && (double)c->list[i] <= x; i++)
+			best = c->list[i];
+		return best;
+	}
+	if (x < (double)c->lo)
+		return 0;
+	if (x >= (double)c->hi)
+		return c->hi;
+	return (long)(x / (double)c->step) * c->step;
+}
+
+/* Smallest candidate >= x, or 0. */
+static long c_ceil(const struct cands *c, double x)
+{
+	if (c->list) {
+		for (size_t i = 0; i < c->n; i++)
+			if ((double)c->list[i] >= x)
+				return c->list[i];
+		return 0;
+	}
+	if (x > (double)c->hi)
+		return 0;
+	if (x <= (double)c->lo)
+		return c->lo;
+	return (long)ceil(x / (double)c->step) * c->step;
+}
+
+static long c_first(const struct cands *c) { return c->list ? c->list[0] : c->lo; }
+static long c_last(const struct cands *c) { return c->list ? c->list[c->n - 1] : c->hi; }
+static long c_next(const struct cands *c, long b) { return c_ceil(c, (double)b + 1); }
+static long c_prev(const struct cands *c, long b) { return c_floor(c, (double)b - 1); }
+
+/* ---- trials ------------------------------------------------------------------------ */
+
+struct run {
+	const struct ab_search_params *p;
+	struct ab_trials *trials;
+	ab_trial_fn fn;
+	void *ctx;
+	struct cands c;
+	uint64_t limit;
+	size_t new_trials;
+	char *err;
+	size_t errlen;
+};
+
+void ab_trials_free(struct ab_trials *t)
+{
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+static bool fits(const struct run *r, const struct ab_trial *t)
+{
+	return !t->oom && t->has_peak && t->peak_bytes <= r->limit && t->peak_bytes <= r->p->total_bytes;
+}
+
+static const struct ab_trial *find(const struct run *r, long b)
+{
+	for (size_t i = 0; i < r->trials->n; i++)
+		if (r->trials->v[i].batch == b)
+			return &r->trials->v[i];
+	return NULL;
+}
+
+static int measure(struct run *r, long b)
+{
+	struct ab_trials *t = r->trials;
+	struct ab_trial tr;
+	int rc;
+
+	if (find(r, b))
+		return 0;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 16;
+		struct ab_trial *v = realloc(t->v, cap * sizeof(*v));
+
+		if (!v)
+			return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
+		t->v = v;
+		t->cap = cap;
+	}
+	memset(&tr, 0, sizeof(tr));
+	if ((rc = r->fn(r->ctx, b, &tr, r->err, r->errlen)) < 0)
+		return rc;
+	tr.batch = b;
+	t->v[t->n++] = tr;
+	r->new_trials++;
+	if (r->p->progress)
+		r->p->progress(r->p->progress_arg, t->n - 1, &tr, fits(r, &tr), r->limit);
+	return 0;
+}
+
+/* ---- the model --------------------------------------------------------------------- */
+
+struct bracket {
+	const struct ab_trial *lo; /* largest fitting candidate */
+	const struct ab_trial *hi; /* smallest failing candidate above lo */
+	size_t nfit;
+};
+
+static bool is_candidate(const struct run *r, long b)
+{
+	return c_ceil(&r->c, (double)b) == b;
+}
+
+static struct bracket bracket(const struct run *r)
+{
+	struct bracket k = {0};
+
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+
+		if (is_candidate(r, t->batch) && fits(r, t)) {
+			k.nfit++;
+			if (!k.lo || t->batch > k.lo->batch)
+				k.lo = t;
+		}
+	}
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+
+		if (is_candidate(r, t->batch) && !fits(r, t) && (!k.lo || t->batch > k.lo->batch) &&
+		    (!k.hi || t->batch < k.hi->batch))
+			k.hi = t;
+	}
+	return k;
+}
+
+/* The fitting trial to draw the line through with lo: far below it for accuracy, but the
+ * nearest such, since fragmentation bends the curve upward. */
+static const struct ab_trial *partner(const struct run *r, const struct ab_trial *lo)
+{
+	const struct ab_trial *far = NULL, *near = NULL;
+
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+
+		if (t == lo || !fits(r, t) || t->batch >= lo->batch)
+			continue;
+		if (t->batch <= FAR_PARTNER * (double)lo->batch && (!far || t->batch > far->batch))
+			far = t;
+		if (!near || t->batch < near->batch)
+			near = t;
+	}
+	return far ? far : near;
+}
+
+/* The batch (real-valued) at which the peak reaches the limit; INFINITY when flat. */
+static double predict(const struct run *r, const struct bracket *k)
+{
+	const struct ab_trial *lo = k->lo, *q;
+	double plo = (double)lo->peak_bytes, L = (double)r->limit, slope;
+
+	double secant, shifted;
+
+	q = partner(r, lo);
+	slope = q ? (plo - (double)q->peak_bytes) / (double)(lo->batch - q->batch) : 0;
+	if (k->hi && k->hi->has_peak && k->hi->peak_bytes > lo->peak_bytes) {
+		/* Fragmentation bends the curve up: the secant through the bracket follows it.
+		 * A workspace jump lifts it: the line moved up to the failing trial follows that.
+		 * Both err low on the other's curve, so take the lower: it fits, and narrows. */
+		double phi = (double)k->hi->peak_bytes;
+
+		secant = (double)lo->batch + (L - plo) * (double)(k->hi->batch - lo->batch) / (phi - plo);
+		shifted = slope > 0 ? (double)k->hi->batch - (phi - L) / slope : secant;
+		return fmin(secant, shifted);
+	}
+	if (!q)
+		return plo > 0 ? (double)lo->batch * L / plo : INFINITY; /* base >= 0 bound */
+	return slope > 0 ? (double)lo->batch + (L - plo) / slope : INFINITY;
+}
+
+/* ---- the search -------------------------------------------------------------------- */
+
+static long choose(const struct run *r, const struct bracket *k, double pred, double last_gap)
+{
+	long lo = k->lo->batch, hi = k->hi ? k->hi->batch : 0, next;
+	double target;
+
+	if (k->nfit == 1 && !k->hi) /* one point: go to the bound a non-negative base allows */
+		target = fmax(pred, 2.0 * (double)lo);
+	else if (isinf(pred))
+		target = 4.0 * (double)lo;
+	else /* after an overshoot, noise is the likely cause: aim a margin under */
+		target = pred * (1 - (k->hi ? MARGIN : AIM_BELOW));
+	if (hi && !isinf(pred) && (double)c_floor(&r->c, target) <= (double)lo)
+		target = (double)c_floor(&r->c, pred) > (double)lo ? pred : (double)(lo + hi) / 2;
+	if (hi && !isinf(pred)) {
+		/* the smallest candidate that ends the search if it fits */
+		long goal = c_ceil(&r->c, (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, hi));
+
+		if (goal > lo && goal < hi && pred >= (double)goal)
+			target = fmax(target, (double)goal);
+	}
+	/* Bisect when the model is not closing in: the last step did not halve the bracket,
+	 * or the line (blind to the failing trial, which reported no peak) points past it. */
+	if (hi && ((double)(hi - lo) > last_gap / 2 ||
+		   (!k->hi->has_peak && target >= (double)c_prev(&r->c, hi))))
+		/* step well under the failure, but no further than halfway */
+		target = fmax((double)(lo + hi) / 2, (double)hi * (1 - 4 * MARGIN));
+	next = c_floor(&r->c, target);
+	/* Coarse candidates (a global batch's divisors): when the one above is within the
+	 * margin of the prediction, try it; a miss costs one trial, a hit saves one. */
+	if (next && c_next(&r->c, next) && !k->hi &&
+	    (double)(c_next(&r->c, next) - next) > AB_SEARCH_TOLERANCE * (double)c_next(&r->c, next) &&
+	    (double)c_next(&r->c, next) <= pred * (1 + MARGIN / 2))
+		next = c_next(&r->c, next);
+	if (next <= lo)
+		next = c_next(&r->c, lo);
+	if (hi && next >= hi)
+		next = c_prev(&r->c, hi);
+	return next;
+}
+
+static int confidence(const struct run *r, const struct bracket *k)
+{
+	if (k->lo->batch == c_last(&r->c))
+		return 99; /* nothing larger is allowed */
+	if (k->hi && c_next(&r->c, k->lo->batch) >= k->hi->batch)
+		return 98;
+	if (k->hi)
+		return 95;
+	return k->nfit >= 3 ? 85 : 75;
+}
+
+/* The line's peak at batch b, through lo and its partner (NAN without a partner). */
+static double line_peak(const struct run *r, const struct bracket *k, double b)
+{
+	const struct ab_trial *q = partner(r, k->lo);
+	double plo = (double)k->lo->peak_bytes;
+
+	if (!q)
+		return NAN;
+	return plo + (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch) *
+			     (b - (double)k->lo->batch);
+}
+
+/* How far the other fitting trials lie off the line through lo and its partner: the
+ * noise (or a bend) the line's predictions carry. -1 with no third trial to judge by. */
+static double residual(const struct run *r, const struct bracket *k)
+{
+	const struct ab_trial *q = partner(r, k->lo);
+	double worst = -1;
+
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+
+		if (t != k->lo && t != q && fits(r, t))
+			worst = fmax(worst, fabs(line_peak(r, k, (double)t->batch) -
+						 (double)t->peak_bytes));
+	}
+	return worst;
+}
+
+/* True when lo is the answer: the next candidate failed, or lo is within the tolerance of
+ * the failing one, or of the first candidate the line puts clearly (MARGIN) over the limit:
+ * jitter and granularity make a prediction right only to a percent or two. */
+static bool done(const struct run *r, const struct bracket *k, double pred)
+{
+	long lo = k->lo->batch, next = c_next(&r->c, lo), bound;
+	double L = (double)r->limit, b_over;
+
+	if (!next)
+		return true;
+	if (k->hi)
+		return next >= k->hi->batch ||
+		       (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, k->hi->batch);
+	if (k->nfit < 2 || isinf(pred))
+		return false;
+	/* Where one step is more than the tolerance, the line must put the next candidate over
+	 * the limit by more than its own noise, judged from a third trial, extrapolated. */
+	if ((double)lo < (1 - AB_SEARCH_TOLERANCE) * (double)next) {
+		double noise = residual(r, k), spread = (double)(lo - partner(r, k->lo)->batch);
+
+		if (noise < 0)
+			return false;
+		/* a noise-free line (granularity only) earns the ordinary margin */
+		double margin = noise < QUIET * L ? MARGIN : STEP_MARGIN;
+
+		return line_peak(r, k, (double)next) >
+		       L + fmax(margin * L, 3 * noise * (1 + (double)(next - lo) / spread));
+	}
+	if (line_peak(r, k, (double)next) > L * (1 + MARGIN))
+		return true;
+	/* where the line reaches the limit plus the margin */
+	b_over = (double)lo + (pred - (double)lo) * (L * (1 + MARGIN) - (double)k->lo->peak_bytes) /
+				      (L - (double)k->lo->peak_bytes);
+	bound = c_ceil(&r->c, b_over);
+	bound = bound ? c_prev(&r->c, bound) : c_last(&r->c);
+	return (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)bound;
+}
+
+static int nothing_fits(const struct run *r, char *err, size_t errlen)
+{
+	const struct ab_trial *t = find(r, c_first(&r->c));
+	char peak[32], limit[32];
+
+	ab_format_size(r->limit, limit, sizeof(limit));
+	if (t && t->has_peak)
+		return ab_fail(err, errlen, ENOSPC,
+			       "even batch %ld does not fit: its peak %s exceeds the %s limit",
+			       t->batch, ab_format_size(t->peak_bytes, peak, sizeof(peak)), limit);
+	return ab_fail(err, errlen, ENOSPC,
+		       "even batch %ld does not fit: it ran out of memory (limit %s)",
+		       c_first(&r->c), limit);
+}
+
+static int memory_search(struct run *r, struct ab_decision *out)
+{
+	int max_trials = r->p->max_trials > 0 ? r->p->max_trials : DEFAULT_MAX_TRIALS, rc;
+	long first = r->p->start > 0 ? c_floor(&r->c, (double)r->p->start) : 0;
+	double last_gap = INFINITY;
+	struct bracket k;
+
+	if (!first)
+		first = c_first(&r->c);
+	for (;;) {
+		long next;
+		double pred = 0;
+
+		k = bracket(r);
+		if (!k.lo) {
+			const struct ab_trial *t = find(r, first);
+
+			next = t ? c_first(&r->c) : first;
+			if (t && find(r, next))
+				return nothing_fits(r, r->err, r->errlen);
+		} else {
+			pred = predict(r, &k);
+			if (done(r, &k, pred))
+				break;
+			next = choose(r, &k, pred, last_gap);
+			if (k.hi)
+				last_gap = (double)(k.hi->batch - k.lo->batch);
+		}
+		if ((int)r->new_trials >= max_trials) {
+			if (!k.lo)
+				return ab_fail(r->err, r->errlen, ENOSPC,
+					       "no fitting batch found in %d trials", max_trials);
+			break;
+		}
+		if ((rc = measure(r, next)) < 0)
+			return rc;
+	}
+	out->batch = k.lo->batch;
+	out->chosen = (size_t)(k.lo - r->trials->v);
+	out->confidence = confidence(r, &k);
+	return 0;
+}
+
+/* Among fitting trials, the fastest, the smaller on a tie. */
+static const struct ab_trial *fastest(const struct run *r)
+{
+	const struct ab_trial *best = NULL;
+	double top = 0;
+
+	for (size_t i = 0; i < r->trials->n; i++)
+		if (fits(r, &r->trials->v[i]) && is_candidate(r, r->trials->v[i].batch))
+			top = fmax(top, r->trials->v[i].samples_per_s);
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+
+		if (fits(r, t) && is_candidate(r, t->batch) && t->samples_per_s >= (1 - TIE) * top &&
+		    (!best || t->batch < best->batch))
+			best = t;
+	}
+	return best;
+}
+
+/* Throughput rises about linearly with the batch until the GPU saturates: from the largest
+ * unsaturated trial, the line meets the plateau where the smallest fastest batch is. */
+static int throughput_search(struct run *r, struct ab_decision *out)
+{
+	for (int extra = 0; extra < THROUGHPUT_EXTRA_TRIALS; extra++) {
+		const struct ab_trial *best = fastest(r), *below = NULL;
+		double top = best->samples_per_s, target;
+		long next;
+		int rc;
+
+		for (size_t i = 0; i < r->trials->n; i++) {
+			const struct ab_trial *t = &r->trials->v[i];
+
+			if (fits(r, t) && t->batch < best->batch && t->samples_per_s > 0 &&
+			    (!below || t->batch > below->batch))
+				below = t;
+		}
+		if (!below || (double)below->batch >= (1 - AB_SEARCH_TOLERANCE) * best->batch)
+			break;
+		target = (double)below->batch * top / below->samples_per_s;
+		if (target <= below->batch || target >= best->batch)
+			target = sqrt((double)below->batch * (double)best->batch);
+		next = c_ceil(&r->c, target);
+		if (!next || next <= below->batch || next >= best->batch || find(r, next))
+			break;
+		if ((rc = measure(r, next)) < 0)
+			return rc;
+	}
+	const struct ab_trial *best = fastest(r);
+
+	if (!best || best->samples_per_s <= 0)
+		return ab_fail(r->err, r->errlen, EINVAL,
+			       "the throughput objective needs step times, and the trials reported "
+			       "none: report {\"step_s\": S, \"samples\": N} per step, or use "
+			       "--objective memory");
+	out->batch = best->batch;
+	out->chosen = (size_t)(best - r->trials->v);
+	return 0;
+}
+
+int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_trial_fn fn,
+	      void *ctx, struct ab_decision *out, char *err, size_t errlen)
+{
+	struct run r = {.p = p, .trials = trials, .fn = fn, .ctx = ctx, .err = err,
+			.errlen = errlen};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!(p->fraction > 0 && p->fraction <= 1) || !p->total_bytes)
+		return ab_fail(err, errlen, EINVAL, "the search needs a fraction in (0, 1] and the "
+						    "device's total memory");
+	r.limit = (uint64_t)floor(p->fraction * (double)p->total_bytes);
+	out->limit_bytes = r.limit;
+	if ((rc = cands_init(p, &r.c, err, errlen)) < 0)
+		goto done;
+	rc = memory_search(&r, out);
+	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)
+		rc = throughput_search(&r, out);
+	if (rc == 0) {
+		out->grad_accum = p->global_batch ? p->global_batch / p->devices / out->batch : 1;
+		out->start_batch = trials->n ? trials->v[0].batch : 0;
+	}
+done:
+	out->trials_used = r.new_trials;
+	free(r.c.list);
+	return rc;
+}

@@ -1,0 +1,55 @@
+/* search.h - finds the batch size in few trials: the candidates the constraints allow, a
+ * memory model fitted to the trials run so far, and the rule for when to stop.
+ */
+#ifndef AUTOBATCH_SEARCH_H
+#define AUTOBATCH_SEARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "settings.h"
+#include "trial.h"
+
+#define AB_SEARCH_TOLERANCE 0.03 /* the chosen batch is within 3% of the best */
+#define AB_BATCH_MAX (1L << 24)
+
+struct ab_search_params {
+	uint64_t total_bytes;
+	double fraction;
+	enum ab_objective objective;
+	long min, max, multiple_of; /* 0: unset */
+	long global_batch, devices; /* global_batch 0: unset */
+	long start;                 /* first batch to try; 0: the smallest candidate */
+	int max_trials;             /* 0: 12 */
+	/* Called after each new trial, with whether it fits this search's limit. */
+	void (*progress)(void *arg, size_t index, const struct ab_trial *t, bool fits,
+			 uint64_t limit);
+	void *progress_arg;
+};
+
+/* Every trial run so far; shared by the searches of several fractions, so a measurement is
+ * never repeated. */
+struct ab_trials {
+	struct ab_trial *v;
+	size_t n, cap;
+};
+
+struct ab_decision {
+	long batch;           /* measured to fit; 0 when the search failed */
+	long grad_accum;      /* with a global batch, else 1 */
+	long start_batch;     /* the first batch tried, for the gain */
+	uint64_t limit_bytes;
+	int confidence;       /* 0-99: how sure no larger (faster) batch fits */
+	size_t trials_used;   /* new trials this search ran */
+	size_t chosen;        /* index in ab_trials of the chosen trial */
+};
+
+/* Runs the search. Returns 0 with a decision, -ENOSPC when nothing fits (err says what), or
+ * another negative errno when a trial failed (err is the trial's message). */
+int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_trial_fn fn,
+	      void *ctx, struct ab_decision *out, char *err, size_t errlen);
+
+void ab_trials_free(struct ab_trials *trials);
+
+#endif

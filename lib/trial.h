@@ -1,0 +1,27 @@
+/* trial.h - one measurement of one candidate batch size: what every device (sim, host, cuda)
+ * returns and the search consumes. The search never sees how a device measures.
+ */
+#ifndef AUTOBATCH_TRIAL_H
+#define AUTOBATCH_TRIAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ab_trial {
+	long batch;
+	bool oom;              /* the device or the framework ran out of memory */
+	bool has_peak;
+	uint64_t peak_bytes;   /* peak memory of the trial */
+	bool has_step;
+	double step_s;         /* median of the measured steps, warm-up excluded */
+	double samples_per_s;  /* 0 when unknown */
+	double seconds;        /* wall time of the trial */
+};
+
+/* Runs one trial of batch; 0 with *out filled (an OOM is a result, not an error), or a
+ * negative errno with a message when the trial could not be judged (a crash, a hang). */
+typedef int (*ab_trial_fn)(void *ctx, long batch, struct ab_trial *out, char *err,
+			   size_t errlen);
+
+#endif
