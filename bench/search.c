@@ -103,6 +103,8 @@ static void build_cases(void)
 	for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
 		for (size_t g = 0; g < sizeof(gpus) / sizeof(gpus[0]); g++)
 			for (int variant = 0; variant < 4; variant++) {
+				if (models[m].params > 1e9 && gpus[g] < 30 * GiB)
+					continue; /* nobody trains these on a 24 GiB GPU */
 				struct curve_case c = {0};
 				double act = transformer_act(models[m].layers, models[m].s, models[m].h,
 							     models[m].a);
@@ -387,6 +389,7 @@ static const struct strategy strategies[] = {
 
 struct tally {
 	int trials[MAX_CASES], n, max_trials, over, unverified, under97;
+	int fit_trials[MAX_CASES], nfit; /* cases where some batch fits */
 	double worst_ratio, seconds, ratio_sum;
 	int scored;
 };
@@ -438,6 +441,7 @@ int main(int argc, char **argv)
 				ts->worst_ratio = fmin(ts->worst_ratio, ratio);
 				ts->ratio_sum += ratio;
 				ts->scored++;
+				ts->fit_trials[ts->nfit++] = o.trials;
 			}
 			if (verbose)
 				printf("%-44s %-20s best %5ld chosen %5ld%s trials %2d %s\n",
@@ -447,24 +451,29 @@ int main(int argc, char **argv)
 			ab_sim_free(&e.sim);
 		}
 	}
+	int nothing = ncases - t[0].nfit;
+
 	printf("autobatch search benchmark: %d simulated curves (transformers per Korthikanti et "
-	       "al. 2022, CNNs, granularity, fragmentation, workspace jumps, jitter, nothing-fits, "
-	       "global-batch and multiple-of constraints)\n\n",
-	       ncases);
-	printf("%-20s %8s %6s %10s %10s %9s %10s %10s %12s\n", "strategy", "median", "max",
-	       "worst", "mean", "<97%", "over", "unverified", "sim seconds");
-	printf("%-20s %8s %6s %10s %10s %9s %10s %10s %12s\n", "", "trials", "trials",
-	       "chosen/best", "chosen/best", "of best", "limit", "choices", "(all cases)");
+	       "al. 2022, CNNs, granularity, fragmentation, workspace jumps, jitter, global-batch "
+	       "and multiple-of constraints); in %d of them nothing fits\n\n",
+	       ncases, nothing);
+	printf("%-20s %8s %8s %6s %10s %10s %9s %10s %10s %12s\n", "strategy", "median", "median",
+	       "max", "worst", "mean", "<97%", "over", "unverified", "sim seconds");
+	printf("%-20s %8s %8s %6s %10s %10s %9s %10s %10s %12s\n", "", "trials", "(fits)",
+	       "trials", "chosen/best", "chosen/best", "of best", "limit", "choices",
+	       "(all cases)");
 	for (size_t s = 0; s < NSTRATEGIES; s++) {
 		struct tally *ts = &t[s];
 
 		qsort(ts->trials, (size_t)ts->n, sizeof(int), cmp_int);
-		printf("%-20s %8d %6d %10.3f %10.3f %9d %10d %10d %12.0f\n", strategies[s].name,
-		       ts->trials[ts->n / 2], ts->max_trials, ts->worst_ratio,
-		       ts->ratio_sum / ts->scored, ts->under97, ts->over, ts->unverified,
-		       ts->seconds);
+		qsort(ts->fit_trials, (size_t)ts->nfit, sizeof(int), cmp_int);
+		printf("%-20s %8d %8d %6d %10.3f %10.3f %9d %10d %10d %12.0f\n", strategies[s].name,
+		       ts->trials[ts->n / 2], ts->fit_trials[ts->nfit / 2], ts->max_trials,
+		       ts->worst_ratio, ts->ratio_sum / ts->scored, ts->under97, ts->over,
+		       ts->unverified, ts->seconds);
 	}
-	printf("\nbest: the largest allowed batch below the first that does not fit. "
+	printf("\nmedian (fits): over the cases where some batch fits. "
+	       "best: the largest allowed batch below the first that does not fit. "
 	       "<97%% of best: cases whose choice is below 97%% of the best "
 	       "(an over-limit or missing choice counts as 0). over limit: choices whose peak "
 	       "exceeds fraction x total. unverified: choices never run.\n");

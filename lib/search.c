@@ -274,39 +274,48 @@ static double predict(const struct run *r, const struct bracket *k)
 
 /* ---- the search -------------------------------------------------------------------- */
 
+/* The next batch to try. Below any failure: the line's prediction (or, with one trial, the
+ * largest batch a non-negative base allows). Inside a bracket: the model's crossing a margin
+ * under, enlarged to end the search if it fits; bisection-like steps when it stalls. */
 static long choose(const struct run *r, const struct bracket *k, double pred, double last_gap)
 {
 	long lo = k->lo->batch, hi = k->hi ? k->hi->batch : 0, next;
 	double target;
 
-	if (k->nfit == 1 && !k->hi) /* one point: go to the bound a non-negative base allows */
-		target = fmax(pred, 2.0 * (double)lo);
-	else if (isinf(pred))
-		target = 4.0 * (double)lo;
-	else /* after an overshoot, noise is the likely cause: aim a margin under */
-		target = pred * (1 - (k->hi ? MARGIN : AIM_BELOW));
-	if (hi && !isinf(pred) && (double)c_floor(&r->c, target) <= (double)lo)
-		target = (double)c_floor(&r->c, pred) > (double)lo ? pred : (double)(lo + hi) / 2;
-	if (hi && !isinf(pred)) {
-		/* the smallest candidate that ends the search if it fits */
-		long goal = c_ceil(&r->c, (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, hi));
+	if (!hi) {
+		if (k->nfit == 1)
+			target = fmax(pred, 2.0 * (double)lo);
+		else
+			target = isinf(pred) ? 4.0 * (double)lo : pred * (1 - AIM_BELOW);
+		next = c_floor(&r->c, target);
+		/* Coarse candidates (a global batch's divisors): when the one above is within
+		 * the margin of the prediction, try it; a miss costs one trial, a hit saves one. */
+		if (next && c_next(&r->c, next) &&
+		    (double)(c_next(&r->c, next) - next) >
+			    AB_SEARCH_TOLERANCE * (double)c_next(&r->c, next) &&
+		    (double)c_next(&r->c, next) <= pred * (1 + MARGIN / 2))
+			next = c_next(&r->c, next);
+	} else if (!isinf(pred) && c_floor(&r->c, pred) <= lo) {
+		next = c_next(&r->c, lo); /* the model says lo is the answer: prove it */
+	} else {
+		if ((double)(hi - lo) > last_gap / 2 ||
+		    (!k->hi->has_peak && pred >= (double)c_prev(&r->c, hi))) {
+			/* stalled, or the line is blind to a failure with no peak: step well
+			 * under the failure, but no further than halfway */
+			target = fmax((double)(lo + hi) / 2, (double)hi * (1 - 4 * MARGIN));
+		} else {
+			/* after an overshoot, noise is the likely cause: aim a margin under */
+			long goal = c_ceil(&r->c,
+					   (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, hi));
 
-		if (goal > lo && goal < hi && pred >= (double)goal)
-			target = fmax(target, (double)goal);
+			target = pred * (1 - MARGIN);
+			if (c_floor(&r->c, target) <= lo)
+				target = pred;
+			if (goal > lo && goal < hi && pred >= (double)goal)
+				target = fmax(target, (double)goal); /* ends the search if it fits */
+		}
+		next = c_floor(&r->c, target);
 	}
-	/* Bisect when the model is not closing in: the last step did not halve the bracket,
-	 * or the line (blind to the failing trial, which reported no peak) points past it. */
-	if (hi && ((double)(hi - lo) > last_gap / 2 ||
-		   (!k->hi->has_peak && target >= (double)c_prev(&r->c, hi))))
-		/* step well under the failure, but no further than halfway */
-		target = fmax((double)(lo + hi) / 2, (double)hi * (1 - 4 * MARGIN));
-	next = c_floor(&r->c, target);
-	/* Coarse candidates (a global batch's divisors): when the one above is within the
-	 * margin of the prediction, try it; a miss costs one trial, a hit saves one. */
-	if (next && c_next(&r->c, next) && !k->hi &&
-	    (double)(c_next(&r->c, next) - next) > AB_SEARCH_TOLERANCE * (double)c_next(&r->c, next) &&
-	    (double)c_next(&r->c, next) <= pred * (1 + MARGIN / 2))
-		next = c_next(&r->c, next);
 	if (next <= lo)
 		next = c_next(&r->c, lo);
 	if (hi && next >= hi)
@@ -354,6 +363,16 @@ static double residual(const struct run *r, const struct bracket *k)
 	return worst;
 }
 
+/* Where the line through lo and its partner reaches the limit. */
+static double line_pred(const struct run *r, const struct bracket *k)
+{
+	const struct ab_trial *q = partner(r, k->lo);
+	double plo = (double)k->lo->peak_bytes;
+	double slope = (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch);
+
+	return slope > 0 ? (double)k->lo->batch + ((double)r->limit - plo) / slope : INFINITY;
+}
+
 /* True when lo is the answer: the next candidate failed, or lo is within the tolerance of
  * the failing one, or of the first candidate the line puts clearly (MARGIN) over the limit:
  * jitter and granularity make a prediction right only to a percent or two. */
@@ -364,10 +383,15 @@ static bool done(const struct run *r, const struct bracket *k, double pred)
 
 	if (!next)
 		return true;
-	if (k->hi)
-		return next >= k->hi->batch ||
-		       (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, k->hi->batch);
-	if (k->nfit < 2 || isinf(pred))
+	if (k->hi && (next >= k->hi->batch ||
+		      (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, k->hi->batch)))
+		return true;
+	/* Otherwise the line through two fitting trials decides; it never overestimates an
+	 * upward-bending curve, so its "over the limit" is safe to believe. */
+	if (k->nfit < 2 || !partner(r, k->lo))
+		return false;
+	pred = line_pred(r, k);
+	if (isinf(pred))
 		return false;
 	/* Where one step is more than the tolerance, the line must put the next candidate over
 	 * the limit by more than its own noise, judged from a third trial, extrapolated. */
@@ -489,7 +513,9 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 		if (!below || (double)below->batch >= (1 - AB_SEARCH_TOLERANCE) * best->batch)
 			break;
 		target = (double)below->batch * top / below->samples_per_s;
-		if (target <= below->batch || target >= best->batch)
+		if (target >= (1 - AB_SEARCH_TOLERANCE) * (double)best->batch)
+			break; /* the rising line meets the plateau at best: nothing smaller ties */
+		if (target <= below->batch)
 			target = sqrt((double)below->batch * (double)best->batch);
 		next = c_ceil(&r->c, target);
 		if (!next || next <= below->batch || next >= best->batch || find(r, next))
@@ -529,7 +555,7 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 		rc = throughput_search(&r, out);
 	if (rc == 0) {
 		out->grad_accum = p->global_batch ? p->global_batch / p->devices / out->batch : 1;
-		out->start_batch = trials->n ? trials->v[0].batch : 0;
+		out->start_batch = p->start;
 	}
 done:
 	out->trials_used = r.new_trials;

@@ -6,5 +6,6 @@
 
 int cmd_config(int argc, char **argv);
 int cmd_presets(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

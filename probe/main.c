@@ -15,6 +15,7 @@ static void usage(FILE *out)
 		"Slurm plugin (srun --autobatch) or on its own.\n"
 		"\n"
 		"Commands:\n"
+		"  run [OPTIONS] [-- COMMAND]   find the batch size (run --help for options)\n"
 		"  config get FILE KEY          print a value of a YAML/JSON config\n"
 		"  config set FILE KEY=VALUE... change values, keeping every other byte\n"
 		"                               (atomic; the old file stays in FILE.autobatch~)\n"
@@ -43,6 +44,8 @@ int main(int argc, char **argv)
 		printf("autobatch-probe %s\n", PACKAGE_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "run"))
+		return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "config"))
 		return cmd_config(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "presets"))

@@ -1,0 +1,70 @@
+/* device.c - device specs (see device.h). */
+#include "device.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "size.h"
+
+const char *ab_device_kind_name(enum ab_device_kind kind)
+{
+	return kind == AB_DEVICE_SIM ? "sim" : kind == AB_DEVICE_HOST ? "host" : "cuda";
+}
+
+static int open_host(const char *opts, struct ab_device *dev, char *err, size_t errlen)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	dev->kind = AB_DEVICE_HOST;
+	snprintf(dev->name, sizeof(dev->name), "host");
+	dev->total_bytes = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+	if (opts) {
+		if (strncmp(opts, "capacity=", 9) != 0)
+			return ab_fail(err, errlen, EINVAL, "--device host:%s: the only option is "
+							    "capacity=SIZE (e.g. host:capacity=2GiB)",
+				       opts);
+		if (ab_parse_size(opts + 9, &dev->total_bytes, err, errlen) < 0)
+			return -EINVAL;
+	}
+	if (!dev->total_bytes)
+		return ab_fail(err, errlen, EINVAL, "--device host: the capacity must be more than "
+						    "0 bytes");
+	return 0;
+}
+
+int ab_device_open(const char *spec, struct ab_device *dev, char *err, size_t errlen)
+{
+	memset(dev, 0, sizeof(*dev));
+	if (!spec || !*spec)
+		return ab_fail(err, errlen, EINVAL,
+			       "no GPU is visible to this build: give --device host[:capacity=SIZE] "
+			       "or --device sim:SPEC");
+	if (strncmp(spec, "sim:", 4) == 0) {
+		dev->kind = AB_DEVICE_SIM;
+		snprintf(dev->name, sizeof(dev->name), "sim");
+		if (ab_sim_parse(spec + 4, &dev->sim, err, errlen) < 0)
+			return -EINVAL;
+		dev->total_bytes = dev->sim.total_bytes;
+		return 0;
+	}
+	if (strcmp(spec, "host") == 0 || strncmp(spec, "host:", 5) == 0)
+		return open_host(spec[4] ? spec + 5 : NULL, dev, err, errlen);
+	if (strncmp(spec, "cuda:", 5) == 0 || strcmp(spec, "cuda") == 0)
+		return ab_fail(err, errlen, ENODEV,
+			       "--device %s is not available in this build: measuring a GPU (NVML) "
+			       "comes with the CUDA kernel library; use --device host or sim:SPEC",
+			       spec);
+	return ab_fail(err, errlen, EINVAL, "unknown device '%.40s': use cuda:N, "
+					    "host[:capacity=SIZE] or sim:SPEC",
+		       spec);
+}
+
+void ab_device_close(struct ab_device *dev)
+{
+	if (dev->kind == AB_DEVICE_SIM)
+		ab_sim_free(&dev->sim);
+}

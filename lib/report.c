@@ -1,0 +1,137 @@
+/* report.c - the JSON report and the human lines (see report.h). */
+#include "report.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "size.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
+{
+	struct json_object *o = json_object_new_object();
+	bool fits = !t->oom && t->has_peak && t->peak_bytes <= limit;
+
+	json_object_object_add(o, "batch", json_object_new_int64(t->batch));
+	json_object_object_add(o, "fits", json_object_new_boolean(fits));
+	if (t->oom)
+		json_object_object_add(o, "oom", json_object_new_boolean(true));
+	json_object_object_add(o, "peak_bytes",
+			       t->has_peak ? json_object_new_int64((int64_t)t->peak_bytes) : NULL);
+	json_object_object_add(o, "step_s", t->has_step ? json_object_new_double(t->step_s) : NULL);
+	json_object_object_add(o, "samples_per_s",
+			       t->has_step ? json_object_new_double(t->samples_per_s) : NULL);
+	json_object_object_add(o, "seconds", json_object_new_double(t->seconds));
+	return o;
+}
+
+static void add_decision(struct json_object *o, const struct ab_report *r,
+			 const struct ab_report_fraction *f)
+{
+	const struct ab_decision *d = &f->decision;
+
+	json_object_object_add(o, "fraction", json_object_new_double(f->fraction));
+	json_object_object_add(o, "limit_bytes", json_object_new_int64((int64_t)d->limit_bytes));
+	json_object_object_add(o, "batch_size", f->ok ? json_object_new_int64(d->batch) : NULL);
+	json_object_object_add(o, "grad_accum", f->ok ? json_object_new_int64(d->grad_accum) : NULL);
+	json_object_object_add(o, "global_batch",
+			       f->ok ? json_object_new_int64(r->global_batch
+								      ? r->global_batch
+								      : d->batch * d->grad_accum *
+										(r->devices ? r->devices : 1))
+				     : NULL);
+	json_object_object_add(o, "confidence", f->ok ? json_object_new_int(d->confidence) : NULL);
+}
+
+char *ab_report_json(const struct ab_report *r)
+{
+	struct json_object *o = json_object_new_object(), *dev = json_object_new_object(),
+			   *trials = json_object_new_array();
+	uint64_t limit = r->nfractions ? r->fractions[0].decision.limit_bytes : 0;
+	char *text;
+
+	json_object_object_add(o, "autobatch_version", json_object_new_string(PACKAGE_VERSION));
+	json_object_object_add(o, "status", json_object_new_string(r->ok ? "ok" : "failed"));
+	if (!r->ok)
+		json_object_object_add(o, "error", json_object_new_string(r->error));
+	json_object_object_add(o, "mode", json_object_new_string(r->mode));
+	json_object_object_add(o, "objective", json_object_new_string(r->objective));
+	if (strcmp(r->phase, "train") != 0)
+		json_object_object_add(o, "phase", json_object_new_string(r->phase));
+	json_object_object_add(dev, "kind", json_object_new_string(r->device_kind));
+	json_object_object_add(dev, "name", json_object_new_string(r->device_name));
+	json_object_object_add(dev, "total_bytes", json_object_new_int64((int64_t)r->total_bytes));
+	json_object_object_add(o, "device", dev);
+	if (r->nfractions)
+		add_decision(o, r, &r->fractions[0]);
+	for (size_t i = 0; r->trials && i < r->trials->n; i++)
+		json_object_array_add(trials, trial_json(&r->trials->v[i], limit));
+	json_object_object_add(o, "trials", trials);
+	if (r->nfractions > 1) {
+		struct json_object *by = json_object_new_array();
+
+		for (size_t i = 0; i < r->nfractions; i++) {
+			struct json_object *f = json_object_new_object();
+
+			add_decision(f, r, &r->fractions[i]);
+			json_object_array_add(by, f);
+		}
+		json_object_object_add(o, "by_fraction", by);
+	}
+	json_object_object_add(o, "elapsed_s", json_object_new_double(r->elapsed_s));
+	json_object_object_add(o, "cache", json_object_new_string("miss"));
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							      JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	return text;
+}
+
+void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,
+			  uint64_t total, char *buf, size_t buflen)
+{
+	char peak[32], lim[32], tot[32], rate[48] = "";
+	size_t len = 0;
+
+	ab_format_size(limit, lim, sizeof(lim));
+	ab_format_size(total, tot, sizeof(tot));
+	if (t->has_step && t->samples_per_s > 0)
+		snprintf(rate, sizeof(rate), ", %.0f samples/s", t->samples_per_s);
+	ab_append(buf, buflen, &len, "trial %zu: batch %ld ", index + 1, t->batch);
+	if (t->oom)
+		ab_append(buf, buflen, &len, "does not fit: out of memory (%.0f s)", t->seconds);
+	else
+		ab_append(buf, buflen, &len, "%s, peak %s %s %s limit (%.0f%% of %s)%s",
+			  fits ? "fits" : "does not fit",
+			  ab_format_size(t->peak_bytes, peak, sizeof(peak)), fits ? "of" : "over the",
+			  lim, 100.0 * (double)limit / (double)total, tot, rate);
+}
+
+void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen)
+{
+	const struct ab_decision *d = &r->fractions[0].decision;
+	size_t len = 0;
+
+	if (!r->ok) {
+		snprintf(buf, buflen, "failed: %s", r->error);
+		return;
+	}
+	ab_append(buf, buflen, &len, "chose batch %ld", d->batch);
+	if (r->global_batch)
+		ab_append(buf, buflen, &len, " (gradient accumulation %ld, global %ld)", d->grad_accum,
+			  r->global_batch);
+	ab_append(buf, buflen, &len, " in %zu trials, %.0f s", r->trials ? r->trials->n : 0,
+		  r->elapsed_s);
+	if (d->start_batch > 0 && d->start_batch != d->batch)
+		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
+											(double)d->start_batch,
+			  d->start_batch);
+	ab_append(buf, buflen, &len, "; confidence %d", d->confidence);
+	for (size_t i = 1; i < r->nfractions; i++)
+		ab_append(buf, buflen, &len, "%s fraction %g: batch %ld", i == 1 ? ";" : ",",
+			  r->fractions[i].fraction, r->fractions[i].decision.batch);
+}

@@ -1,0 +1,44 @@
+/* report.h - the probe's result: the JSON report of design section 8 (through json-c) and
+ * the progress and decision lines people read on stderr.
+ */
+#ifndef AUTOBATCH_REPORT_H
+#define AUTOBATCH_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "search.h"
+
+struct ab_report_fraction {
+	double fraction;
+	struct ab_decision decision;
+	bool ok;
+};
+
+struct ab_report {
+	bool ok;
+	char error[1024];
+	const char *mode;      /* "exec" or "model" */
+	const char *objective; /* "memory" or "throughput" */
+	const char *phase;     /* "train" or "eval" */
+	const char *device_kind, *device_name;
+	uint64_t total_bytes;
+	const struct ab_report_fraction *fractions; /* the first is the decision */
+	size_t nfractions;
+	long global_batch, devices;
+	const struct ab_trials *trials;
+	double elapsed_s;
+};
+
+/* The report as a JSON text (malloc'ed, one line). */
+char *ab_report_json(const struct ab_report *r);
+
+/* "trial 3: batch 96 fits, peak 61.2 GiB of 64.0 GiB limit (80% of 80.0 GiB), 412 samples/s" */
+void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,
+			  uint64_t total, char *buf, size_t buflen);
+
+/* "chose batch 96 (gradient accumulation 4, global 3072) in 3 trials, 41 s; ..." */
+void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen);
+
+#endif

@@ -1,0 +1,49 @@
+/* trial_exec.h - exec mode: runs the user's own command as one trial per candidate batch
+ * (the trial protocol), in its own process group, with a private config copy, a report
+ * file, a log, a deadline, and memory watched or reported.
+ */
+#ifndef AUTOBATCH_TRIAL_EXEC_H
+#define AUTOBATCH_TRIAL_EXEC_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config_edit.h"
+#include "trial.h"
+
+enum ab_peak_source {
+	AB_PEAK_FROM_REPORT, /* sim:total=SIZE: the trial's own {"peak_bytes": N} */
+	AB_PEAK_FROM_RSS,    /* host: resident memory of the process group */
+};
+
+struct ab_exec {
+	char *const *argv;      /* the command; argv[0] looked up in PATH */
+	const char *config;     /* as given on the command line, or NULL */
+	const char *key;        /* the batch key written into the config copy */
+	int document;           /* -1: the key's only document */
+	const char *phase;      /* "train" or "eval" */
+	int steps;              /* AUTOBATCH_TRIAL_STEPS */
+	double trial_seconds;   /* deadline per trial */
+	enum ab_peak_source peak_source;
+	uint64_t capacity;      /* RSS above this is an OOM (host) */
+	const char *workdir;    /* where trial directories go; created, then removed */
+	bool keep;              /* keep trial directories (logs) */
+	volatile sig_atomic_t *interrupted; /* set by the caller's signal handler */
+	/* internal */
+	int count;
+};
+
+/* Creates the work directory (under $TMPDIR) and checks the command and config. */
+int ab_exec_init(struct ab_exec *x, char *err, size_t errlen);
+void ab_exec_cleanup(struct ab_exec *x);
+
+/* The trial function: ctx is a struct ab_exec. */
+int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen);
+
+/* True when the text has one of the out-of-memory messages of PyTorch, JAX/XLA,
+ * TensorFlow, CUDA or the C++/C runtime. */
+bool ab_text_says_oom(const char *text, size_t len);
+
+#endif

@@ -1,0 +1,34 @@
+/* trial_report.h - the JSON lines a trial command appends to $AUTOBATCH_TRIAL_REPORT:
+ * {"step_s": S, "samples": N} per step, {"peak_bytes": N}, {"oom": true}. Hostile input:
+ * bounded, and anything malformed is counted and skipped, never trusted.
+ */
+#ifndef AUTOBATCH_TRIAL_REPORT_H
+#define AUTOBATCH_TRIAL_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AB_REPORT_MAX_BYTES (1u << 20)
+#define AB_REPORT_MAX_STEPS 1024
+#define AB_REPORT_MAX_LINE 4096
+
+struct ab_trial_report {
+	size_t steps;                       /* step lines, warm-up included */
+	double step_s[AB_REPORT_MAX_STEPS];
+	double samples[AB_REPORT_MAX_STEPS]; /* 0 when the line gave none */
+	bool oom;
+	bool has_peak;
+	uint64_t peak_bytes; /* the largest reported */
+	size_t bad_lines;
+};
+
+/* Parses buf (need not be NUL-terminated); never fails, malformed lines are counted. */
+void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *out);
+
+/* Median step time and samples/s over the steps after the first (the warm-up); false when
+ * there are fewer than two steps. */
+bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double *step_s,
+			    double *samples_per_s);
+
+#endif

@@ -1,0 +1,374 @@
+/* cmd_run.c - `autobatch-probe run`: wires the options to a device, the trial function
+ * (the simulator, or the user's command in exec mode) and the search, then reports.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "config_edit.h"
+#include "device.h"
+#include "error.h"
+#include "presets.h"
+#include "report.h"
+#include "search.h"
+#include "settings.h"
+#include "trial_exec.h"
+
+#define MAX_FRACTIONS 8
+
+struct run_opts {
+	double fractions[MAX_FRACTIONS];
+	size_t nfractions;
+	enum ab_objective objective;
+	const char *device, *mode, *config, *preset, *key, *json, *phase;
+	int document, steps, max_trials;
+	long min, max, multiple_of, global_batch, devices, start;
+	double trial_seconds;
+	bool keep;
+	char **command;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"Usage: autobatch-probe run [OPTIONS] [-- COMMAND [ARGS...]]\n"
+		"  --fraction F[,F...]   memory target(s), 0 < F <= 1 (default 0.8)\n"
+		"  --objective memory|throughput\n"
+		"  --device cuda:N | host[:capacity=SIZE] | sim:SPEC\n"
+		"  --mode exec|model     exec runs COMMAND per candidate batch\n"
+		"  --config FILE [--preset NAME | --key KEY] [--document N]\n"
+		"  --min N --max N --multiple-of N --start N\n"
+		"  --global-batch G --devices N   keep G = batch x devices x accumulation\n"
+		"  --phase train|eval    --steps K (default 3)   --trial-seconds S (default 60)\n"
+		"  --max-trials N        --json FILE|-           --keep-trials\n");
+	return 2;
+}
+
+static int parse_long(const char *text, long min, long max, const char *name, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || *end || end == text || v < min || v > max) {
+		fprintf(stderr, "autobatch-probe: --%s %s: give a whole number from %ld to %ld\n",
+			name, text, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_fractions(const char *text, struct run_opts *o)
+{
+	char buf[256], err[AB_ERR_MAX], *item, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", text);
+	o->nfractions = 0;
+	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		if (o->nfractions == MAX_FRACTIONS ||
+		    ab_parse_fraction(item, &o->fractions[o->nfractions++], err, sizeof(err)) < 0) {
+			fprintf(stderr, "autobatch-probe: --fraction: %s\n",
+				o->nfractions > MAX_FRACTIONS - 1 ? "at most 8 fractions" : err);
+			return -1;
+		}
+	}
+	return o->nfractions ? 0 : -1;
+}
+
+static int parse_numeric(int opt, const char *arg, struct run_opts *o)
+{
+	long v;
+
+	switch (opt) {
+	case 'n': return parse_long(arg, 1, AB_BATCH_MAX, "min", &o->min);
+	case 'x': return parse_long(arg, 1, AB_BATCH_MAX, "max", &o->max);
+	case 'm': return parse_long(arg, 1, AB_BATCH_MAX, "multiple-of", &o->multiple_of);
+	case 'g': return parse_long(arg, 1, AB_GLOBAL_BATCH_MAX, "global-batch", &o->global_batch);
+	case 'D': return parse_long(arg, 1, 1 << 20, "devices", &o->devices);
+	case 'S': return parse_long(arg, 1, AB_BATCH_MAX, "start", &o->start);
+	case 'k':
+		if (parse_long(arg, 1, 1000, "steps", &v) < 0)
+			return -1;
+		o->steps = (int)v;
+		return 0;
+	case 'T':
+		if (parse_long(arg, 1, 100, "max-trials", &v) < 0)
+			return -1;
+		o->max_trials = (int)v;
+		return 0;
+	case 'd':
+		if (parse_long(arg, 0, 1000000, "document", &v) < 0)
+			return -1;
+		o->document = (int)v;
+		return 0;
+	case 't':
+		if (parse_long(arg, 1, 86400, "trial-seconds", &v) < 0)
+			return -1;
+		o->trial_seconds = (double)v;
+		return 0;
+	}
+	return -1;
+}
+
+static int parse_opts(int argc, char **argv, struct run_opts *o)
+{
+	static const struct option longopts[] = {
+		{"fraction", 1, 0, 'f'},     {"objective", 1, 0, 'o'},  {"device", 1, 0, 'v'},
+		{"mode", 1, 0, 'M'},         {"config", 1, 0, 'c'},     {"preset", 1, 0, 'p'},
+		{"key", 1, 0, 'K'},          {"document", 1, 0, 'd'},   {"min", 1, 0, 'n'},
+		{"max", 1, 0, 'x'},          {"multiple-of", 1, 0, 'm'}, {"global-batch", 1, 0, 'g'},
+		{"devices", 1, 0, 'D'},      {"start", 1, 0, 'S'},      {"phase", 1, 0, 'P'},
+		{"steps", 1, 0, 'k'},        {"trial-seconds", 1, 0, 't'}, {"max-trials", 1, 0, 'T'},
+		{"json", 1, 0, 'j'},         {"keep-trials", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	int opt;
+
+	*o = (struct run_opts){.fractions = {0.8}, .nfractions = 1, .phase = "train",
+			       .document = -1, .steps = 3, .trial_seconds = 60, .devices = 1};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'f': if (parse_fractions(optarg, o) < 0) return -1; break;
+		case 'o':
+			if (strcmp(optarg, "memory") && strcmp(optarg, "throughput"))
+				return fprintf(stderr, "autobatch-probe: --objective memory|throughput\n"), -1;
+			o->objective = optarg[0] == 't' ? AB_OBJECTIVE_THROUGHPUT : AB_OBJECTIVE_MEMORY;
+			break;
+		case 'v': o->device = optarg; break;
+		case 'M': o->mode = optarg; break;
+		case 'c': o->config = optarg; break;
+		case 'p': o->preset = optarg; break;
+		case 'K': o->key = optarg; break;
+		case 'j': o->json = optarg; break;
+		case 'e': o->keep = true; break;
+		case 'P':
+			if (strcmp(optarg, "train") && strcmp(optarg, "eval"))
+				return fprintf(stderr, "autobatch-probe: --phase train|eval\n"), -1;
+			o->phase = optarg;
+			break;
+		case 'h': return -1;
+		case '?': return -1;
+		default:
+			if (parse_numeric(opt, optarg, o) < 0)
+				return -1;
+		}
+	}
+	o->command = optind < argc ? argv + optind : NULL;
+	if (o->mode && strcmp(o->mode, "exec") && strcmp(o->mode, "model"))
+		return fprintf(stderr, "autobatch-probe: --mode exec|model\n"), -1;
+	return 0;
+}
+
+/* ---- the batch key and the starting batch from the config --------------------------- */
+
+static int config_key(struct run_opts *o, long *start, char *err, size_t errlen)
+{
+	const struct ab_preset *p = NULL;
+	struct ab_config *cfg;
+	char value[64];
+	int rc;
+
+	if (!o->config)
+		return 0;
+	if ((rc = ab_config_load(o->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
+		return rc;
+	if (!o->key) {
+		if (o->preset && !(p = ab_preset_find(o->preset)))
+			rc = ab_fail(err, errlen, EINVAL, "unknown preset '%s': "
+							  "'autobatch-probe presets' lists them",
+				     o->preset);
+		else if (!p)
+			rc = ab_preset_detect(cfg, o->document, &p, err, errlen);
+		if (rc == 0) {
+			o->key = p->keys[strcmp(o->phase, "eval") ? AB_ROLE_MICRO_BATCH
+								  : AB_ROLE_EVAL_BATCH];
+			if (!o->key)
+				rc = ab_fail(err, errlen, EINVAL, "preset %s has no eval batch key: "
+								  "name it with --key KEY",
+					     p->name);
+		}
+	}
+	if (rc == 0)
+		rc = ab_config_get(cfg, o->key, o->document, value, sizeof(value), err, errlen);
+	/* the config's own batch is where the search starts, and what the gain is against */
+	if (rc == 0 && !*start && ab_is_number(value, strlen(value)) && strtod(value, NULL) >= 1)
+		*start = (long)strtod(value, NULL);
+	ab_config_free(cfg);
+	return rc;
+}
+
+/* ---- progress ---------------------------------------------------------------------- */
+
+struct progress {
+	uint64_t total;
+};
+
+static void print_trial(void *arg, size_t index, const struct ab_trial *t, bool fits,
+			uint64_t limit)
+{
+	struct progress *p = arg;
+	char line[512];
+
+	ab_report_trial_line(index, t, fits, limit, p->total, line, sizeof(line));
+	fprintf(stderr, "autobatch: %s\n", line);
+	fflush(stderr);
+}
+
+static int write_json(const char *path, const char *text)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+	int rc = 0;
+
+	if (!f)
+		return fprintf(stderr, "autobatch-probe: cannot write %s: %s\n", path,
+			       strerror(errno)),
+		       -1;
+	if (fprintf(f, "%s\n", text) < 0 || fflush(f) != 0)
+		rc = -1;
+	if (f != stdout && fclose(f) != 0)
+		rc = -1;
+	if (rc < 0)
+		fprintf(stderr, "autobatch-probe: writing %s failed: %s\n", path, strerror(errno));
+	return rc;
+}
+
+/* ---- the run ----------------------------------------------------------------------- */
+
+struct setup {
+	struct ab_device dev;
+	struct ab_exec exec;
+	ab_trial_fn fn;
+	void *ctx;
+	const char *mode;
+};
+
+static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, size_t errlen)
+{
+	int rc;
+
+	if (o->mode && !strcmp(o->mode, "model"))
+		return ab_fail(err, errlen, ENOTSUP, "--mode model needs the CUDA kernel library, "
+						     "which this build does not have: use exec mode "
+						     "(a command after --)");
+	if ((rc = ab_device_open(o->device, &s->dev, err, errlen)) < 0)
+		return rc;
+	if (!o->command) {
+		if (s->dev.kind != AB_DEVICE_SIM || s->dev.sim.only_total)
+			return ab_fail(err, errlen, EINVAL, "nothing to measure: give the command "
+							    "to run as a trial after --");
+		s->fn = ab_sim_trial;
+		s->ctx = &s->dev.sim;
+		s->mode = "sim";
+		return 0;
+	}
+	if (s->dev.kind == AB_DEVICE_SIM && !s->dev.sim.only_total)
+		return ab_fail(err, errlen, EINVAL, "with a command, --device sim:SPEC gives only "
+						    "the capacity (sim:total=SIZE); the trials report "
+						    "their peak");
+	if ((rc = config_key(o, start, err, errlen)) < 0)
+		return rc;
+	s->exec = (struct ab_exec){
+		.argv = o->command, .config = o->config, .key = o->key, .document = o->document,
+		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
+		.peak_source = s->dev.kind == AB_DEVICE_HOST ? AB_PEAK_FROM_RSS : AB_PEAK_FROM_REPORT,
+		.capacity = s->dev.total_bytes, .keep = o->keep, .interrupted = &interrupted,
+	};
+	if ((rc = ab_exec_init(&s->exec, err, errlen)) < 0)
+		return rc;
+	s->fn = ab_exec_trial;
+	s->ctx = &s->exec;
+	s->mode = "exec";
+	return 0;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct ab_report_fraction fr[MAX_FRACTIONS];
+	struct ab_trials trials = {0};
+	struct setup s = {0};
+	struct ab_report r = {0};
+	struct run_opts o;
+	struct progress prog;
+	struct timespec t0;
+	struct sigaction sa = {.sa_handler = on_signal};
+	char line[2048], *json;
+	long start = 0;
+	int rc;
+
+	if (parse_opts(argc, argv, &o) < 0)
+		return usage();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	start = o.start;
+	r.ok = (rc = set_up(&o, &s, &start, r.error, sizeof(r.error))) == 0;
+	prog.total = s.dev.total_bytes;
+	for (size_t i = 0; r.ok && i < o.nfractions; i++) {
+		struct ab_search_params p = {
+			.total_bytes = s.dev.total_bytes, .fraction = o.fractions[i],
+			.objective = o.objective, .min = o.min, .max = o.max,
+			.multiple_of = o.multiple_of, .global_batch = o.global_batch,
+			.devices = o.devices, .start = start, .max_trials = o.max_trials,
+			.progress = print_trial, .progress_arg = &prog,
+		};
+
+		fr[i].fraction = o.fractions[i];
+		rc = ab_search(&p, &trials, s.fn, s.ctx, &fr[i].decision, r.error, sizeof(r.error));
+		fr[i].ok = rc == 0;
+		r.ok = rc == 0 || (i > 0 && rc == -ENOSPC); /* a later, lower target may not fit */
+		if (rc == -ENOSPC && i > 0)
+			r.error[0] = '\0';
+	}
+	r.mode = s.mode ? s.mode : (o.command ? "exec" : "sim");
+	r.objective = ab_objective_name(o.objective);
+	r.phase = o.phase;
+	r.device_kind = ab_device_kind_name(s.dev.kind);
+	r.device_name = s.dev.name[0] ? s.dev.name : "none";
+	r.total_bytes = s.dev.total_bytes;
+	r.fractions = fr;
+	r.nfractions = r.ok || fr[0].ok ? o.nfractions : 0;
+	r.global_batch = o.global_batch;
+	r.devices = o.devices;
+	r.trials = &trials;
+	r.elapsed_s = seconds_since(&t0);
+	if (!r.ok && !r.error[0])
+		snprintf(r.error, sizeof(r.error), "the probe failed");
+	ab_report_decision_line(&r, line, sizeof(line));
+	fprintf(stderr, "autobatch: %s\n", line);
+	json = ab_report_json(&r);
+	if (o.json && json && write_json(o.json, json) < 0)
+		r.ok = false;
+	free(json);
+	ab_exec_cleanup(&s.exec);
+	ab_device_close(&s.dev);
+	ab_trials_free(&trials);
+	if (interrupted)
+		return 130;
+	return r.ok ? 0 : 1;
+}
