@@ -257,15 +257,20 @@ static double predict(const struct run *r, const struct bracket *k)
 
 	q = partner(r, lo);
 	slope = q ? (plo - (double)q->peak_bytes) / (double)(lo->batch - q->batch) : 0;
-	if (k->hi && k->hi->has_peak && k->hi->peak_bytes > lo->peak_bytes) {
+	if (k->hi) {
 		/* Fragmentation bends the curve up: the secant through the bracket follows it.
 		 * A workspace jump lifts it: the line moved up to the failing trial follows that.
-		 * Both err low on the other's curve, so take the lower: it fits, and narrows. */
-		double phi = (double)k->hi->peak_bytes;
+		 * Both err low on the other's curve, so take the lower. A real OOM reports no
+		 * peak; its peak was at least the total, which the secant then uses. */
+		double phi = k->hi->has_peak ? (double)k->hi->peak_bytes : (double)r->p->total_bytes;
 
+		if (phi <= plo)
+			return INFINITY;
 		secant = (double)lo->batch + (L - plo) * (double)(k->hi->batch - lo->batch) / (phi - plo);
 		shifted = slope > 0 ? (double)k->hi->batch - (phi - L) / slope : secant;
-		return fmin(secant, shifted);
+		if (!k->hi->has_peak) /* both optimistic: the lower, the line's or the secant's */
+			return slope > 0 ? fmin(secant, (double)lo->batch + (L - plo) / slope) : secant;
+		return shifted > (double)lo->batch ? fmin(secant, shifted) : secant;
 	}
 	if (!q)
 		return plo > 0 ? (double)lo->batch * L / plo : INFINITY; /* base >= 0 bound */
@@ -277,16 +282,20 @@ static double predict(const struct run *r, const struct bracket *k)
 /* The next batch to try. Below any failure: the line's prediction (or, with one trial, the
  * largest batch a non-negative base allows). Inside a bracket: the model's crossing a margin
  * under, enlarged to end the search if it fits; bisection-like steps when it stalls. */
-static long choose(const struct run *r, const struct bracket *k, double pred, double last_gap)
+static long choose(const struct run *r, const struct bracket *k, double pred)
 {
 	long lo = k->lo->batch, hi = k->hi ? k->hi->batch : 0, next;
 	double target;
 
 	if (!hi) {
-		if (k->nfit == 1)
-			target = fmax(pred, 2.0 * (double)lo);
+		if (k->nfit == 1) /* the bound a non-negative base allows; at least 4x, for a
+				   * baseline long enough that allocator jitter cannot tilt the line */
+			target = fmax(pred, 4.0 * (double)lo);
 		else
 			target = isinf(pred) ? 4.0 * (double)lo : pred * (1 - AIM_BELOW);
+		/* Within the tolerance of the model's crossing, what is left is to show that
+		 * nothing larger fits: the smallest candidate 3% above lo does, or moves lo. */
+		target = fmax(target, (double)lo / (1 - AB_SEARCH_TOLERANCE) + 1);
 		next = c_floor(&r->c, target);
 		/* Coarse candidates (a global batch's divisors): when the one above is within
 		 * the margin of the prediction, try it; a miss costs one trial, a hit saves one. */
@@ -295,25 +304,28 @@ static long choose(const struct run *r, const struct bracket *k, double pred, do
 			    AB_SEARCH_TOLERANCE * (double)c_next(&r->c, next) &&
 		    (double)c_next(&r->c, next) <= pred * (1 + MARGIN / 2))
 			next = c_next(&r->c, next);
-	} else if (!isinf(pred) && c_floor(&r->c, pred) <= lo) {
-		next = c_next(&r->c, lo); /* the model says lo is the answer: prove it */
 	} else {
-		if ((double)(hi - lo) > last_gap / 2 ||
-		    (!k->hi->has_peak && pred >= (double)c_prev(&r->c, hi))) {
-			/* stalled, or the line is blind to a failure with no peak: step well
-			 * under the failure, but no further than halfway */
-			target = fmax((double)(lo + hi) / 2, (double)hi * (1 - 4 * MARGIN));
-		} else {
-			/* after an overshoot, noise is the likely cause: aim a margin under */
-			long goal = c_ceil(&r->c,
-					   (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, hi));
+		/* fail_goal: the largest candidate whose failure ends the search; goal: the
+		 * smallest whose fit does. A model point beyond them snaps to them, so every
+		 * trial ends the search or moves an end by at least the tolerance; where the
+		 * model is blind (flat, or past the failure) the bracket is halved in log space. */
+		long fail_goal = c_floor(&r->c, (double)lo / (1 - AB_SEARCH_TOLERANCE) + 1);
+		long goal = c_ceil(&r->c, (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, hi));
+		/* An OOM's peak is only known to be over the total: near the goal the secant
+		 * is blind to it, and after two OOMs in a row it has shown it is lost. */
+		const struct ab_trial *v = r->trials->v;
+		size_t n = r->trials->n;
+		bool blind = isinf(pred) || pred >= (double)hi ||
+			     (!k->hi->has_peak &&
+			      (pred >= (double)goal || (n >= 2 && v[n - 1].oom && v[n - 2].oom)));
 
-			target = pred * (1 - MARGIN);
-			if (c_floor(&r->c, target) <= lo)
-				target = pred;
-			if (goal > lo && goal < hi && pred >= (double)goal)
-				target = fmax(target, (double)goal); /* ends the search if it fits */
-		}
+		target = blind ? sqrt((double)lo * (double)hi) : pred;
+		if (fail_goal >= goal)
+			target = fmin(fmax(target, (double)goal), (double)fail_goal);
+		else if (target <= (double)fail_goal)
+			target = (double)fail_goal;
+		else if (target >= (double)goal)
+			target = (double)goal;
 		next = c_floor(&r->c, target);
 	}
 	if (next <= lo)
@@ -435,7 +447,6 @@ static int memory_search(struct run *r, struct ab_decision *out)
 {
 	int max_trials = r->p->max_trials > 0 ? r->p->max_trials : DEFAULT_MAX_TRIALS, rc;
 	long first = r->p->start > 0 ? c_floor(&r->c, (double)r->p->start) : 0;
-	double last_gap = INFINITY;
 	struct bracket k;
 
 	if (!first)
@@ -455,9 +466,7 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			pred = predict(r, &k);
 			if (done(r, &k, pred))
 				break;
-			next = choose(r, &k, pred, last_gap);
-			if (k.hi)
-				last_gap = (double)(k.hi->batch - k.lo->batch);
+			next = choose(r, &k, pred);
 		}
 		if ((int)r->new_trials >= max_trials) {
 			if (!k.lo)

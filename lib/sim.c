@@ -187,7 +187,7 @@ static double noise(uint64_t seed, long batch, uint64_t salt)
 	x ^= x >> 31;
 	x *= 0x94d049bb133111ebULL;
 	x ^= x >> 29;
-	return (double)(x >> 11) / (double)(1ULL << 52) * 2.0 - 1.0;
+	return (double)(x >> 11) / (double)(1ULL << 53) * 2.0 - 1.0;
 }
 
 static void interpolate(const struct ab_sim *s, double b, double *peak, double *step)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -77,6 +78,9 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 			       "cannot create a directory for trials under %s: %s",
 			       tmp ? tmp : "/tmp", strerror(errno));
 	x->workdir = workdir;
+	/* A trial's children that leave its process group (setsid) are re-parented to us,
+	 * not to init, so none outlives its trial. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	return 0;
 }
 
@@ -210,40 +214,52 @@ static void child(const struct ab_exec *x, long batch, const struct files *f, ch
 	_exit(127);
 }
 
-/* Resident memory of every process in the group (the trial may fork workers). */
-static uint64_t group_rss(pid_t pgid)
+/* A process's parent, process group and resident pages, from /proc/PID/stat. */
+static int read_stat(const char *pid, long *ppid, long *pgrp, long *rss)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%.20s/stat", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* after "pid (comm)", which may hold anything: state ppid pgrp ... rss is field 24 */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %ld %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+			  "%*d %*d %*u %*u %ld",
+		   ppid, pgrp, rss) != 3)
+		return -1;
+	return 0;
+}
+
+/* Resident memory of every process in the group (the trial may fork workers) when pgid is
+ * positive; with pgid 0, kills and reaps every child of ours instead: after a trial, those
+ * are its descendants that escaped the group (we are their subreaper). */
+static uint64_t scan_processes(pid_t pgid)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
 	uint64_t total = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
-	char path[64], buf[1024];
+	long ppid, pgrp, rss;
 
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		int fd;
-		ssize_t n;
-		char *p;
-		long pgrp = 0, rss = 0;
-
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' ||
+		    read_stat(e->d_name, &ppid, &pgrp, &rss) < 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%.20s/stat", e->d_name);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		/* after "pid (comm)": state ppid pgrp ... rss is the 24th field */
-		if (!(p = strrchr(buf, ')')) ||
-		    sscanf(p + 2, "%*c %*d %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				  "%*d %*d %*d %*u %*u %ld",
-			   &pgrp, &rss) != 2)
-			continue;
-		if (pgrp == pgid && rss > 0)
+		if (pgid > 0 && pgrp == pgid && rss > 0)
 			total += (uint64_t)rss * page;
+		if (pgid == 0 && ppid == (long)getpid()) {
+			kill((pid_t)atol(e->d_name), SIGKILL);
+			waitpid((pid_t)atol(e->d_name), NULL, 0);
+		}
 	}
 	closedir(d);
 	return total;
@@ -272,7 +288,7 @@ static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
 		if (killed)
 			continue;
 		if (x->peak_source == AB_PEAK_FROM_RSS) {
-			uint64_t rss = group_rss(pid);
+			uint64_t rss = scan_processes(pid);
 
 			o->rss_peak = rss > o->rss_peak ? rss : o->rss_peak;
 			o->over_capacity = rss > x->capacity;
@@ -287,6 +303,7 @@ static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
 		nanosleep(&pause, NULL);
 	}
 	kill(-pid, SIGKILL); /* no child of the trial outlives it */
+	scan_processes(0);
 	o->seconds = now() - start;
 	if ((uint64_t)ru.ru_maxrss * 1024 > o->rss_peak)
 		o->rss_peak = (uint64_t)ru.ru_maxrss * 1024;

@@ -1,0 +1,362 @@
+/* test_exec.c - exec mode with real programs (tests/helpers/trialprog): memory measured on
+ * the host, peaks reported for sim:total, OOM recognised, hangs killed, crashes reported
+ * with their output, config copies, no process left behind; and the report-line parser.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "unit.h"
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "search.h"
+#include "trial_exec.h"
+#include "trial_report.h"
+
+#define MiB (1024ULL * 1024)
+#define GiB (1024ULL * MiB)
+
+static char err[4096];
+
+static const char *prog(void)
+{
+	const char *p = getenv("TRIALPROG");
+
+	return p ? p : "tests/helpers/trialprog";
+}
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
+}
+
+/* Processes whose command line names trialprog, other than zombies: none may outlive a
+ * trial. */
+static int trialprogs_alive(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int alive = 0;
+
+	while (d && (e = readdir(d))) {
+		char path[300], cmd[256] = "", state = 0;
+		FILE *f;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if ((f = fopen(path, "r"))) {
+			size_t n = fread(cmd, 1, sizeof(cmd) - 1, f);
+
+			cmd[n] = '\0';
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if ((f = fopen(path, "r"))) {
+			if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
+				state = 0;
+			fclose(f);
+		}
+		if (strstr(cmd, "trialprog") && state != 'Z')
+			alive++;
+	}
+	if (d)
+		closedir(d);
+	return alive;
+}
+
+static void exec_init(struct ab_exec *x, char **argv, enum ab_peak_source src, uint64_t cap,
+		      double seconds)
+{
+	*x = (struct ab_exec){.argv = argv, .document = -1, .phase = "train", .steps = 3,
+			      .trial_seconds = seconds, .peak_source = src, .capacity = cap};
+	if (ab_exec_init(x, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+}
+
+static int search(struct ab_exec *x, uint64_t total, double fraction, struct ab_trials *t,
+		  struct ab_decision *d)
+{
+	struct ab_search_params p = {.total_bytes = total, .fraction = fraction, .max = 4096};
+
+	err[0] = '\0';
+	return ab_search(&p, t, ab_exec_trial, x, d, err, sizeof(err));
+}
+
+static void host_memory(void **state)
+{
+	char *argv[] = {(char *)prog(), "alloc", "20", "8", "1000", NULL};
+	struct ab_exec x;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, 400 * MiB, 30);
+	assert_int_equal(search(&x, 400 * MiB, 0.5, &t, &d), 0);
+	/* 200 MiB limit: 20 MiB + 8 MiB per sample + the program itself (a few MiB) */
+	if (d.batch < 19 || d.batch > 22)
+		fail_msg("chose %ld, expected about 21", d.batch);
+	assert_true(t.v[d.chosen].peak_bytes <= 200 * MiB);
+	assert_true(t.v[d.chosen].peak_bytes >= (20 + 8 * (uint64_t)d.batch) * MiB);
+	assert_true(t.n <= 6);
+	ab_trials_free(&t);
+	ab_exec_cleanup(&x);
+}
+
+static void oom_beyond_capacity(void **state)
+{
+	/* The program itself fails with PyTorch's message above 100 MiB. */
+	char *argv[] = {(char *)prog(), "alloc", "20", "8", "100", NULL};
+	struct ab_exec x;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+	bool saw_oom = false;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, 400 * MiB, 30);
+	assert_int_equal(search(&x, 400 * MiB, 0.9, &t, &d), 0);
+	for (size_t i = 0; i < t.n; i++)
+		saw_oom |= t.v[i].oom;
+	assert_true(saw_oom);
+	assert_int_equal(d.batch, 10); /* (100 - 20) / 8 */
+	ab_trials_free(&t);
+	ab_exec_cleanup(&x);
+}
+
+static void sim_capacity_reported_peak(void **state)
+{
+	char base[32], per[32], cap[32];
+	char *argv[] = {(char *)prog(), "curve", base, per, cap, NULL};
+	struct ab_exec x;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+
+	(void)state;
+	snprintf(base, sizeof(base), "%llu", GiB);
+	snprintf(per, sizeof(per), "%llu", 100 * MiB);
+	snprintf(cap, sizeof(cap), "%llu", 8 * GiB);
+	exec_init(&x, argv, AB_PEAK_FROM_REPORT, 8 * GiB, 30);
+	assert_int_equal(search(&x, 8 * GiB, 0.8, &t, &d), 0);
+	assert_int_equal(d.batch, 55); /* (0.8 * 8192 - 1024) / 100 = 55.3 */
+	assert_true(t.n <= 4);
+	assert_true(t.v[d.chosen].has_step);
+	assert_float_equal(t.v[d.chosen].step_s, 0.1, 1e-9); /* median, warm-up excluded */
+	ab_trials_free(&t);
+	ab_exec_cleanup(&x);
+}
+
+static void no_peak_reported(void **state)
+{
+	char *argv[] = {(char *)prog(), "alloc", "1", "1", "1000", "quiet", NULL};
+	struct ab_exec x;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 30);
+	assert_int_equal(search(&x, GiB, 0.8, &t, &d), -EPROTO);
+	assert_contains(err, "trial 1 (batch 1) reported no peak memory: with --device "
+			     "sim:total=SIZE");
+	ab_trials_free(&t);
+	ab_exec_cleanup(&x);
+}
+
+static void unaware_program_watched(void **state)
+{
+	/* Knows nothing of the protocol and never exits: stopped at the deadline, judged by
+	 * the memory it held. */
+	char *argv[] = {(char *)prog(), "alloc", "30", "1", "1000", "sleep", NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 1);
+	assert_int_equal(ab_exec_trial(&x, 10, &tr, err, sizeof(err)), 0);
+	assert_false(tr.oom);
+	assert_true(tr.has_peak);
+	assert_true(tr.peak_bytes >= 40 * MiB);
+	assert_true(tr.seconds >= 1 && tr.seconds < 5);
+	assert_int_equal(trialprogs_alive(), 0);
+	ab_exec_cleanup(&x);
+}
+
+static void hung_trial_killed(void **state)
+{
+	char *argv[] = {(char *)prog(), "hang", NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 1);
+	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_contains(err, "trial 1 (batch 4) did not finish in 1 s and was killed, after "
+			     "reporting 1 of 4 steps");
+	assert_int_equal(trialprogs_alive(), 0);
+	ab_exec_cleanup(&x);
+}
+
+static void crash_is_an_error(void **state)
+{
+	char *argv[] = {(char *)prog(), "crash", NULL};
+	struct ab_exec x;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 30);
+	assert_int_equal(search(&x, GiB, 0.8, &t, &d), -ECHILD);
+	assert_contains(err, "trial 1 (batch 1) exited with status 3, which is not an "
+			     "out-of-memory error; the search stops");
+	assert_contains(err, "ValueError: mismatched shapes");
+	assert_int_equal(t.n, 0); /* a crash is never recorded as "does not fit" */
+	ab_trials_free(&t);
+	ab_exec_cleanup(&x);
+}
+
+static void missing_command(void **state)
+{
+	char *argv[] = {"/nonexistent/train", NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 30);
+	assert_int_equal(ab_exec_trial(&x, 1, &tr, err, sizeof(err)), -ECHILD);
+	assert_contains(err, "exited with status 127");
+	assert_contains(err, "cannot run /nonexistent/train: No such file or directory");
+	ab_exec_cleanup(&x);
+}
+
+static void escaped_children_killed(void **state)
+{
+	char *argv[] = {(char *)prog(), "fork-child", NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 30);
+	assert_int_equal(ab_exec_trial(&x, 2, &tr, err, sizeof(err)), 0);
+	assert_int_equal(trialprogs_alive(), 0);
+	ab_exec_cleanup(&x);
+}
+
+static void config_copy(void **state)
+{
+	char dir[] = "/tmp/autobatch-test-exec.XXXXXX", cfg[64], script[512];
+	char *argv[] = {"sh", "-c", script, "sh", cfg, NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cfg, sizeof(cfg), "%s/train.yaml", dir);
+	f = fopen(cfg, "w");
+	fputs("# mine\ntrain:\n  micro_batch_size: 4  # per GPU\n", f);
+	fclose(f);
+	/* The command gets the copy (not the original) with the trial's batch in it. */
+	snprintf(script, sizeof(script),
+		 "test \"$1\" != '%s' && test \"$1\" = \"$AUTOBATCH_CONFIG\" && "
+		 "grep -qx '  micro_batch_size: 12  # per GPU' \"$1\" && "
+		 "test \"$AUTOBATCH_TRIAL_PHASE\" = train && "
+		 "echo '{\"peak_bytes\": 1000}' >>\"$AUTOBATCH_TRIAL_REPORT\"",
+		 cfg);
+	x = (struct ab_exec){.argv = argv, .config = cfg, .key = "train.micro_batch_size",
+			     .document = -1, .phase = "train", .steps = 3, .trial_seconds = 30,
+			     .peak_source = AB_PEAK_FROM_REPORT, .capacity = GiB};
+	assert_int_equal(ab_exec_init(&x, err, sizeof(err)), 0);
+	if (ab_exec_trial(&x, 12, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_int_equal(tr.peak_bytes, 1000);
+	ab_exec_cleanup(&x);
+	/* the user's file is untouched */
+	f = fopen(cfg, "r");
+	assert_non_null(fgets(script, sizeof(script), f));
+	assert_non_null(fgets(script, sizeof(script), f));
+	assert_non_null(fgets(script, sizeof(script), f));
+	fclose(f);
+	assert_string_equal(script, "  micro_batch_size: 4  # per GPU\n");
+	x.key = "train.nope";
+	assert_int_equal(ab_exec_init(&x, err, sizeof(err)), -ENOENT);
+	assert_contains(err, "key 'train.nope' not found");
+	unlink(cfg);
+	rmdir(dir);
+}
+
+static void oom_messages(void **state)
+{
+	static const char *const oom[] = {
+		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+		"RuntimeError: CUDA error: CUDA_ERROR_OUT_OF_MEMORY",
+		"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory",
+		"tensorflow ResourceExhaustedError: OOM when allocating tensor with shape",
+		"RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate",
+		"terminate called after throwing an instance of 'std::bad_alloc'",
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(oom) / sizeof(oom[0]); i++)
+		assert_true(ab_text_says_oom(oom[i], strlen(oom[i])));
+	assert_false(ab_text_says_oom("ValueError: shapes", 18));
+}
+
+static void report_lines(void **state)
+{
+	static struct ab_trial_report r;
+	const char *text = "{\"step_s\": 0.5, \"samples\": 8}\n"
+			   "{\"step_s\": 0.1, \"samples\": 8}\r\n"
+			   "garbage\n"
+			   "{\"step_s\": -1}\n"
+			   "{\"step_s\": \"0.1\"}\n"
+			   "[1, 2]\n"
+			   "{\"step_s\": 0.3, \"samples\": 8}\n"
+			   "\n"
+			   "{\"peak_bytes\": 1e300}\n"
+			   "{\"peak_bytes\": 5000} trailing\n"
+			   "{\"peak_bytes\": 4096}\n"
+			   "{\"oom\": \"yes\"}\n"
+			   "{\"step_s\": 0.2, \"samples\": 8}";
+	double step, rate;
+
+	(void)state;
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_int_equal(r.steps, 4);
+	assert_int_equal(r.bad_lines, 7);
+	assert_true(r.has_peak);
+	assert_int_equal(r.peak_bytes, 4096);
+	assert_false(r.oom);
+	assert_true(ab_trial_report_timing(&r, 8, &step, &rate));
+	assert_float_equal(step, 0.2, 1e-12); /* median of 0.1, 0.3, 0.2: the 0.5 warm-up is out */
+	assert_float_equal(rate, 40, 1e-9);
+	ab_trial_report_parse("{\"oom\": true}", 13, &r);
+	assert_true(r.oom);
+	assert_false(ab_trial_report_timing(&r, 8, &step, &rate));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(host_memory),
+		cmocka_unit_test(oom_beyond_capacity),
+		cmocka_unit_test(sim_capacity_reported_peak),
+		cmocka_unit_test(no_peak_reported),
+		cmocka_unit_test(unaware_program_watched),
+		cmocka_unit_test(hung_trial_killed),
+		cmocka_unit_test(crash_is_an_error),
+		cmocka_unit_test(missing_command),
+		cmocka_unit_test(escaped_children_killed),
+		cmocka_unit_test(config_copy),
+		cmocka_unit_test(oom_messages),
+		cmocka_unit_test(report_lines),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

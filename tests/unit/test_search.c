@@ -1,0 +1,460 @@
+/* test_search.c - the search on many curve shapes, every constraint and refusal, the
+ * throughput objective, several fractions; and the sim device and size parsing it uses.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "unit.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search.h"
+#include "sim.h"
+#include "size.h"
+
+#define MiB (1024.0 * 1024)
+#define GiB (1024.0 * MiB)
+
+static char err[1024];
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
+}
+
+/* A sim from a function of the batch, sampled densely (the search sees only trials). */
+static void make_sim(struct ab_sim *s, double total, double (*peak)(double b, const double *a),
+		     const double *args, double jitter, double granule)
+{
+	struct ab_sim_point *pts = calloc(4096, sizeof(*pts));
+
+	memset(s, 0, sizeof(*s));
+	s->total_bytes = (uint64_t)total;
+	s->jitter = jitter;
+	s->granule = (uint64_t)granule;
+	s->seed = 3;
+	s->step_s = 0.1;
+	for (int i = 0; i < 4096; i++) {
+		pts[i].batch = i + 1;
+		pts[i].peak_bytes = peak(i + 1, args);
+	}
+	assert_int_equal(ab_sim_set_curve(s, pts, 4096, err, sizeof(err)), 0);
+}
+
+static double linear(double b, const double *a) { return a[0] + a[1] * b; }
+static double convex(double b, const double *a) { return (a[0] + a[1] * b) * (1 + a[2] * b * b); }
+static double jump(double b, const double *a) { return a[0] + a[1] * b + (b >= a[2] ? a[3] : 0); }
+static double stairs(double b, const double *a) /* allocator blocks */
+{
+	return a[0] + ceil(a[1] * b / (20 * MiB)) * 20 * MiB;
+}
+
+/* The largest allowed batch below the first that does not fit, by scanning the sim. */
+static long truth(struct ab_sim *s, uint64_t limit, long multiple, long per_device, long max)
+{
+	long best = 0;
+
+	for (long b = 1; b <= max; b++) {
+		struct ab_trial t;
+
+		if ((multiple && b % multiple) || (per_device && per_device % b))
+			continue;
+		ab_sim_trial(s, b, &t, err, sizeof(err));
+		if (t.oom || t.peak_bytes > limit)
+			break;
+		best = b;
+	}
+	return best;
+}
+
+/* With jitter, a batch "fits" above a failure by luck; the honest best is the largest whose
+ * noise-free peak stays under the limit less the jitter. */
+static double jitter_margin = 0;
+
+struct checked {
+	struct ab_decision d;
+	size_t trials;
+};
+
+/* Runs the search and checks the promises: the choice was run and fits, is allowed, is
+ * within 3% of the truth, and took at most max_trials trials (6 is the benchmark's bound;
+ * strongly bent or noise-dominated curves below may take 8). */
+static int max_trials = 6;
+
+static struct checked run_checked(struct ab_sim *s, struct ab_search_params p)
+{
+	struct ab_trials t = {0};
+	struct checked c = {0};
+	uint64_t limit = (uint64_t)floor(p.fraction * (double)s->total_bytes);
+	long per_device = p.global_batch ? p.global_batch / p.devices : 0;
+	long best = truth(s, limit, p.multiple_of, per_device, p.max ? p.max : 4096);
+
+	if (jitter_margin > 0) { /* the same scan on the noise-free curve, limit less jitter */
+		double j = s->jitter;
+
+		s->jitter = 0;
+		best = truth(s, (uint64_t)((double)limit * (1 - jitter_margin)), p.multiple_of,
+			     per_device, p.max ? p.max : 4096);
+		s->jitter = j;
+	}
+
+	p.total_bytes = s->total_bytes;
+	if (!p.max)
+		p.max = 4096;
+	if (ab_search(&p, &t, ab_sim_trial, s, &c.d, err, sizeof(err)) < 0)
+		fail_msg("search failed: %s (best %ld)", err, best);
+	const struct ab_trial *chosen = &t.v[c.d.chosen];
+	assert_int_equal(chosen->batch, c.d.batch);
+	assert_false(chosen->oom);
+	assert_true(chosen->peak_bytes <= limit);
+	if ((double)c.d.batch < 0.97 * (double)best) {
+		for (size_t i = 0; i < t.n; i++)
+			fprintf(stderr, "# trial %zu: batch %ld oom %d peak %.3f GiB (limit %.3f)\n", i,
+				t.v[i].batch, t.v[i].oom, t.v[i].peak_bytes / GiB, limit / GiB);
+		fail_msg("chose %ld, best %ld (jitter %g margin %g)", c.d.batch, best, s->jitter, jitter_margin);
+	}
+	if (p.multiple_of)
+		assert_int_equal(c.d.batch % p.multiple_of, 0);
+	if (per_device)
+		assert_int_equal(per_device % c.d.batch, 0);
+	if ((int)t.n > max_trials) {
+		for (size_t i = 0; i < t.n; i++)
+			fprintf(stderr, "# trial %zu: batch %ld oom %d peak %.3f GiB (limit %.3f)\n", i,
+				t.v[i].batch, t.v[i].oom, t.v[i].peak_bytes / GiB, limit / GiB);
+		fail_msg("%zu trials (best %ld)", t.n, best);
+	}
+	assert_true(c.d.confidence > 0 && c.d.confidence < 100);
+	c.trials = t.n;
+	ab_trials_free(&t);
+	return c;
+}
+
+static void shapes(void **state)
+{
+	struct ab_sim s;
+	struct ab_search_params p = {.fraction = 0.8};
+	struct checked c;
+
+	(void)state;
+	/* per-sample dominated, exact line: two trials suffice */
+	make_sim(&s, 80 * GiB, linear, (double[]){0, 500 * MiB}, 0, 0);
+	c = run_checked(&s, p);
+	assert_int_equal(c.d.batch, 131);
+	assert_true(c.trials <= 3);
+	ab_sim_free(&s);
+	/* model states dominate */
+	make_sim(&s, 80 * GiB, linear, (double[]){40 * GiB, 1.5 * GiB}, 0, 2 * MiB);
+	c = run_checked(&s, p);
+	assert_int_equal(c.d.batch, 16);
+	ab_sim_free(&s);
+	/* allocator granularity, fragmentation, jumps, jitter */
+	max_trials = 8; /* 18% fragmentation at the limit: the first line overshoots far */
+	make_sim(&s, 40 * GiB, convex, (double[]){4 * GiB, 250 * MiB, 2e-5}, 0, 20 * MiB);
+	run_checked(&s, p);
+	max_trials = 6;
+	ab_sim_free(&s);
+	make_sim(&s, 80 * GiB, jump, (double[]){10 * GiB, 400 * MiB, 60, 3 * GiB}, 0, 2 * MiB);
+	run_checked(&s, p);
+	ab_sim_free(&s);
+	make_sim(&s, 24 * GiB, stairs, (double[]){2 * GiB, 90 * MiB}, 0, 0);
+	run_checked(&s, p);
+	ab_sim_free(&s);
+	max_trials = 7; /* 1% jitter on a 64 GiB peak is 2 batches of noise */
+	for (int seed = 1; seed <= 20; seed++) {
+		make_sim(&s, 80 * GiB, linear, (double[]){12 * GiB, 300 * MiB}, 0.01, 2 * MiB);
+		s.seed = (uint64_t)seed;
+		run_checked(&s, p);
+		ab_sim_free(&s);
+	}
+	max_trials = 6;
+}
+
+/* Many random affine-with-noise curves: the promises hold everywhere. */
+static void random_curves(void **state)
+{
+	struct ab_sim s;
+
+	(void)state;
+	srand(12345);
+	max_trials = 10; /* jitter up to 1% of the peak can exceed the whole slope's range */
+	for (int i = 0; i < 300; i++) {
+		double total = (double)(16 + rand() % 128) * GiB;
+		double base = total * (rand() % 60) / 100.0;
+		double per = total / (double)(8 + rand() % 2000);
+		struct ab_search_params p = {.fraction = 0.5 + (rand() % 50) / 100.0};
+
+		make_sim(&s, total, linear, (double[]){base, per}, (rand() % 3) * 0.005,
+			 (rand() % 2) * 2 * MiB);
+		s.seed = (uint64_t)i;
+		jitter_margin = s.jitter;
+		if (base + per > p.fraction * total) {
+			ab_sim_free(&s);
+			continue;
+		}
+		run_checked(&s, p);
+		ab_sim_free(&s);
+	}
+	max_trials = 6;
+	jitter_margin = 0;
+}
+
+static void constraints(void **state)
+{
+	struct ab_sim s;
+	struct checked c;
+
+	(void)state;
+	make_sim(&s, 80 * GiB, linear, (double[]){8 * GiB, 400 * MiB}, 0, 2 * MiB);
+	/* (64 GiB - 8 GiB) / 400 MiB = 143.4 */
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .multiple_of = 8});
+	assert_int_equal(c.d.batch, 136);
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .max = 64});
+	assert_int_equal(c.d.batch, 64);
+	assert_int_equal(c.d.confidence, 99);
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .min = 16, .max = 100,
+						      .multiple_of = 3});
+	assert_int_equal(c.d.batch, 99);
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .global_batch = 2048,
+						      .devices = 8});
+	assert_int_equal(c.d.batch, 128);
+	assert_int_equal(c.d.grad_accum, 2);
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .global_batch = 3072,
+						      .devices = 8, .multiple_of = 4});
+	assert_int_equal(c.d.batch, 128); /* 384 / 128 = 3 */
+	assert_int_equal(c.d.grad_accum, 3);
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .start = 100});
+	assert_int_equal(c.d.start_batch, 100);
+	ab_sim_free(&s);
+}
+
+static void refusals(void **state)
+{
+	struct ab_sim s;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+	struct ab_search_params p = {.fraction = 0.8};
+
+	(void)state;
+	make_sim(&s, 80 * GiB, linear, (double[]){70 * GiB, 1 * GiB}, 0, 0);
+	p.total_bytes = s.total_bytes;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -ENOSPC);
+	assert_contains(err, "even batch 1 does not fit: its peak 71.0 GiB exceeds the 64.0 GiB "
+			     "limit");
+	assert_int_equal(d.batch, 0);
+	ab_trials_free(&t);
+	/* beyond the total it is a real OOM, with no peak */
+	ab_sim_free(&s);
+	make_sim(&s, 80 * GiB, linear, (double[]){90 * GiB, 1 * GiB}, 0, 0);
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -ENOSPC);
+	assert_contains(err, "even batch 1 does not fit: it ran out of memory");
+	ab_trials_free(&t);
+	ab_sim_free(&s);
+
+	make_sim(&s, 80 * GiB, linear, (double[]){1 * GiB, 1 * GiB}, 0, 0);
+	p.min = 16;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), 0);
+	assert_in_range(d.batch, 62, 63); /* within 3% of 63 is the promise */
+	ab_trials_free(&t);
+	p.min = 70;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -ENOSPC);
+	assert_contains(err, "even batch 70 does not fit");
+	ab_trials_free(&t);
+	p.min = 50, p.max = 40;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "no batch size is a multiple of 1 between 50 and 40");
+	p.min = 0, p.max = 0, p.global_batch = 1000, p.devices = 3;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "global batch 1000 does not split evenly over 3 devices");
+	p.global_batch = 1024, p.devices = 8, p.multiple_of = 3;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "divides the per-device batch 128");
+	p = (struct ab_search_params){.fraction = 0, .total_bytes = s.total_bytes};
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -EINVAL);
+	ab_sim_free(&s);
+}
+
+static int failing_trial(void *ctx, long batch, struct ab_trial *out, char *e, size_t elen)
+{
+	int *calls = ctx;
+
+	(void)out;
+	if (++*calls == 2)
+		return snprintf(e, elen, "trial %d (batch %ld) crashed", *calls, batch), -ECHILD;
+	out->has_peak = true;
+	out->peak_bytes = (uint64_t)batch * 1000;
+	return 0;
+}
+
+static void trial_errors_stop(void **state)
+{
+	struct ab_search_params p = {.fraction = 0.5, .total_bytes = 1000000};
+	struct ab_trials t = {0};
+	struct ab_decision d;
+	int calls = 0;
+
+	(void)state;
+	assert_int_equal(ab_search(&p, &t, failing_trial, &calls, &d, err, sizeof(err)), -ECHILD);
+	assert_contains(err, "trial 2 (batch ");
+	assert_contains(err, ") crashed");
+	assert_int_equal(t.n, 1);
+	ab_trials_free(&t);
+}
+
+static void throughput(void **state)
+{
+	struct ab_sim s;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+	struct ab_search_params p = {.fraction = 0.8, .objective = AB_OBJECTIVE_THROUGHPUT};
+
+	(void)state;
+	make_sim(&s, 80 * GiB, linear, (double[]){12 * GiB, 300 * MiB}, 0, 0);
+	s.saturate = 48;
+	for (int i = 0; i < 4096; i++)
+		s.points[i].step_s = 0.1 * fmax(1, (i + 1) / 48.0);
+	p.total_bytes = s.total_bytes;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), 0);
+	/* every batch from 48 up runs at the same samples/s: ties go to the smaller */
+	if (d.batch < 47 || d.batch > 50)
+		fail_msg("chose %ld, expected 48", d.batch);
+	assert_true(t.n <= 6);
+	ab_trials_free(&t);
+	/* without step times there is no throughput to compare */
+	for (int i = 0; i < 4096; i++)
+		s.points[i].step_s = 0;
+	s.step_s = 0;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "the throughput objective needs step times");
+	ab_trials_free(&t);
+	ab_sim_free(&s);
+}
+
+static void several_fractions(void **state)
+{
+	struct ab_sim s;
+	struct ab_trials t = {0};
+	struct ab_decision d;
+	const double fractions[] = {0.8, 0.6, 0.9};
+	const long want[] = {176, 122, 203};
+
+	(void)state;
+	make_sim(&s, 80 * GiB, linear, (double[]){12 * GiB, 300 * MiB}, 0, 0);
+	for (int i = 0; i < 3; i++) {
+		struct ab_search_params p = {.fraction = fractions[i], .total_bytes = s.total_bytes,
+					     .max = 4096};
+
+		assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), 0);
+		assert_int_equal(d.batch, want[i]);
+	}
+	/* measurements are shared: far fewer than three searches' worth */
+	assert_true(t.n <= 7);
+	assert_int_equal(s.trials, t.n); /* never the same batch twice */
+	ab_trials_free(&t);
+	ab_sim_free(&s);
+}
+
+static void sim_specs(void **state)
+{
+	struct ab_sim s;
+	struct ab_trial t;
+
+	(void)state;
+	assert_int_equal(ab_sim_parse("total=80GiB,base=12GiB,per_sample=300MiB,granule=2MiB", &s,
+				      err, sizeof(err)),
+			 0);
+	assert_int_equal(s.total_bytes, 80ULL << 30);
+	assert_false(s.only_total);
+	ab_sim_trial(&s, 10, &t, err, sizeof(err));
+	assert_true(t.has_peak);
+	assert_int_equal(t.peak_bytes, (12ULL << 30) + 3000ULL * 1024 * 1024);
+	ab_sim_trial(&s, 1000, &t, err, sizeof(err));
+	assert_true(t.oom);
+	assert_false(t.has_peak);
+	ab_sim_free(&s);
+	assert_int_equal(ab_sim_parse("total=8GB", &s, err, sizeof(err)), 0);
+	assert_int_equal(s.total_bytes, 8000000000ULL);
+	assert_true(s.only_total);
+	ab_sim_free(&s);
+	assert_int_equal(ab_sim_parse("base=1GiB", &s, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "total=SIZE is required");
+	assert_int_equal(ab_sim_parse("total=1GiB,colour=2", &s, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "unknown key 'colour'");
+	assert_int_equal(ab_sim_parse("total=lots", &s, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ab_sim_parse("total=1GiB,jitter=0.9", &s, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ab_sim_parse("total=1GiB,curve=/nonexistent.json", &s, err,
+				      sizeof(err)),
+			 -EINVAL);
+	assert_contains(err, "sim curve /nonexistent.json");
+}
+
+static void sim_curve_file(void **state)
+{
+	char path[] = "/tmp/autobatch-curve.XXXXXX";
+	int fd = mkstemp(path);
+	const char *text = "{\"total_bytes\": 1000, \"points\": [[1, 100, 0.5], [10, 400, 1.0], "
+			   "[20, 600]]}";
+	struct ab_sim s;
+	struct ab_trial t;
+	char spec[64];
+
+	(void)state;
+	assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	close(fd);
+	snprintf(spec, sizeof(spec), "curve=%s", path);
+	assert_int_equal(ab_sim_parse(spec, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.total_bytes, 1000);
+	ab_sim_trial(&s, 4, &t, err, sizeof(err)); /* between points: linear */
+	assert_int_equal(t.peak_bytes, 200);
+	ab_sim_trial(&s, 30, &t, err, sizeof(err)); /* beyond: from the last two */
+	assert_int_equal(t.peak_bytes, 800);
+	ab_sim_free(&s);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(write(fd, "{\"points\": [[0, 1]]}", 20) == 20);
+	close(fd);
+	assert_int_equal(ab_sim_parse(spec, &s, err, sizeof(err)), -EINVAL);
+	unlink(path);
+}
+
+static void sizes(void **state)
+{
+	static const struct { const char *text; uint64_t want; } ok[] = {
+		{"1024", 1024}, {"2K", 2048}, {"2KiB", 2048}, {"2KB", 2000}, {"1.5GiB", 3ULL << 29},
+		{"80GiB", 80ULL << 30}, {"300MB", 300000000}, {"1T", 1ULL << 40},
+	};
+	static const char *const bad[] = {"", "x", "1.5", "-1", "1Q", "1GiBs", "1 G",
+					  "99999999999999999999"};
+	uint64_t v;
+	char buf[32];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(ab_parse_size(ok[i].text, &v, err, sizeof(err)), 0);
+		assert_int_equal(v, ok[i].want);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ab_parse_size(bad[i], &v, err, sizeof(err)) == 0)
+			fail_msg("'%s' accepted", bad[i]);
+	assert_string_equal(ab_format_size(61.2 * GiB, buf, sizeof(buf)), "61.2 GiB");
+	assert_string_equal(ab_format_size(512 * MiB, buf, sizeof(buf)), "512 MiB");
+	assert_string_equal(ab_format_size(900, buf, sizeof(buf)), "900 B");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(shapes),           cmocka_unit_test(random_curves),
+		cmocka_unit_test(constraints),      cmocka_unit_test(refusals),
+		cmocka_unit_test(trial_errors_stop), cmocka_unit_test(throughput),
+		cmocka_unit_test(several_fractions), cmocka_unit_test(sim_specs),
+		cmocka_unit_test(sim_curve_file),   cmocka_unit_test(sizes),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
