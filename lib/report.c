@@ -55,6 +55,9 @@ char *ab_report_json(const struct ab_report *r)
 	uint64_t limit = r->nfractions ? r->fractions[0].decision.limit_bytes : 0;
 	char *text;
 
+	/* 0.8, not 0.80000000000000004: ten significant digits say all a reader needs */
+	json_c_set_serialization_double_format("%.10g", JSON_C_OPTION_THREAD);
+
 	json_object_object_add(o, "autobatch_version", json_object_new_string(PACKAGE_VERSION));
 	json_object_object_add(o, "status", json_object_new_string(r->ok ? "ok" : "failed"));
 	if (!r->ok)

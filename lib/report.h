@@ -41,4 +41,8 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 /* "chose batch 96 (gradient accumulation 4, global 3072) in 3 trials, 41 s; ..." */
 void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen);
 
+/* Writes the plot of `--plot FILE.svg`; 0 or -1 on a write error. */
+#include <stdio.h>
+int ab_report_svg(const struct ab_report *r, FILE *f);
+
 #endif

@@ -26,7 +26,7 @@ struct run_opts {
 	double fractions[MAX_FRACTIONS];
 	size_t nfractions;
 	enum ab_objective objective;
-	const char *device, *mode, *config, *preset, *key, *json, *phase;
+	const char *device, *mode, *config, *preset, *key, *json, *phase, *plot;
 	int document, steps, max_trials;
 	long min, max, multiple_of, global_batch, devices, start;
 	double trial_seconds;
@@ -54,7 +54,8 @@ static int usage(void)
 		"  --min N --max N --multiple-of N --start N\n"
 		"  --global-batch G --devices N   keep G = batch x devices x accumulation\n"
 		"  --phase train|eval    --steps K (default 3)   --trial-seconds S (default 60)\n"
-		"  --max-trials N        --json FILE|-           --keep-trials\n");
+		"  --max-trials N        --json FILE|-           --plot FILE.svg\n"
+		"  --keep-trials         keep each trial's directory (output, report, config)\n");
 	return 2;
 }
 
@@ -136,6 +137,7 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 		{"devices", 1, 0, 'D'},      {"start", 1, 0, 'S'},      {"phase", 1, 0, 'P'},
 		{"steps", 1, 0, 'k'},        {"trial-seconds", 1, 0, 't'}, {"max-trials", 1, 0, 'T'},
 		{"json", 1, 0, 'j'},         {"keep-trials", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+		{"plot", 1, 0, 'G'},
 		{0, 0, 0, 0},
 	};
 	int opt;
@@ -157,6 +159,7 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'p': o->preset = optarg; break;
 		case 'K': o->key = optarg; break;
 		case 'j': o->json = optarg; break;
+		case 'G': o->plot = optarg; break;
 		case 'e': o->keep = true; break;
 		case 'P':
 			if (strcmp(optarg, "train") && strcmp(optarg, "eval"))
@@ -247,6 +250,21 @@ static int write_json(const char *path, const char *text)
 	if (rc < 0)
 		fprintf(stderr, "autobatch-probe: writing %s failed: %s\n", path, strerror(errno));
 	return rc;
+}
+
+static int write_plot(const char *path, const struct ab_report *r)
+{
+	FILE *f = fopen(path, "w");
+	int rc;
+
+	if (!f)
+		return fprintf(stderr, "autobatch-probe: cannot write %s: %s\n", path,
+			       strerror(errno)),
+		       -1;
+	rc = ab_report_svg(r, f);
+	if (fclose(f) != 0 || rc < 0)
+		return fprintf(stderr, "autobatch-probe: writing %s failed\n", path), -1;
+	return 0;
 }
 
 /* ---- the run ----------------------------------------------------------------------- */
@@ -365,6 +383,8 @@ int cmd_run(int argc, char **argv)
 	if (o.json && json && write_json(o.json, json) < 0)
 		r.ok = false;
 	free(json);
+	if (o.plot && write_plot(o.plot, &r) < 0)
+		r.ok = false;
 	ab_exec_cleanup(&s.exec);
 	ab_device_close(&s.dev);
 	ab_trials_free(&trials);

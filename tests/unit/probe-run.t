@@ -1,0 +1,69 @@
+#!/bin/sh
+# probe-run.t - `autobatch-probe run` end to end: sim, exec mode on sim:total and host with
+# real programs, the JSON report, the plot, the eval phase, refusals and exit codes (TAP).
+probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+prog=${TRIALPROG:-tests/helpers/trialprog}
+dir=$(mktemp -d /tmp/autobatch-probe-run.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+n=0 failed=0
+check() { # check DESCRIPTION COMMAND...
+	n=$((n + 1)); desc=$1; shift
+	if "$@"; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; failed=1; fi
+}
+# json FILE KEY: a top-level number or string of the report (the report is one line)
+json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
+
+echo "1..12"
+
+"$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
+	--json "$dir/sim.json" 2>"$dir/sim.err"
+check "sim: batch 176 (64 GiB - 12 GiB over 300 MiB), status ok, exit 0" \
+	sh -c "test \$(json='' ; sed -n 's/.*\"batch_size\":\([0-9]*\).*/\1/p' '$dir/sim.json') = 176 &&
+	       grep -q '\"status\":\"ok\"' '$dir/sim.json'"
+check "progress: one line per trial and a decision line" \
+	sh -c "grep -q '^autobatch: trial 1: batch 1 fits, peak 12.3 GiB of 64.0 GiB limit (80% of 80.0 GiB)' '$dir/sim.err' &&
+	       grep -q '^autobatch: chose batch 176 in [0-9]* trials' '$dir/sim.err'"
+check "every trial is in the report" \
+	sh -c "test \$(grep -o '\"batch\":' '$dir/sim.json' | wc -l) -eq \$(grep -c '^autobatch: trial' '$dir/sim.err')"
+
+"$probe" run --device sim:total=80GiB,base=70GiB,per_sample=1GiB --json "$dir/none.json" 2>/dev/null
+check "nothing fits: status failed, one sentence, exit 1" \
+	sh -c "test $? -eq 1 && grep -q '\"status\":\"failed\",\"error\":\"even batch 1 does not fit: its peak 71.0 GiB exceeds the 64.0 GiB limit\"' '$dir/none.json'"
+
+"$probe" run --device sim:total=8GiB --fraction 0.8,0.6 --json "$dir/exec.json" -- \
+	"$prog" curve 1073741824 104857600 8589934592 2>"$dir/exec.err"
+check "exec on sim:total: the trial's reported peak decides (55, and 38 at 0.6)" \
+	sh -c "grep -q '\"batch_size\":55' '$dir/exec.json' && grep -q '\"fraction\":0.6[0-9]*,\"limit_bytes\":[0-9]*,\"batch_size\":38' '$dir/exec.json' && grep -q '\"mode\":\"exec\"' '$dir/exec.json'"
+
+"$probe" run --device host:capacity=400MiB --fraction 0.5 --json "$dir/host.json" -- \
+	"$prog" alloc 20 8 1000 2>"$dir/host.err"
+check "exec on host: resident memory decides, the peak stays under 200 MiB" \
+	sh -c "grep -q '\"kind\":\"host\"' '$dir/host.json' && b=\$(sed -n 's/.*\"batch_size\":\([0-9]*\).*/\1/p' '$dir/host.json') && test \"\$b\" -ge 18 && test \"\$b\" -le 22"
+
+printf 'train:\n  micro_batch_size: 4   # mine\n' >"$dir/axo.yaml"
+cp "$dir/axo.yaml" "$dir/axo.orig"
+"$probe" run --device sim:total=1GiB --config "$dir/axo.yaml" --key train.micro_batch_size \
+	--phase eval --json "$dir/cfg.json" -- sh -c '
+	grep -q "micro_batch_size: $AUTOBATCH_BATCH_SIZE   # mine" "$1" || exit 9
+	test "$AUTOBATCH_TRIAL_PHASE" = eval || exit 8
+	echo "{\"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 10000000))}" >>"$AUTOBATCH_TRIAL_REPORT"' sh "$dir/axo.yaml" 2>"$dir/cfg.err"
+check "exec with a config: the copy carries the batch, the phase is eval, the original is untouched" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/cfg.json' && grep -q '\"phase\":\"eval\"' '$dir/cfg.json' && cmp -s '$dir/axo.yaml' '$dir/axo.orig'"
+check "the gain over the config's own batch is reported" \
+	grep -q 'x the starting batch 4' "$dir/cfg.err"
+
+"$probe" run --device host --trial-seconds 5 --json "$dir/crash.json" -- "$prog" crash 2>"$dir/crash.err"
+check "a crash stops the search with its output, exit 1" \
+	sh -c "test $? -eq 1 && grep -q 'exited with status 3, which is not an out-of-memory error' '$dir/crash.err' && grep -q 'ValueError: mismatched shapes' '$dir/crash.err'"
+
+"$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --plot "$dir/p.svg" 2>/dev/null
+check "--plot writes an SVG with the limit and the chosen batch" \
+	sh -c "grep -q '^<svg xmlns=\"http://www.w3.org/2000/svg\"' '$dir/p.svg' && grep -q 'chosen 176' '$dir/p.svg' && grep -q 'limit 64.0 GiB' '$dir/p.svg' && tail -n1 '$dir/p.svg' | grep -qx '</svg>'"
+
+check "cuda says it is not available in this build" \
+	sh -c "'$probe' run --device cuda:0 -- true 2>&1 | grep -q 'cuda:0 is not available in this build'"
+check "bad arguments are usage errors (exit 2) naming the option" \
+	sh -c "'$probe' run --fraction 1.5 2>&1 | grep -q \"fraction '1.5' is more than the whole GPU memory\" &&
+	       { '$probe' run --min 0 2>/dev/null; test \$? -eq 2; } &&
+	       '$probe' run --device sim:total=1GiB 2>&1 | grep -q 'nothing to measure: give the command'"
+exit $failed
