@@ -326,7 +326,7 @@ static double seconds_since(const struct timespec *t0)
 
 int cmd_run(int argc, char **argv)
 {
-	struct ab_report_fraction fr[MAX_FRACTIONS];
+	struct ab_report_fraction fr[MAX_FRACTIONS] = {{0}};
 	struct ab_trials trials = {0};
 	struct setup s = {0};
 	struct ab_report r = {0};
