@@ -544,6 +544,29 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 	return 0;
 }
 
+/* A trial whose memory does not move over a 16x range of batches is not using the batch:
+ * its answer would be the largest batch allowed, and wrong. */
+static int check_grows(const struct run *r, const struct ab_decision *d, char *err,
+		       size_t errlen)
+{
+	const struct ab_trial *top = &r->trials->v[d->chosen], *low = NULL;
+
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+
+		if (fits(r, t) && (!low || t->batch < low->batch))
+			low = t;
+	}
+	if (!low || top->batch < 16 * low->batch ||
+	    (double)top->peak_bytes > (double)low->peak_bytes * 1.02 + 1048576.0)
+		return 0;
+	return ab_fail(err, errlen, EINVAL,
+		       "memory did not grow with the batch (batch %ld and batch %ld both peaked at "
+		       "about %.0f MiB): the trial command does not seem to use the batch size; "
+		       "make it read $AUTOBATCH_BATCH_SIZE or the config it is given",
+		       low->batch, top->batch, (double)top->peak_bytes / 1048576.0);
+}
+
 int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_trial_fn fn,
 	      void *ctx, struct ab_decision *out, char *err, size_t errlen)
 {
@@ -560,6 +583,8 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	if ((rc = cands_init(p, &r.c, err, errlen)) < 0)
 		goto done;
 	rc = memory_search(&r, out);
+	if (rc == 0)
+		rc = check_grows(&r, out, err, errlen);
 	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)
 		rc = throughput_search(&r, out);
 	if (rc == 0) {

@@ -400,8 +400,29 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	return 0;
 }
 
-static char **trial_argv(const struct ab_exec *x, const struct files *f)
+static bool same_file(const char *path, const struct stat *cfg)
 {
+	struct stat st;
+
+	return stat(path, &st) == 0 && st.st_dev == cfg->st_dev && st.st_ino == cfg->st_ino;
+}
+
+/* The command's words that name the config (by any path, or as --opt=PATH) name the copy. */
+static char *replace_word(char *word, const struct stat *cfg, const char *copy, char **owned)
+{
+	const char *eq = strchr(word, '=');
+
+	if (same_file(word, cfg))
+		return (char *)copy;
+	if (eq && word[0] == '-' && same_file(eq + 1, cfg) &&
+	    asprintf(owned, "%.*s%s", (int)(eq - word + 1), word, copy) > 0)
+		return *owned;
+	return word;
+}
+
+static char **trial_argv(const struct ab_exec *x, const struct files *f, char **owned)
+{
+	struct stat cfg;
 	size_t n = 0;
 	char **argv;
 
@@ -409,9 +430,12 @@ static char **trial_argv(const struct ab_exec *x, const struct files *f)
 		n++;
 	if (!(argv = calloc(n + 1, sizeof(*argv))))
 		return NULL;
-	for (size_t i = 0; i < n; i++)
-		argv[i] = x->config && !strcmp(x->argv[i], x->config) ? (char *)f->config
-								       : x->argv[i];
+	bool have = x->config && stat(x->config, &cfg) == 0;
+
+	for (size_t i = 0; i < n; i++) {
+		owned[i] = NULL;
+		argv[i] = have ? replace_word(x->argv[i], &cfg, f->config, &owned[i]) : x->argv[i];
+	}
 	return argv;
 }
 
@@ -420,8 +444,8 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	struct ab_exec *x = ctx;
 	struct ab_trial_report *rep = NULL;
 	struct outcome o = {0};
-	char **argv = NULL, *log = NULL, *text = NULL;
-	size_t len, textlen;
+	char **argv = NULL, **owned = NULL, *log = NULL, *text = NULL;
+	size_t len, textlen, nargs = 0;
 	struct files f;
 	pid_t pid;
 	int rc;
@@ -430,7 +454,10 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	out->batch = batch;
 	if ((rc = prepare(x, batch, &f, err, errlen)) < 0)
 		return rc;
-	if (!(argv = trial_argv(x, &f)) || !(rep = malloc(sizeof(*rep))) ||
+	while (x->argv[nargs])
+		nargs++;
+	if (!(owned = calloc(nargs + 1, sizeof(*owned))) || !(argv = trial_argv(x, &f, owned)) ||
+	    !(rep = malloc(sizeof(*rep))) ||
 	    !(log = malloc(LOG_SCAN_BYTES)) || !(text = malloc(AB_REPORT_MAX_BYTES + 1))) {
 		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
 		goto done;
@@ -454,6 +481,9 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 done:
 	if (!x->keep)
 		remove_tree(f.dir);
+	for (size_t i = 0; owned && i < nargs; i++)
+		free(owned[i]);
+	free(owned);
 	free(argv);
 	free(rep);
 	free(log);

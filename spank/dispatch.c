@@ -36,7 +36,7 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 					 ab_state.site_err, sizeof(ab_state.site_err)) == 0;
 	if (ab_options_register(sp) < 0)
 		return -1;
-	if (ctx != S_CTX_REMOTE)
+	if (ctx != S_CTX_REMOTE && !(ctx == S_CTX_LOCAL && ab_is_probe_step()))
 		alias_env_option();
 	if (!ab_state.site_ok) {
 		slurm_error(AB_LOG_PREFIX "%s (fix plugstack.conf)", ab_state.site_err);
@@ -60,4 +60,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
 	return ab_srun_user_init(sp, ac, av);
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	return spank_context() == S_CTX_REMOTE ? ab_remote_user_init(sp, ac, av) : 0;
 }

@@ -7,11 +7,16 @@
 #include <slurm/spank.h>
 #include <stdbool.h>
 
+#include "decision.h"
 #include "settings.h"
 
 #define AB_LOG_PREFIX "autobatch: "
 /* The environment form of --autobatch that srun and sbatch read (see dispatch.c). */
-#define AB_OPTION_ENV "SLURM_SPANK__SLURM_SPANK_OPTION_autobatch_autobatch"
+#define AB_OPTION_ENV_PREFIX "SLURM_SPANK__SLURM_SPANK_OPTION_autobatch_"
+#define AB_OPTION_ENV AB_OPTION_ENV_PREFIX "autobatch"
+/* Set to the probing srun's pid for the nested srun, whose copy of the plugin then does
+ * nothing: only a direct child of that srun matches, so no user trips it by accident. */
+#define AB_GUARD_ENV "AUTOBATCH_PROBE_GUARD"
 
 struct ab_plugin {
 	bool site_ok;                /* plugstack arguments parsed and consistent */
@@ -35,6 +40,30 @@ int ab_request_resolve(bool quiet);
 /* srun.c: local context. */
 int ab_srun_post_opt(spank_t sp, int ac, char **av);
 int ab_srun_user_init(spank_t sp, int ac, char **av);
+
+/* What the probe step needs to know of the step srun is about to launch. */
+struct ab_probe_job {
+	const char *srun;       /* this srun's own binary */
+	unsigned jobid;
+	unsigned ntasks;        /* the data-parallel width for a global batch */
+	const char *nodelist;   /* the step's nodes; the probe runs on the first */
+	int argc;
+	char **argv;            /* the step's command */
+	const char *config;     /* absolute path, or NULL */
+	const char *key;        /* the micro-batch key in it */
+	long global_batch;      /* 0: none */
+};
+
+/* probe_step.c: runs the probe step; 0 with the result (and its JSON in *json, malloc'ed,
+ * when json is not NULL), or a negative errno with one sentence naming the cause. */
+int ab_probe_run(const struct ab_probe_job *job, const char *phase, struct ab_result *res,
+		 char **json, char *err, size_t errlen);
+
+/* True in the nested srun that runs the probe step. */
+bool ab_is_probe_step(void);
+
+/* remote.c: slurmstepd. */
+int ab_remote_user_init(spank_t sp, int ac, char **av);
 
 /* alloc.c: sbatch/salloc, where a bad request should fail at submission, not in the job. */
 int ab_alloc_post_opt(spank_t sp, int ac, char **av);

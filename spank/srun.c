@@ -1,10 +1,17 @@
-/* srun.c - local context: turn the options and AUTOBATCH= into the effective settings, and
- * export the decision to the step's tasks through srun's environment.
+/* srun.c - local context: turn the options and AUTOBATCH= into the effective settings, run
+ * the probe step, apply its decision (config, environment, report), and on failure follow
+ * the site's on_failure policy.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "error.h"
 #include "plugin.h"
 
 static int refuse(const char *err)
@@ -25,12 +32,21 @@ static void describe(void)
 		slurm_verbose(AB_LOG_PREFIX "%s", line);
 }
 
+bool ab_is_probe_step(void)
+{
+	const char *guard = getenv(AB_GUARD_ENV);
+	char parent[32];
+
+	snprintf(parent, sizeof(parent), "%ld", (long)getppid());
+	return guard && strcmp(guard, parent) == 0;
+}
+
 int ab_srun_post_opt(spank_t sp, int ac, char **av)
 {
 	char err[AB_ERR_MAX];
 
 	(void)sp, (void)ac, (void)av;
-	if (!ab_state.site_ok || ab_state.failed)
+	if (!ab_state.site_ok || ab_state.failed || ab_is_probe_step())
 		return 0; /* already reported; nothing of ours may act */
 	if (ab_request_from_env(&ab_state.req, getenv("AUTOBATCH"), err, sizeof(err)) < 0)
 		return refuse(err);
@@ -41,19 +57,206 @@ int ab_srun_post_opt(spank_t sp, int ac, char **av)
 	return ab_request_resolve(false);
 }
 
-int ab_srun_user_init(spank_t sp, int ac, char **av)
-{
-	char value[32];
+/* ---- exporting the decision -------------------------------------------------------- */
 
-	(void)sp, (void)ac, (void)av;
-	if (!ab_state.site_ok || ab_state.failed || !ab_state.req.enabled)
-		return 0;
-	describe(); /* here, not earlier: srun applies -v only after init_post_opt */
-	/* spank_setenv is refused in local context; srun merges environ into the launch. */
-	snprintf(value, sizeof(value), "%g", ab_state.fraction);
-	if (setenv("AUTOBATCH_FRACTION", value, 1) < 0) {
-		slurm_error(AB_LOG_PREFIX "cannot export AUTOBATCH_FRACTION: %m");
+/* setenv(3): srun merges its environment into the launch after this hook (spank_setenv is
+ * refused in local context). The SLURM_ twin survives --export=NONE; slurmstepd copies it
+ * back (remote.c). */
+static int export(const char *name, const char *value)
+{
+	char twin[128];
+
+	snprintf(twin, sizeof(twin), "SLURM_%s", name);
+	if (setenv(name, value, 1) < 0 || setenv(twin, value, 1) < 0) {
+		slurm_error(AB_LOG_PREFIX "cannot export %s: %s", name, strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+static int export_long(const char *name, long value)
+{
+	char text[32];
+
+	snprintf(text, sizeof(text), "%ld", value);
+	return export(name, text);
+}
+
+/* The probe's report beside the job's files, else in $TMPDIR. */
+static void write_report(unsigned jobid, unsigned stepid, const char *json, char *path,
+			 size_t pathlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	char cwd[PATH_MAX];
+	int fd = -1;
+
+	path[0] = '\0';
+	for (int i = 0; i < 2 && fd < 0; i++) {
+		const char *dir = i == 0 ? getcwd(cwd, sizeof(cwd)) : (tmp && *tmp == '/' ? tmp : "/tmp");
+
+		if (!dir || ab_format(path, pathlen, "%s/autobatch-%u.%u.json", dir, jobid, stepid) < 0)
+			continue;
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	}
+	if (fd < 0 || write(fd, json, strlen(json)) != (ssize_t)strlen(json) || close(fd) < 0) {
+		slurm_error(AB_LOG_PREFIX "cannot write the report %s: %s", path, strerror(errno));
+		path[0] = '\0';
+	}
+}
+
+/* ---- the probe and its application ------------------------------------------------- */
+
+struct plan {
+	struct ab_probe_job job;
+	struct ab_keys keys;
+	char srun[PATH_MAX];
+	char config[PATH_MAX];
+	unsigned stepid;
+};
+
+static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
+{
+	const struct ab_request *req = &ab_state.req;
+	struct ab_config *cfg;
+	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
+	uint32_t jobid = 0, stepid = 0, ntasks = 1;
+	int rc;
+
+	if (n <= 0)
+		return ab_fail(err, errlen, errno, "cannot find srun itself: %s", strerror(errno));
+	pl->srun[n] = '\0';
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ARGV, &pl->job.argc, &pl->job.argv) != ESPANK_SUCCESS)
+		return ab_fail(err, errlen, EINVAL, "Slurm did not say which job and command this is");
+	spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks);
+	pl->job = (struct ab_probe_job){.srun = pl->srun, .jobid = jobid, .ntasks = ntasks,
+					.argc = pl->job.argc, .argv = pl->job.argv,
+					.global_batch = req->global_batch};
+	pl->stepid = stepid;
+	pl->job.nodelist = getenv("SLURM_STEP_NODELIST") ? getenv("SLURM_STEP_NODELIST")
+							 : getenv("SLURM_NODELIST");
+	if (!req->config[0])
+		return 0;
+	/* the user's own file, read as the user (srun runs as the user) */
+	if (!realpath(req->config, pl->config))
+		return ab_fail(err, errlen, errno, "cannot read --autobatch-config=%s: %s",
+			       req->config, strerror(errno));
+	if ((rc = ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
+		return rc;
+	rc = ab_keys_find(cfg, req->preset, req->key, &pl->keys, err, errlen);
+	ab_config_free(cfg);
+	if (rc < 0)
+		return rc;
+	if (req->eval && !pl->keys.eval)
+		return ab_fail(err, errlen, EINVAL, "--autobatch-eval: %s has no eval batch key "
+						    "the preset knows",
+			       req->config);
+	pl->job.config = pl->config;
+	pl->job.key = pl->keys.micro;
+	if (!pl->job.global_batch)
+		pl->job.global_batch = pl->keys.file_global;
+	return 0;
+}
+
+static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
+		 const char *json)
+{
+	const struct ab_request *req = &ab_state.req;
+	char values[4][32], err[AB_ERR_MAX], note[AB_ERR_MAX], report[PATH_MAX];
+	char wrote[2 * PATH_MAX] = "";
+	struct ab_edit edits[4];
+	size_t n;
+
+	if (req->config[0]) {
+		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
+		if (ab_config_set_file(pl->config, AB_FORMAT_AUTO, edits, n, -1, note, sizeof(note),
+				       err, sizeof(err)) < 0)
+			return refuse(err), -EIO;
+		ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)", req->config,
+			  req->config);
+	}
+	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
+	if (export_long("AUTOBATCH_BATCH_SIZE", res->batch) < 0 ||
+	    export_long("AUTOBATCH_GRAD_ACCUM", res->grad_accum) < 0 ||
+	    export_long("AUTOBATCH_GLOBAL_BATCH",
+			res->global_batch ? res->global_batch : res->batch * (long)pl->job.ntasks) < 0 ||
+	    (eval_batch && export_long("AUTOBATCH_EVAL_BATCH_SIZE", eval_batch) < 0) ||
+	    (report[0] && export("AUTOBATCH_REPORT", report) < 0) ||
+	    (req->config[0] && export("AUTOBATCH_CONFIG", pl->config) < 0))
+		return -EIO;
+	if (res->global_batch)
+		slurm_spank_log(AB_LOG_PREFIX "chose batch %ld (gradient accumulation %ld, global "
+					      "%ld) in %zu trials, %.0f s%s",
+				res->batch, res->grad_accum, res->global_batch, res->trials,
+				res->elapsed_s, wrote);
+	else
+		slurm_spank_log(AB_LOG_PREFIX "chose batch %ld in %zu trials, %.0f s%s", res->batch,
+				res->trials, res->elapsed_s, wrote);
+	return 0;
+}
+
+static int probe_and_apply(spank_t sp, char *err, size_t errlen)
+{
+	struct plan pl;
+	struct ab_result res, eval = {0};
+	char *json = NULL;
+	int rc;
+
+	memset(&pl, 0, sizeof(pl));
+	if ((rc = plan_job(sp, &pl, err, errlen)) < 0)
+		return rc;
+	if ((rc = ab_probe_run(&pl.job, "train", &res, &json, err, errlen)) < 0)
+		return rc;
+	if (!pl.job.global_batch)
+		res.global_batch = 0; /* the report's product, not a batch the user keeps */
+	if (ab_state.req.eval) {
+		struct ab_probe_job ej = pl.job;
+
+		ej.key = pl.keys.eval;
+		ej.global_batch = 0;
+		rc = ab_probe_run(&ej, "eval", &eval, NULL, err, errlen);
+	}
+	if (rc == 0)
+		rc = apply(&pl, &res, eval.batch, json);
+	free(json);
+	if (rc == -EIO)
+		return ab_fail(err, errlen, EIO, "the decision could not be applied (see above)");
+	return rc;
+}
+
+static int follow_policy(const char *err, int rc)
+{
+	if (rc == -EINTR) {
+		slurm_error(AB_LOG_PREFIX "%s; nothing was changed", err);
+		/* srun aborts on a second interrupt within a second: give it, as the user's
+		 * one Ctrl-C was meant for the whole srun */
+		kill(getpid(), SIGINT);
+		return -1;
+	}
+	if (ab_state.site.on_failure == AB_ON_FAILURE_ABORT) {
+		slurm_error(AB_LOG_PREFIX "%s; the step is not launched (on_failure=abort)", err);
+		return -1;
+	}
+	slurm_error(AB_LOG_PREFIX "%s; launching with the original settings "
+				  "(on_failure=continue)",
+		    err);
+	return 0;
+}
+
+int ab_srun_user_init(spank_t sp, int ac, char **av)
+{
+	char value[32], err[2 * AB_ERR_MAX];
+	int rc;
+
+	(void)ac, (void)av;
+	if (!ab_state.site_ok || ab_state.failed || !ab_state.req.enabled || ab_is_probe_step())
+		return 0;
+	describe(); /* here, not earlier: srun applies -v only after init_post_opt */
+	snprintf(value, sizeof(value), "%g", ab_state.fraction);
+	if (export("AUTOBATCH_FRACTION", value) < 0)
+		return -1;
+	if ((rc = probe_and_apply(sp, err, sizeof(err))) < 0)
+		return follow_policy(err, rc);
 	return 0;
 }

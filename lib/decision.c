@@ -1,0 +1,183 @@
+/* decision.c - see decision.h. */
+#include "decision.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "settings.h"
+
+static bool get_long(struct json_object *o, const char *key, long min, long max, long *out)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+		return false;
+	*out = (long)json_object_get_int64(v);
+	return *out >= min && *out <= max;
+}
+
+static bool get_double(struct json_object *o, const char *key, double *out)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) ||
+	    !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
+		return false;
+	*out = json_object_get_double(v);
+	return isfinite(*out);
+}
+
+/* A string from the report, made printable before anyone sees it. */
+static void get_text(struct json_object *o, const char *key, char *buf, size_t buflen)
+{
+	struct json_object *v;
+
+	buf[0] = '\0';
+	if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+		ab_printable(json_object_get_string(v), buf, buflen);
+}
+
+static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t errlen)
+{
+	struct json_object *dev, *trials;
+	double total = 0;
+	long conf = 0;
+
+	if (!get_long(o, "batch_size", 1, AB_GLOBAL_BATCH_MAX, &r->batch))
+		return ab_fail(err, errlen, EPROTO, "the probe's report has no valid batch_size");
+	if (!get_long(o, "grad_accum", 1, AB_GLOBAL_BATCH_MAX, &r->grad_accum))
+		r->grad_accum = 1;
+	if (!get_long(o, "global_batch", 1, AB_GLOBAL_BATCH_MAX, &r->global_batch))
+		r->global_batch = 0;
+	if (!get_double(o, "fraction", &r->fraction) || !(r->fraction > 0 && r->fraction <= 1))
+		return ab_fail(err, errlen, EPROTO, "the probe's report has no valid fraction");
+	if (get_long(o, "confidence", 0, 100, &conf))
+		r->confidence = (int)conf;
+	get_double(o, "elapsed_s", &r->elapsed_s);
+	if (json_object_object_get_ex(o, "trials", &trials) &&
+	    json_object_is_type(trials, json_type_array))
+		r->trials = json_object_array_length(trials);
+	if (json_object_object_get_ex(o, "device", &dev) &&
+	    json_object_is_type(dev, json_type_object)) {
+		get_text(dev, "name", r->device, sizeof(r->device));
+		if (get_double(dev, "total_bytes", &total) && total > 0)
+			r->total_bytes = (uint64_t)total;
+	}
+	return 0;
+}
+
+int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err, size_t errlen)
+{
+	struct json_tokener *tok = json_tokener_new_ex(16);
+	struct json_object *o = NULL;
+	char status[16];
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	while (len > 0 && strchr(" \t\r\n", json[len - 1]))
+		len--;
+	if (!tok)
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	if (len > 0 && len < (1u << 20))
+		o = json_tokener_parse_ex(tok, json, (int)len);
+	if (json_tokener_get_error(tok) != json_tokener_success ||
+	    json_tokener_get_parse_end(tok) != len)
+		o = (json_object_put(o), NULL);
+	json_tokener_free(tok);
+	if (!o || !json_object_is_type(o, json_type_object)) {
+		json_object_put(o);
+		return ab_fail(err, errlen, EPROTO, "the probe printed no JSON report");
+	}
+	get_text(o, "status", status, sizeof(status));
+	if (strcmp(status, "ok") == 0) {
+		rc = read_ok(o, r, err, errlen);
+		r->ok = rc == 0;
+	} else if (strcmp(status, "failed") == 0) {
+		get_text(o, "error", r->error, sizeof(r->error));
+		if (!r->error[0])
+			snprintf(r->error, sizeof(r->error), "the probe failed without saying why");
+		rc = 0;
+	} else {
+		rc = ab_fail(err, errlen, EPROTO, "the probe's report has no status");
+	}
+	json_object_put(o);
+	return rc;
+}
+
+static bool has_number(const struct ab_config *cfg, const char *key, long *value)
+{
+	char text[64];
+
+	if (!key || ab_config_get(cfg, key, -1, text, sizeof(text), NULL, 0) < 0)
+		return false;
+	if (value)
+		*value = ab_is_number(text, strlen(text)) ? (long)strtod(text, NULL) : 0;
+	return true;
+}
+
+int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
+		 const char *key_override, struct ab_keys *k, char *err, size_t errlen)
+{
+	const struct ab_preset *p = NULL;
+	const struct ab_node *n;
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	if (preset_name && *preset_name && !(p = ab_preset_find(preset_name)))
+		return ab_fail(err, errlen, EINVAL, "unknown preset '%s': 'autobatch-probe "
+						    "presets' lists them",
+			       preset_name);
+	if (!p && !(key_override && *key_override) &&
+	    (rc = ab_preset_detect(cfg, -1, &p, err, errlen)) < 0)
+		return rc;
+	if (!p && key_override && *key_override)
+		ab_preset_detect(cfg, -1, &p, NULL, 0); /* for the other keys, if it is clear */
+	k->micro = key_override && *key_override ? key_override : p->keys[AB_ROLE_MICRO_BATCH];
+	if ((rc = ab_config_find(cfg, k->micro, -1, &n, err, errlen)) < 0)
+		return rc;
+	if (p) {
+		if (p->keys[AB_ROLE_GRAD_ACCUM] &&
+		    ab_config_find(cfg, p->keys[AB_ROLE_GRAD_ACCUM], -1, &n, NULL, 0) == 0)
+			k->accum = p->keys[AB_ROLE_GRAD_ACCUM];
+		if (has_number(cfg, p->keys[AB_ROLE_GLOBAL_BATCH], &k->file_global))
+			k->global = p->keys[AB_ROLE_GLOBAL_BATCH];
+		if (has_number(cfg, p->keys[AB_ROLE_EVAL_BATCH], NULL))
+			k->eval = p->keys[AB_ROLE_EVAL_BATCH];
+	}
+	return 0;
+}
+
+size_t ab_plan_edits(const struct ab_keys *k, const struct ab_result *r, long eval_batch,
+		     struct ab_edit edits[4], char values[4][32])
+{
+	size_t n = 0;
+
+	snprintf(values[n], sizeof(values[n]), "%ld", r->batch);
+	edits[n].key = k->micro;
+	edits[n].value = values[n];
+	n++;
+	if (r->global_batch && k->accum) {
+		snprintf(values[n], sizeof(values[n]), "%ld", r->grad_accum);
+		edits[n].key = k->accum;
+		edits[n].value = values[n];
+		n++;
+	}
+	if (r->global_batch && k->global) {
+		snprintf(values[n], sizeof(values[n]), "%ld", r->global_batch);
+		edits[n].key = k->global;
+		edits[n].value = values[n];
+		n++;
+	}
+	if (eval_batch > 0 && k->eval) {
+		snprintf(values[n], sizeof(values[n]), "%ld", eval_batch);
+		edits[n].key = k->eval;
+		edits[n].value = values[n];
+		n++;
+	}
+	return n;
+}

@@ -1,0 +1,174 @@
+/* subprocess.c - see subprocess.h. Uses poll() with a deadline, never SIGALRM: srun blocks
+ * it. The child starts with an empty signal mask and default handlers, because srun's
+ * blocked signals would otherwise be inherited.
+ */
+#include "subprocess.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void child(const struct ab_subprocess *p, int out[2], int errp[2])
+{
+	sigset_t none;
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	sigemptyset(&none);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(errp[1], 2) < 0)
+		_exit(126);
+	execve(p->argv[0], p->argv, p->envp);
+	dprintf(2, "cannot run %s: %s\n", p->argv[0], strerror(errno));
+	_exit(127);
+}
+
+struct lines {
+	char buf[AB_SUBPROCESS_LINE_MAX + 1];
+	size_t len;
+};
+
+/* Hands complete lines to on_line; an overlong line is cut, never buffered without end. */
+static void feed(struct ab_subprocess *p, struct lines *l, const char *data, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (data[i] != '\n' && l->len < AB_SUBPROCESS_LINE_MAX) {
+			l->buf[l->len++] = data[i];
+			continue;
+		}
+		l->buf[l->len] = '\0';
+		if (p->on_line)
+			p->on_line(p->arg, l->buf);
+		l->len = 0;
+		if (data[i] != '\n')
+			l->buf[l->len++] = data[i];
+	}
+}
+
+static void collect(struct ab_subprocess *p, const char *data, size_t n)
+{
+	size_t room = AB_SUBPROCESS_STDOUT_MAX - p->out_len;
+
+	if (n > room) {
+		n = room;
+		p->out_truncated = true;
+	}
+	memcpy(p->out + p->out_len, data, n);
+	p->out_len += n;
+	p->out[p->out_len] = '\0';
+}
+
+/* Returns true when the child was reaped here (its status in *status). */
+static bool stop(pid_t pid, double grace_s, int *status)
+{
+	struct timespec pause = {0, 300 * 1000 * 1000};
+	double until = now() + grace_s;
+
+	kill(pid, SIGINT);
+	nanosleep(&pause, NULL);
+	kill(pid, SIGINT);
+	while (now() < until) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return true;
+		nanosleep(&pause, NULL);
+	}
+	kill(pid, SIGKILL);
+	return false;
+}
+
+/* Returns true when the child was already reaped (after a stop). */
+static bool pump(struct ab_subprocess *p, pid_t pid, int outfd, int errfd, double grace_s)
+{
+	bool reaped = false;
+
+	struct pollfd fds[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
+	double deadline = p->timeout_s > 0 ? now() + p->timeout_s : 0;
+	struct lines l = {.len = 0};
+	char buf[8192];
+
+	while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+		int wait_ms = deadline ? (int)((deadline - now()) * 1000) : -1;
+
+		if (deadline && wait_ms <= 0 && !p->timed_out) {
+			p->timed_out = true;
+			reaped = stop(pid, grace_s, &p->status);
+			deadline = 0;
+			continue;
+		}
+		if (poll(fds, 2, wait_ms < 0 ? -1 : wait_ms) < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < 2; i++) {
+			ssize_t n;
+
+			if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			n = read(fds[i].fd, buf, sizeof(buf));
+			if (n <= 0) {
+				close(fds[i].fd);
+				fds[i].fd = -1;
+			} else if (i == 0) {
+				collect(p, buf, (size_t)n);
+			} else {
+				feed(p, &l, buf, (size_t)n);
+			}
+		}
+	}
+	if (l.len)
+		feed(p, &l, "\n", 1);
+	return reaped;
+}
+
+int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t errlen)
+{
+	int out[2] = {-1, -1}, errp[2] = {-1, -1};
+	pid_t pid;
+
+	p->out_len = 0;
+	p->timed_out = p->out_truncated = false;
+	if (!(p->out = malloc(AB_SUBPROCESS_STDOUT_MAX + 1)))
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	p->out[0] = '\0';
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		int e = errno;
+
+		close(out[0]), close(out[1]);
+		return ab_fail(err, errlen, e, "cannot create a pipe: %s", strerror(e));
+	}
+	if ((pid = fork()) < 0) {
+		int e = errno;
+
+		close(out[0]), close(out[1]), close(errp[0]), close(errp[1]);
+		return ab_fail(err, errlen, e, "cannot fork: %s", strerror(e));
+	}
+	if (pid == 0)
+		child(p, out, errp);
+	close(out[1]);
+	close(errp[1]);
+	if (!pump(p, pid, out[0], errp[0], grace_s))
+		while (waitpid(pid, &p->status, 0) < 0 && errno == EINTR)
+			;
+	return 0;
+}
+
+void ab_subprocess_free(struct ab_subprocess *p)
+{
+	free(p->out);
+	p->out = NULL;
+}

@@ -1,0 +1,255 @@
+/* probe_step.c - srun side: run autobatch-probe as a nested job step on the step's first
+ * node, as the user, from an argv array; stream its progress; read its report.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "hostlist.h"
+#include "plugin.h"
+#include "subprocess.h"
+
+#define MAX_ARGS 256
+#define GRACE_S 10.0
+
+/* srun reads these as defaults for its own options: the nested srun must not inherit the
+ * outer step's task count, memory, GPU or binding requests, nor --export=NONE. */
+static const char *const dropped_env[] = {
+	"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_CPUS_PER_", "SLURM_GPUS",
+	"SLURM_TRES_PER_TASK", "SLURM_MEM_PER_", "SLURM_DISTRIBUTION", "SLURM_EXCLUSIVE",
+	"SLURM_EXACT", "SLURM_EXPORT_ENV", "SLURM_CPU_BIND", "SLURM_MEM_BIND", "SLURM_OVERLAP",
+	"SLURM_HINT", "SLURM_THREADS_PER_CORE", "SLURM_ARBITRARY_NODELIST", "SLURM_GRES",
+	"SLURM_STEP_GRES", "SLURM_WAIT", "SLURM_KILL_BAD_EXIT", "SLURM_LABELIO",
+	"SLURM_UNBUFFEREDIO", "SLURM_OPEN_MODE", "SLURM_NTASKS_PER_", AB_OPTION_ENV_PREFIX,
+	"_SLURM_SPANK_OPTION_autobatch_", AB_GUARD_ENV "=",
+};
+
+struct argv_builder {
+	char *v[MAX_ARGS + 1];
+	char *owned[MAX_ARGS];
+	int n, nowned;
+	bool full;
+};
+
+static void add(struct argv_builder *b, const char *arg)
+{
+	if (b->n < MAX_ARGS)
+		b->v[b->n++] = (char *)arg;
+	else
+		b->full = true;
+	b->v[b->n] = NULL;
+}
+
+static void addf(struct argv_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void addf(struct argv_builder *b, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	if (!s || b->nowned >= MAX_ARGS) {
+		free(s);
+		b->full = true;
+		return;
+	}
+	b->owned[b->nowned++] = s;
+	add(b, s);
+}
+
+static void builder_free(struct argv_builder *b)
+{
+	for (int i = 0; i < b->nowned; i++)
+		free(b->owned[i]);
+}
+
+/* probe_args come from plugstack.conf (the admin), split on blanks, never through a shell. */
+static void add_site_args(struct argv_builder *b, char *copy)
+{
+	char *save = NULL;
+
+	for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+		add(b, w);
+}
+
+static bool wants_gpu(const char *probe_args)
+{
+	/* a site that probes on the host or a simulator asks for no GPU */
+	return !strstr(probe_args, "host") && !strstr(probe_args, "sim:");
+}
+
+static int build(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
+		   struct argv_builder *b, char *err, size_t errlen)
+{
+	const struct ab_site *site = &ab_state.site;
+	const struct ab_request *req = &ab_state.req;
+	char node[256];
+
+	if (ab_hostlist_first(job->nodelist, node, sizeof(node)) < 0)
+		return ab_fail(err, errlen, EINVAL, "cannot tell the step's first node from '%.80s'",
+			       job->nodelist ? job->nodelist : "(none)");
+	add(b, job->srun);
+	addf(b, "--jobid=%u", job->jobid);
+	addf(b, "--nodelist=%s", node);
+	add(b, "--nodes=1");
+	add(b, "--ntasks=1");
+	add(b, "--overlap"); /* the step srun is about to launch already holds the resources */
+	add(b, "--mem=0");
+	add(b, "--quit-on-interrupt"); /* one Ctrl-C cancels the probe step */
+	add(b, "--job-name=autobatch-probe");
+	if (wants_gpu(site->probe_args))
+		add(b, "--gres=gpu:1");
+	add(b, site->probe);
+	add(b, "run");
+	add(b, "--json");
+	add(b, "-");
+	addf(b, "--fraction=%g", ab_state.fraction);
+	add(b, "--objective");
+	add(b, ab_objective_name(req->objective));
+	add(b, "--phase");
+	add(b, phase);
+	if (req->mode == AB_MODE_MODEL)
+		add(b, "--mode=model");
+	if (job->config) {
+		add(b, "--config");
+		add(b, job->config);
+		add(b, "--key");
+		add(b, job->key);
+	}
+	if (job->global_batch) {
+		addf(b, "--global-batch=%ld", job->global_batch);
+		addf(b, "--devices=%u", job->ntasks);
+	}
+	add_site_args(b, probe_args_copy);
+	add(b, "--");
+	if (req->trial_command[0]) {
+		add(b, "/bin/sh"); /* the user's own command line, run as the user in the step */
+		add(b, "-c");
+		add(b, req->trial_command);
+	} else {
+		for (int i = 0; i < job->argc; i++)
+			add(b, job->argv[i]);
+	}
+	if (b->full)
+		return ab_fail(err, errlen, E2BIG, "the probe's command line is too long");
+	return 0;
+}
+
+static bool dropped(const char *entry)
+{
+	for (size_t i = 0; i < sizeof(dropped_env) / sizeof(dropped_env[0]); i++)
+		if (!strncmp(entry, dropped_env[i], strlen(dropped_env[i])))
+			return true;
+	return false;
+}
+
+/* The environment of the nested srun: ours, less what would reshape its step, plus the
+ * guard that tells the nested srun's copy of this plugin to stay out of the way. */
+static char **probe_env(char *guard, size_t guardlen)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	if (!(env = calloc(n + 2, sizeof(*env))))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!dropped(environ[i]))
+			env[k++] = environ[i];
+	snprintf(guard, guardlen, "%s=%ld", AB_GUARD_ENV, (long)getpid());
+	env[k++] = guard;
+	env[k] = NULL;
+	return env;
+}
+
+struct relay {
+	char last[512]; /* the last line that is not our own progress, to quote on failure */
+};
+
+static void relay_line(void *arg, const char *line)
+{
+	struct relay *r = arg;
+
+	/* the probe's own verdict is said again, with what was applied, by the plugin */
+	if (strncmp(line, "autobatch: chose ", 17) && strncmp(line, "autobatch: failed: ", 19)) {
+		fprintf(stderr, "%s\n", line);
+		fflush(stderr);
+	}
+	if (strncmp(line, "autobatch: ", 11) != 0)
+		ab_printable(line, r->last, sizeof(r->last));
+}
+
+static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab_result *res,
+		 char *err, size_t errlen)
+{
+	char why[512];
+
+	if (p->timed_out)
+		return ab_fail(err, errlen, ETIMEDOUT,
+			       "the probe step did not finish within probe_timeout=%us and was "
+			       "cancelled",
+			       ab_state.site.probe_timeout);
+	if ((WIFEXITED(p->status) && WEXITSTATUS(p->status) == 130) ||
+	    (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGINT))
+		return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe "
+						   "step was cancelled");
+	if (ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0)
+		return res->ok ? 0 : ab_fail(err, errlen, ENOSPC, "the probe failed: %s",
+					    res->error);
+	if (strstr(r->last, "execve()") || strstr(r->last, "No such file"))
+		return ab_fail(err, errlen, ENOENT,
+			       "the probe %s could not be run on the node (%s): check probe= in "
+			       "plugstack.conf",
+			       ab_state.site.probe, r->last);
+	if (strstr(r->last, "GRES") || strstr(r->last, "gres"))
+		return ab_fail(err, errlen, ENODEV,
+			       "the probe step could not get a GPU (%s): run on GPU nodes, or "
+			       "set probe_args=\"--device host\" for sites without GPUs",
+			       r->last);
+	return ab_fail(err, errlen, EPROTO, "%s (probe step exit status %d%s%s)", why,
+		       WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status),
+		       r->last[0] ? "; it said: " : "", r->last);
+}
+
+int ab_probe_run(const struct ab_probe_job *job, const char *phase, struct ab_result *res,
+		 char **json, char *err, size_t errlen)
+{
+	struct argv_builder b = {.n = 0};
+	struct relay relay = {.last = ""};
+	struct ab_subprocess p = {0};
+	char args[AB_ARGS_MAX], guard[64];
+	char **env = NULL;
+	int rc;
+
+	snprintf(args, sizeof(args), "%s", ab_state.site.probe_args);
+	if ((rc = build(job, phase, args, &b, err, errlen)) < 0)
+		goto done;
+	if (!(env = probe_env(guard, sizeof(guard)))) {
+		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
+		goto done;
+	}
+	p = (struct ab_subprocess){.argv = b.v, .envp = env, .on_line = relay_line,
+				   .arg = &relay, .timeout_s = ab_state.site.probe_timeout};
+	if ((rc = ab_subprocess_run(&p, GRACE_S, err, errlen)) < 0)
+		goto done;
+	if ((rc = judge(&p, &relay, res, err, errlen)) == 0 && json) {
+		*json = p.out;
+		p.out = NULL;
+	}
+done:
+	ab_subprocess_free(&p);
+	free(env);
+	builder_free(&b);
+	return rc;
+}

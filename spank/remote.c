@@ -1,0 +1,77 @@
+/* remote.c - slurmstepd (root): copies the decision's SLURM_AUTOBATCH_* twins back to
+ * AUTOBATCH_* (they survive --export=NONE) and, with enforce=on, exports the memory caps.
+ * It reads only the job's environment and options: no file is opened, nothing is run.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "plugin.h"
+
+static const char *const decision_vars[] = {
+	"AUTOBATCH_BATCH_SIZE", "AUTOBATCH_GRAD_ACCUM", "AUTOBATCH_GLOBAL_BATCH",
+	"AUTOBATCH_EVAL_BATCH_SIZE", "AUTOBATCH_FRACTION",
+};
+
+/* Hostile input: only short decimal numbers are copied. */
+static bool plain_number(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 20)
+		return false;
+	for (; *s; s++)
+		if (!strchr("0123456789.", *s))
+			return false;
+	return true;
+}
+
+static void reexport(spank_t sp)
+{
+	char twin[64], value[64], mine[64];
+
+	for (size_t i = 0; i < sizeof(decision_vars) / sizeof(decision_vars[0]); i++) {
+		snprintf(twin, sizeof(twin), "SLURM_%s", decision_vars[i]);
+		if (spank_getenv(sp, twin, value, sizeof(value)) != ESPANK_SUCCESS ||
+		    !plain_number(value))
+			continue;
+		if (spank_getenv(sp, decision_vars[i], mine, sizeof(mine)) == ESPANK_SUCCESS)
+			continue; /* present already: --export=NONE did not drop it */
+		spank_setenv(sp, decision_vars[i], value, 0);
+	}
+}
+
+/* The cap comes from the option and the site policy, resolved again here: a variable the
+ * user sets cannot raise it. */
+static void enforce(spank_t sp)
+{
+	struct spank_option opt = {.name = (char *)ab_options[AB_OPT_AUTOBATCH].name,
+				   .has_arg = ab_options[AB_OPT_AUTOBATCH].has_arg};
+	struct ab_request req;
+	char *optarg = NULL, err[AB_ERR_MAX], note[AB_ERR_MAX], value[32];
+	double fraction;
+
+	if (spank_option_getopt(sp, &opt, &optarg) != ESPANK_SUCCESS)
+		return; /* not an --autobatch step */
+	ab_request_init(&req);
+	if (optarg && strcmp(optarg, "(null)") == 0)
+		optarg = NULL;
+	if (ab_request_set(&req, AB_OPT_AUTOBATCH, optarg, err, sizeof(err)) < 0 ||
+	    ab_resolve_fraction(&ab_state.site, &req, &fraction, note, sizeof(note), err,
+				sizeof(err)) < 0)
+		fraction = ab_state.site.max_fraction; /* srun refused it already; be strict */
+	snprintf(value, sizeof(value), "%g", fraction);
+	spank_setenv(sp, "AUTOBATCH_MEM_FRACTION", value, 1);
+	spank_setenv(sp, "XLA_PYTHON_CLIENT_MEM_FRACTION", value, 1);
+}
+
+int ab_remote_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac, (void)av;
+	if (!ab_state.site_ok)
+		return 0; /* errors from remote hooks would only fail jobs (Slurm bug 7573) */
+	reexport(sp);
+	if (ab_state.site.enforce)
+		enforce(sp);
+	return 0;
+}
