@@ -160,19 +160,21 @@ static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
 }
 
 static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
-		 const char *json)
+		 const char *json, char *err, size_t errlen)
 {
 	const struct ab_request *req = &ab_state.req;
-	char values[4][32], err[AB_ERR_MAX], note[AB_ERR_MAX], report[PATH_MAX];
+	char values[4][32], note[AB_ERR_MAX], report[PATH_MAX];
 	char wrote[2 * PATH_MAX] = "";
 	struct ab_edit edits[4];
 	size_t n;
+	int rc;
 
 	if (req->config[0]) {
+		/* by the name the user gave (srun's cwd is theirs), for messages they know */
 		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
-		if (ab_config_set_file(pl->config, AB_FORMAT_AUTO, edits, n, -1, note, sizeof(note),
-				       err, sizeof(err)) < 0)
-			return refuse(err), -EIO;
+		if ((rc = ab_config_set_file(req->config, AB_FORMAT_AUTO, edits, n, -1, note,
+					     sizeof(note), err, errlen)) < 0)
+			return rc;
 		ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)", req->config,
 			  req->config);
 	}
@@ -184,7 +186,7 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 	    (eval_batch && export_long("AUTOBATCH_EVAL_BATCH_SIZE", eval_batch) < 0) ||
 	    (report[0] && export("AUTOBATCH_REPORT", report) < 0) ||
 	    (req->config[0] && export("AUTOBATCH_CONFIG", pl->config) < 0))
-		return -EIO;
+		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks");
 	if (res->global_batch)
 		slurm_spank_log(AB_LOG_PREFIX "chose batch %ld (gradient accumulation %ld, global "
 					      "%ld) in %zu trials, %.0f s%s",
@@ -218,10 +220,8 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 		rc = ab_probe_run(&ej, "eval", &eval, NULL, err, errlen);
 	}
 	if (rc == 0)
-		rc = apply(&pl, &res, eval.batch, json);
+		rc = apply(&pl, &res, eval.batch, json, err, errlen);
 	free(json);
-	if (rc == -EIO)
-		return ab_fail(err, errlen, EIO, "the decision could not be applied (see above)");
 	return rc;
 }
 

@@ -51,22 +51,22 @@ refused() {
 }
 
 @test "a valid fraction in percent reaches the tasks" {
-	run srun_t --autobatch=75% printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch=75% printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
 	[ "$output" = "0.75" ]
 }
 
 @test "a bare --autobatch uses the site default" {
-	run srun_t --autobatch printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
 	[ "$output" = "0.8" ]
 }
 
 @test "the command line wins over AUTOBATCH" {
-	AUTOBATCH=0.6 run srun_t --autobatch=0.7 printenv AUTOBATCH_FRACTION
+	AUTOBATCH=0.6 run --separate-stderr srun_t --autobatch=0.7 printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
 	[ "$output" = "0.7" ]
-	AUTOBATCH=0.6 run srun_t printenv AUTOBATCH_FRACTION
+	AUTOBATCH=0.6 run --separate-stderr srun_t printenv AUTOBATCH_FRACTION
 	[ "$output" = "0.6" ]
 }
 
@@ -81,7 +81,7 @@ refused() {
 }
 
 @test "an autobatch option without --autobatch says it has no effect" {
-	run srun_t --autobatch-config=exp.yaml printenv AUTOBATCH_FRACTION
-	assert_line_in "autobatch: --autobatch-config has no effect without --autobatch" "$output"
+	run --separate-stderr srun_t --autobatch-config=exp.yaml printenv AUTOBATCH_FRACTION
+	assert_line_in "autobatch: --autobatch-config has no effect without --autobatch" "$stderr"
 	! grep -qx "0.8" <<<"$output"
 }

@@ -8,9 +8,9 @@ teardown() { reset_plugstack; }
 
 @test "max_fraction=0.9 clamps --autobatch=0.95 by default, and says so" {
 	set_plugstack "max_fraction=0.9"
-	run srun_t -n2 --autobatch=0.95 printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t -n2 --autobatch=0.95 printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
-	assert_line_in "autobatch: --autobatch=0.95 is above the site maximum 0.9: using 0.9" "$output"
+	assert_line_in "autobatch: --autobatch=0.95 is above the site maximum 0.9: using 0.9" "$stderr"
 	[ "$(grep -cx 0.9 <<<"$output")" -eq 2 ]
 }
 
@@ -20,7 +20,7 @@ teardown() { reset_plugstack; }
 	[ "$status" -ne 0 ]
 	assert_line_in "autobatch: --autobatch=0.95 is above the site maximum 0.9 (max_fraction in plugstack.conf): ask for at most 0.9" "$output"
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
-	run srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
 	[ "$output" = "0.9" ]
 }
@@ -37,23 +37,23 @@ teardown() { reset_plugstack; }
 
 @test "min_fraction raises a low request" {
 	set_plugstack "min_fraction=0.5"
-	run srun_t --autobatch=0.2 printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch=0.2 printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
-	assert_line_in "autobatch: --autobatch=0.2 is below the site minimum 0.5: using 0.5" "$output"
-	[ "$(tail -n1 <<<"$output")" = "0.5" ]
+	assert_line_in "autobatch: --autobatch=0.2 is below the site minimum 0.5: using 0.5" "$stderr"
+	[ "$output" = "0.5" ]
 }
 
 @test "force_fraction overrides what the user asks for" {
 	set_plugstack "force_fraction=0.7"
-	run srun_t --autobatch=0.95 printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch=0.95 printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
-	assert_line_in "autobatch: the site forces fraction 0.7: --autobatch=0.95 is ignored" "$output"
-	[ "$(tail -n1 <<<"$output")" = "0.7" ]
+	assert_line_in "autobatch: the site forces fraction 0.7: --autobatch=0.95 is ignored" "$stderr"
+	[ "$output" = "0.7" ]
 }
 
 @test "default_fraction sets what a bare --autobatch means" {
 	set_plugstack "default_fraction=0.65"
-	run srun_t --autobatch printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
 	[ "$output" = "0.65" ]
 }

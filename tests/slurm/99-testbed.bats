@@ -11,14 +11,14 @@ setup_file() { require_testbed; }
 	[ "$status" -eq 0 ]
 	assert_line_in "export SLURM_CONF=$SLURM_CONF" "$output"
 	ctld1=$(cat "$AUTOBATCH_TESTBED/run/slurmctld.pid")
-	run srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
 	[ "$(tail -n1 <<<"$output")" = "0.6" ]
 	run "$TESTBED" up --plugstack-args "max_fraction=0.7"
 	[ "$status" -eq 0 ]
 	ctld2=$(cat "$AUTOBATCH_TESTBED/run/slurmctld.pid")
 	[ "$ctld1" != "$ctld2" ]
 	! kill -0 "$ctld1" 2>/dev/null
-	run srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
+	run --separate-stderr srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
 	[ "$(tail -n1 <<<"$output")" = "0.7" ]
 }
 

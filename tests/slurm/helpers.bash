@@ -4,6 +4,7 @@
 : "${AUTOBATCH_TESTBED:=/tmp/autobatch-testbed}"
 export AUTOBATCH_TESTBED
 export SLURM_CONF=$AUTOBATCH_TESTBED/etc/slurm.conf
+export PATH=$AUTOBATCH_TESTBED/bin:$PATH
 PLUGSTACK=$AUTOBATCH_TESTBED/etc/plugstack.conf
 PLUGIN=$AUTOBATCH_TESTBED/plugin/autobatch.so
 SRCDIR=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -19,6 +20,8 @@ require_testbed() {
 set_plugstack() {
 	local args=$1
 	case " $args" in *" probe="*) ;; *) args="probe=$AUTOBATCH_TESTBED/bin/autobatch-probe $args" ;; esac
+	# as testbed up does: the simulated GPUs hold no memory, so probe on the host
+	case " $args" in *" probe_args="*) ;; *) args="$args probe_args=\"--device host:capacity=256MiB\"" ;; esac
 	echo "${2:-optional} $PLUGIN $args" >"$PLUGSTACK"
 }
 
@@ -26,8 +29,10 @@ reset_plugstack() {
 	set_plugstack ""
 }
 
+bats_require_minimum_version 1.5.0
+
 # srun with a bounded wait, so a hang fails the test instead of CI.
-srun_t() { timeout 60 srun "$@"; }
+srun_t() { timeout 120 srun "$@"; }
 
 assert_line_in() {
 	local needle=$1 haystack=$2
@@ -36,4 +41,24 @@ assert_line_in() {
 		echo "in: $haystack" >&2
 		return 1
 	fi
+}
+
+# A fresh copy of the example config in the test's own directory, which becomes the cwd.
+use_toy_config() {
+	cp "$SRCDIR/contrib/examples/toy.yaml" "$BATS_TEST_TMPDIR/cfg.yaml"
+	cd "$BATS_TEST_TMPDIR"
+}
+
+# The batch the config file says now.
+config_batch() { sed -n 's/^  batch_size: \([0-9]*\).*/\1/p' "${1:-cfg.yaml}"; }
+
+# No step of ours left behind in the queue.
+no_probe_step_left() {
+	local i
+	for i in $(seq 20); do
+		squeue -h -s -o '%j' | grep -q autobatch-probe || return 0
+		sleep 0.5
+	done
+	echo "a probe step is still running: $(squeue -s)" >&2
+	return 1
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bats
+# srun --autobatch end to end: the probe step runs, its decision reaches the config and
+# every task, and each failure leaves one clear line and nothing half-done.
+
+load helpers
+
+setup_file() { require_testbed; reset_plugstack; }
+setup() { use_toy_config; }
+teardown() { reset_plugstack; chmod -R u+w "$BATS_TEST_TMPDIR" 2>/dev/null || true; }
+
+# Each task prints "toy_train: batch B from cfg.yaml, AUTOBATCH_BATCH_SIZE=B".
+tasks_agree() {
+	local want=$1 lines=$2 got
+	got=$(grep -c "^toy_train: batch $want from cfg.yaml, AUTOBATCH_BATCH_SIZE=$want\$" <<<"$output")
+	[ "$got" -eq "$lines" ] || { echo "want $lines tasks with batch $want in: $output" >&2; return 1; }
+}
+
+# Only the batch line differs from the backup; the chosen batch was measured to fit.
+config_rewritten() {
+	local b=$1
+	[ -f cfg.yaml.autobatch~ ]
+	diff <(grep -v '^  batch_size:' cfg.yaml.autobatch~) <(grep -v '^  batch_size:' cfg.yaml)
+	grep -qx "  batch_size: $b         # per GPU; autobatch rewrites this value" cfg.yaml
+	grep -q "\"batch\":$b,\"fits\":true" autobatch-*.json
+}
+
+@test "own allocation: tasks see the batch written into the config, measured to fit" {
+	run --separate-stderr srun_t -N1 -n2 --gpus=4 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	[ "$b" -gt 100 ]
+	tasks_agree "$b" 2
+	config_rewritten "$b"
+	assert_line_in "autobatch: trial 1: batch 8 fits" "$stderr"
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	assert_line_in "wrote cfg.yaml (backup cfg.yaml.autobatch~)" "$stderr"
+	no_probe_step_left
+}
+
+@test "inside salloc: four tasks, one decision" {
+	run --separate-stderr timeout 120 salloc -N1 -n4 --gpus=4 srun --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	tasks_agree "$b" 4
+	config_rewritten "$b"
+}
+
+@test "inside sbatch: the option given to sbatch probes for the job's srun" {
+	run timeout 120 sbatch --wait -n2 --gpus=2 --autobatch=0.8 -o out.txt -e err.txt \
+		--wrap "srun --autobatch-config=cfg.yaml toy_train --config cfg.yaml"
+	[ "$status" -eq 0 ]
+	output=$(cat out.txt)
+	b=$(config_batch)
+	[ "$b" -gt 100 ]
+	tasks_agree "$b" 2
+	config_rewritten "$b"
+	grep -q "autobatch: trial 1:" err.txt
+}
+
+@test "a global batch: the micro-batch divides it, the accumulation is written too" {
+	run --separate-stderr srun_t -N1 -n2 --gpus=2 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-global-batch=1024 bash -c \
+		'toy_train --config cfg.yaml; echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	acc=$(sed -n 's/^  accumulate_grad_batches: \([0-9]*\).*/\1/p' cfg.yaml)
+	[ $((b * acc * 2)) -eq 1024 ]
+	[ $((512 % b)) -eq 0 ]
+	[ "$b" -eq 128 ] # the largest divisor of 512 that fits 205 MiB
+	[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq 2 ]
+	assert_line_in "autobatch: chose batch $b (gradient accumulation $acc, global 1024)" "$stderr"
+}
+
+@test "admin bounds shape the probe that runs: max_fraction clamps the target" {
+	set_plugstack 'max_fraction=0.4'
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.9 --autobatch-config=cfg.yaml \
+		toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	grep -q '"fraction":0.4,' autobatch-*.json
+	b=$(config_batch)
+	[ "$b" -gt 80 ] && [ "$b" -lt 110 ] # about 102 MiB of 1 MiB samples
+	assert_line_in "(40% of 256 MiB)" "$stderr"
+}
+
+@test "enforce=on gives every task the caps; --export=NONE keeps the decision" {
+	set_plugstack 'enforce=on'
+	run --separate-stderr srun_t -N1 -n2 --gpus=2 --export=NONE --autobatch=0.7 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$AUTOBATCH_TESTBED/bin/toy_train --config cfg.yaml" \
+		/usr/bin/env
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	[ "$(grep -c "^AUTOBATCH_BATCH_SIZE=$b\$" <<<"$output")" -eq 2 ]
+	[ "$(grep -c '^AUTOBATCH_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
+	[ "$(grep -c '^XLA_PYTHON_CLIENT_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
+	! grep -q '^PATH=' <<<"$output" # --export=NONE really was in force
+}
+
+@test "a user cannot raise the enforced cap through the environment" {
+	set_plugstack 'enforce=on max_fraction=0.5'
+	SLURM_AUTOBATCH_FRACTION=1 AUTOBATCH_MEM_FRACTION=1 run --separate-stderr srun_t -N1 -n1 \
+		--autobatch=0.5 --autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	run --separate-stderr srun_t -N1 -n1 --autobatch=0.5 \
+		--autobatch-trial-command="toy_train --config cfg.yaml" printenv AUTOBATCH_MEM_FRACTION
+	[ "$output" = "0.5" ]
+}

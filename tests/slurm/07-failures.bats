@@ -1,0 +1,104 @@
+#!/usr/bin/env bats
+# Every way probing can fail, under both policies: one precise autobatch: line, the
+# config untouched, no probe step left running; continue launches unchanged, abort does not
+# launch (abort needs "required": Slurm ignores an optional plugin's refusal).
+
+load helpers
+
+setup_file() { require_testbed; }
+setup() { use_toy_config; cp cfg.yaml orig.yaml; }
+teardown() { reset_plugstack; chmod -R u+w "$BATS_TEST_TMPDIR" 2>/dev/null || true; }
+
+
+# expect_failure POLICY MESSAGE [srun args...]: runs the toy step and checks the outcome.
+expect_failure() {
+	local policy=$1 msg=$2
+	shift 2
+	run --separate-stderr srun_t -N1 -n1 "$@" --autobatch=0.8 --autobatch-config=cfg.yaml \
+		toy_train --config cfg.yaml
+	assert_line_in "autobatch: $msg" "$stderr"
+	cmp -s cfg.yaml orig.yaml || { echo "config changed" >&2; return 1; }
+	[ ! -e cfg.yaml.autobatch~ ]
+	no_probe_step_left
+	if [ "$policy" = continue ]; then
+		[ "$status" -eq 0 ]
+		assert_line_in "launching with the original settings (on_failure=continue)" "$stderr"
+		assert_line_in "toy_train: batch 8 from cfg.yaml" "$output"
+	else
+		[ "$status" -ne 0 ]
+		assert_line_in "the step is not launched (on_failure=abort)" "$stderr"
+		! grep -q "toy_train:" <<<"$output"
+	fi
+}
+
+@test "probe binary missing: continue" {
+	set_plugstack "probe=/nonexistent/autobatch-probe"
+	expect_failure continue "the probe /nonexistent/autobatch-probe could not be run on the node" --gpus=1
+}
+
+@test "probe binary missing: abort" {
+	set_plugstack "probe=/nonexistent/autobatch-probe on_failure=abort" required
+	expect_failure abort "the probe /nonexistent/autobatch-probe could not be run on the node" --gpus=1
+}
+
+@test "a probe that prints no JSON: continue and abort" {
+	set_plugstack "probe=/bin/true"
+	expect_failure continue "the probe printed no JSON report" --gpus=1
+	set_plugstack "probe=/bin/true on_failure=abort" required
+	expect_failure abort "the probe printed no JSON report" --gpus=1
+}
+
+@test "probe_timeout cancels the whole probe step: continue and abort" {
+	set_plugstack "probe_timeout=3"
+	expect_failure continue "the probe step did not finish within probe_timeout=3s and was cancelled" \
+		--gpus=1 --autobatch-trial-command="sleep 100"
+	set_plugstack "probe_timeout=3 on_failure=abort" required
+	expect_failure abort "the probe step did not finish within probe_timeout=3s" \
+		--gpus=1 --autobatch-trial-command="sleep 100"
+}
+
+@test "a step without GPUs: the probe step cannot get one" {
+	set_plugstack 'probe_args=""'
+	expect_failure continue "the probe step could not get a GPU"
+	set_plugstack 'on_failure=abort probe_args=""' required
+	expect_failure abort "the probe step could not get a GPU"
+}
+
+@test "nothing fits: the probe's own sentence" {
+	set_plugstack 'probe_args="--device host:capacity=2MiB"'
+	expect_failure continue "the probe failed: even batch 1 does not fit" --gpus=1
+}
+
+@test "a config the plugin cannot edit: read-only file, continue and abort" {
+	set_plugstack ""
+	chmod 0444 cfg.yaml
+	expect_failure continue "cfg.yaml is read-only: nothing was changed; make it writable (chmod u+w) or give a copy; launching with the original settings" --gpus=1
+	set_plugstack "on_failure=abort" required
+	expect_failure abort "cfg.yaml is read-only: nothing was changed" --gpus=1
+}
+
+@test "a missing config is named before anything runs" {
+	set_plugstack ""
+	run --separate-stderr srun_t -N1 --gpus=1 --autobatch --autobatch-config=nope.yaml true
+	assert_line_in "autobatch: cannot read --autobatch-config=nope.yaml: No such file or directory" "$stderr"
+	no_probe_step_left
+}
+
+@test "Ctrl-C while probing cancels the probe step and changes nothing" {
+	set_plugstack ""
+	run --separate-stderr timeout -s INT 4 srun -N1 -n1 --gpus=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
+	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
+	cmp -s cfg.yaml orig.yaml
+	[ ! -e cfg.yaml.autobatch~ ]
+	no_probe_step_left
+}
+
+@test "the probe step's own srun leaves autobatch alone (no recursion), a stray guard does not" {
+	set_plugstack ""
+	AUTOBATCH_PROBE_GUARD=1 run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'autobatch: trial 1:' <<<"$stderr")" -eq 1 ]
+	[ "$(config_batch)" -gt 100 ]
+}
