@@ -58,6 +58,8 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 		return ab_fail(err, errlen, EPROTO, "the probe's report has no valid fraction");
 	if (get_long(o, "confidence", 0, 100, &conf))
 		r->confidence = (int)conf;
+	if (!get_long(o, "eval_batch_size", 1, AB_GLOBAL_BATCH_MAX, &r->eval_batch))
+		r->eval_batch = 0;
 	get_double(o, "elapsed_s", &r->elapsed_s);
 	if (json_object_object_get_ex(o, "trials", &trials) &&
 	    json_object_is_type(trials, json_type_array))
@@ -180,4 +182,20 @@ size_t ab_plan_edits(const struct ab_keys *k, const struct ab_result *r, long ev
 		n++;
 	}
 	return n;
+}
+
+char *ab_result_with_eval(const char *json, long eval_batch)
+{
+	struct json_object *o = json_tokener_parse(json);
+	char *text = NULL;
+
+	if (!o || !json_object_is_type(o, json_type_object)) {
+		json_object_put(o);
+		return NULL;
+	}
+	if (eval_batch > 0)
+		json_object_object_add(o, "eval_batch_size", json_object_new_int64(eval_batch));
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return text;
 }

@@ -21,7 +21,11 @@ struct ab_result {
 	double elapsed_s;
 	char device[128];
 	uint64_t total_bytes;
+	long eval_batch;       /* from a cached entry that also holds the eval decision */
 };
+
+/* The report with the eval batch added, as the cache keeps it (malloc'ed, or NULL). */
+char *ab_result_with_eval(const char *json, long eval_batch);
 
 /* Parses the probe's --json output. -EPROTO with a message when it is not a report. */
 int ab_result_parse(const char *json, size_t len, struct ab_result *out, char *err,

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "error.h"
 #include "plugin.h"
 
@@ -112,6 +114,7 @@ struct plan {
 	char srun[PATH_MAX];
 	char config[PATH_MAX];
 	unsigned stepid;
+	bool cached;
 };
 
 static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
@@ -159,6 +162,29 @@ static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
 	return 0;
 }
 
+static void decision_line(const struct plan *pl, const struct ab_result *res, long eval_batch,
+			  const char *wrote)
+{
+	char line[3 * PATH_MAX];
+	size_t len = 0;
+
+	ab_append(line, sizeof(line), &len, "%s batch %ld", pl->cached ? "cached decision:" : "chose",
+		  res->batch);
+	if (res->global_batch)
+		ab_append(line, sizeof(line), &len, " (gradient accumulation %ld, global %ld)",
+			  res->grad_accum, res->global_batch);
+	if (eval_batch)
+		ab_append(line, sizeof(line), &len, ", eval batch %ld", eval_batch);
+	if (pl->cached)
+		ab_append(line, sizeof(line), &len, " (probed earlier in %zu trials; "
+						    "--autobatch-refresh probes again)",
+			  res->trials);
+	else
+		ab_append(line, sizeof(line), &len, " in %zu trials, %.0f s", res->trials,
+			  res->elapsed_s);
+	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
+}
+
 static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 		 const char *json, char *err, size_t errlen)
 {
@@ -170,13 +196,19 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 	int rc;
 
 	if (req->config[0]) {
+		struct stat before, after;
+
 		/* by the name the user gave (srun's cwd is theirs), for messages they know */
 		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
+		stat(req->config, &before);
 		if ((rc = ab_config_set_file(req->config, AB_FORMAT_AUTO, edits, n, -1, note,
 					     sizeof(note), err, errlen)) < 0)
 			return rc;
-		ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)", req->config,
-			  req->config);
+		if (stat(req->config, &after) == 0 && after.st_ino == before.st_ino)
+			ab_format(wrote, sizeof(wrote), "; %s already says so", req->config);
+		else
+			ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)",
+				  req->config, req->config);
 	}
 	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
 	if (export_long("AUTOBATCH_BATCH_SIZE", res->batch) < 0 ||
@@ -187,40 +219,138 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 	    (report[0] && export("AUTOBATCH_REPORT", report) < 0) ||
 	    (req->config[0] && export("AUTOBATCH_CONFIG", pl->config) < 0))
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks");
-	if (res->global_batch)
-		slurm_spank_log(AB_LOG_PREFIX "chose batch %ld (gradient accumulation %ld, global "
-					      "%ld) in %zu trials, %.0f s%s",
-				res->batch, res->grad_accum, res->global_batch, res->trials,
-				res->elapsed_s, wrote);
-	else
-		slurm_spank_log(AB_LOG_PREFIX "chose batch %ld in %zu trials, %.0f s%s", res->batch,
-				res->trials, res->elapsed_s, wrote);
+	decision_line(pl, res, eval_batch, wrote);
+	return 0;
+}
+
+/* ---- the cache --------------------------------------------------------------------- */
+
+/* Everything that shapes the decision and that srun knows before any step runs. */
+static void cache_key(const struct plan *pl, struct ab_hash *h)
+{
+	const struct ab_request *req = &ab_state.req;
+	const char *keys[] = {pl->keys.micro, pl->keys.accum, pl->keys.global, pl->keys.eval};
+	char num[64];
+	struct ab_config *cfg;
+
+	ab_hash_init(h);
+	ab_hash_str(h, PACKAGE_VERSION);
+	ab_hash_str(h, ab_mode_name(req->mode));
+	ab_hash_str(h, ab_objective_name(req->objective));
+	snprintf(num, sizeof(num), "%.6g %ld %u %d", ab_state.fraction, pl->job.global_batch,
+		 pl->job.ntasks, req->eval);
+	ab_hash_str(h, num);
+	ab_hash_str(h, ab_state.site.probe);
+	ab_hash_str(h, ab_state.site.probe_args);
+	ab_hash_str(h, getenv("SLURM_JOB_PARTITION"));
+	ab_hash_str(h, pl->job.nodelist); /* the node (and so its GPU type) */
+	ab_hash_str(h, req->trial_command);
+	for (int i = 0; i < pl->job.argc; i++)
+		ab_hash_str(h, pl->job.argv[i]);
+	ab_hash_str(h, pl->keys.micro);
+	if (req->config[0] && ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, NULL, 0) == 0) {
+		ab_hash_config(h, cfg, keys, 4);
+		ab_config_free(cfg);
+	}
+}
+
+static bool cache_dir(char *dir, size_t len)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+
+	if (ab_state.site.cache_dir[0]) /* a site directory, one subdirectory per user */
+		return mkdir(ab_state.site.cache_dir, 01777) == 0 || errno == EEXIST
+			       ? ab_format(dir, len, "%s/%u", ab_state.site.cache_dir, getuid()) == 0
+			       : false;
+	if (xdg && *xdg == '/')
+		return (mkdir(xdg, 0700) == 0 || errno == EEXIST) &&
+		       ab_format(dir, len, "%s/autobatch", xdg) == 0;
+	if (home && *home == '/' &&
+	    ab_format(dir, len, "%s/.cache", home) == 0 && (mkdir(dir, 0700) == 0 || errno == EEXIST))
+		return ab_format(dir, len, "%s/.cache/autobatch", home) == 0;
+	return false;
+}
+
+/* 0 and *json on a hit; -ENOENT on a miss (path then names where the entry goes). */
+static int cache_lookup(const struct plan *pl, char *path, size_t pathlen, struct ab_result *res,
+			char **json)
+{
+	char dir[PATH_MAX], err[AB_ERR_MAX];
+	struct ab_hash h;
+	int rc;
+
+	path[0] = '\0';
+	if (!ab_state.site.cache || !cache_dir(dir, sizeof(dir)))
+		return -ENOENT;
+	cache_key(pl, &h);
+	if (ab_cache_path(dir, &h, path, pathlen, err, sizeof(err)) < 0) {
+		slurm_verbose(AB_LOG_PREFIX "no cache: %s", err);
+		path[0] = '\0';
+		return -ENOENT;
+	}
+	if (ab_state.req.refresh || (rc = ab_cache_load(path, json)) == -ENOENT)
+		return -ENOENT;
+	if (rc == 0 && ab_result_parse(*json, strlen(*json), res, err, sizeof(err)) == 0 && res->ok)
+		return 0;
+	slurm_verbose(AB_LOG_PREFIX "ignoring the corrupt cache entry %s; it is replaced", path);
+	free(*json);
+	*json = NULL;
+	return -ENOENT;
+}
+
+static void cache_store(const char *path, const char *json, long eval_batch)
+{
+	char err[AB_ERR_MAX], *entry;
+
+	if (!path[0] || !(entry = ab_result_with_eval(json, eval_batch)))
+		return;
+	if (ab_cache_store(path, entry, err, sizeof(err)) < 0)
+		slurm_verbose(AB_LOG_PREFIX "%s", err);
+	free(entry);
+}
+
+static int probe(struct plan *pl, struct ab_result *res, long *eval_batch, char **json,
+		 char *err, size_t errlen)
+{
+	struct ab_result eval = {0};
+	int rc;
+
+	if ((rc = ab_probe_run(&pl->job, "train", res, json, err, errlen)) < 0)
+		return rc;
+	if (ab_state.req.eval) {
+		struct ab_probe_job ej = pl->job;
+
+		ej.key = pl->keys.eval;
+		ej.global_batch = 0;
+		if ((rc = ab_probe_run(&ej, "eval", &eval, NULL, err, errlen)) < 0)
+			return rc;
+	}
+	*eval_batch = eval.batch;
 	return 0;
 }
 
 static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 {
 	struct plan pl;
-	struct ab_result res, eval = {0};
-	char *json = NULL;
+	struct ab_result res;
+	char *json = NULL, entry[PATH_MAX];
+	long eval_batch = 0;
+	bool hit;
 	int rc;
 
 	memset(&pl, 0, sizeof(pl));
 	if ((rc = plan_job(sp, &pl, err, errlen)) < 0)
 		return rc;
-	if ((rc = ab_probe_run(&pl.job, "train", &res, &json, err, errlen)) < 0)
+	hit = cache_lookup(&pl, entry, sizeof(entry), &res, &json) == 0;
+	if (hit)
+		eval_batch = res.eval_batch;
+	else if ((rc = probe(&pl, &res, &eval_batch, &json, err, errlen)) < 0)
 		return rc;
 	if (!pl.job.global_batch)
 		res.global_batch = 0; /* the report's product, not a batch the user keeps */
-	if (ab_state.req.eval) {
-		struct ab_probe_job ej = pl.job;
-
-		ej.key = pl.keys.eval;
-		ej.global_batch = 0;
-		rc = ab_probe_run(&ej, "eval", &eval, NULL, err, errlen);
-	}
-	if (rc == 0)
-		rc = apply(&pl, &res, eval.batch, json, err, errlen);
+	pl.cached = hit;
+	if ((rc = apply(&pl, &res, eval_batch, json, err, errlen)) == 0 && !hit)
+		cache_store(entry, json, eval_batch);
 	free(json);
 	return rc;
 }

@@ -1,0 +1,40 @@
+/* cache.h - decisions remembered per user, keyed by everything that shapes them (what srun
+ * knows of the hardware, the command, the config less its batch values, the settings), so
+ * a second identical srun --autobatch decides in milliseconds without a probe step.
+ */
+#ifndef AUTOBATCH_CACHE_H
+#define AUTOBATCH_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config_edit.h"
+
+#define AB_CACHE_MAX_BYTES (1u << 20)
+
+struct ab_hash {
+	uint64_t h;
+};
+
+void ab_hash_init(struct ab_hash *h);
+void ab_hash_add(struct ab_hash *h, const void *data, size_t len);
+/* A string with its length, so ("ab","c") and ("a","bc") differ. */
+void ab_hash_str(struct ab_hash *h, const char *s);
+
+/* Adds the config's bytes with the values of keys (those the plugin rewrites) left out:
+ * the entry still matches after the plugin has written its decision into the file. */
+int ab_hash_config(struct ab_hash *h, const struct ab_config *cfg, const char *const keys[],
+		   size_t nkeys);
+
+/* The entry's path under dir (created 0700 if missing): DIR/<16 hex digits>.json. */
+int ab_cache_path(const char *dir, const struct ab_hash *h, char *path, size_t pathlen,
+		  char *err, size_t errlen);
+
+/* 0 with the entry's JSON (malloc'ed), -ENOENT when there is none, another negative errno
+ * when it cannot be read (the caller treats that as a miss and replaces it). */
+int ab_cache_load(const char *path, char **json);
+
+/* Writes the entry atomically (temp file, rename): a reader never sees half of one. */
+int ab_cache_store(const char *path, const char *json, char *err, size_t errlen);
+
+#endif

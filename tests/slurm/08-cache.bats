@@ -1,0 +1,87 @@
+#!/usr/bin/env bats
+# The decision cache: a second identical srun --autobatch decides without a probe step;
+# --autobatch-refresh, a changed config (other than its batch values), command or fraction
+# probe again; a corrupt entry is ignored and replaced.
+
+load helpers
+
+setup_file() { require_testbed; reset_plugstack; }
+setup() {
+	use_toy_config
+	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
+}
+
+# probe_run [srun args...] [-- command]: the toy step at 0.8 unless told otherwise.
+toy() {
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch-config=cfg.yaml "$@"
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+}
+
+probed() { grep -q "autobatch: trial 1:" <<<"$stderr"; }
+cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$stderr"; }
+
+@test "a second identical srun decides from the cache, without a probe step" {
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	probed
+	b=$(config_batch)
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	! probed
+	cached
+	[ "$(config_batch)" = "$b" ]
+	assert_line_in "toy_train: batch $b from cfg.yaml, AUTOBATCH_BATCH_SIZE=$b" "$output"
+	assert_line_in "cfg.yaml already says so" "$stderr"
+	job=$(ls autobatch-*.json | sort -t- -k2 -n | tail -n1 | sed 's/autobatch-\([0-9]*\)\..*/\1/')
+	[ "$(ls "$XDG_CACHE_HOME"/autobatch/*.json | wc -l)" -eq 1 ]
+	# slurmd launched the job's own step and no probe step beside it
+	grep -q "launch task StepId=$job.0 " "$AUTOBATCH_TESTBED/log/slurmd.log"
+	! grep -q "launch task StepId=$job.1 " "$AUTOBATCH_TESTBED/log/slurmd.log"
+}
+
+@test "the batch values the plugin writes do not change the key" {
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	b=$(config_batch)
+	sed -i 's/^  batch_size: [0-9]*/  batch_size: 17/' cfg.yaml
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	! probed
+	[ "$(config_batch)" = "$b" ]
+}
+
+@test "--autobatch-refresh probes again" {
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	toy --autobatch=0.8 --autobatch-refresh toy_train --config cfg.yaml
+	probed
+}
+
+@test "a changed config, command or fraction misses" {
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	sed -i 's/max_steps: 3/max_steps: 2/' cfg.yaml
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	probed
+	toy --autobatch=0.8 toy_train --config ./cfg.yaml
+	probed
+	toy --autobatch=0.7 toy_train --config cfg.yaml
+	probed
+	toy --autobatch=0.7 toy_train --config cfg.yaml
+	! probed
+}
+
+@test "a corrupt entry is ignored and replaced" {
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	entry=$(ls "$XDG_CACHE_HOME"/autobatch/*.json)
+	printf '{"status":"ok","batch_size":"lots' >"$entry"
+	toy -v --autobatch=0.8 toy_train --config cfg.yaml
+	probed
+	assert_line_in "ignoring the corrupt cache entry" "$stderr"
+	grep -q '"status":"ok"' "$entry"
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	! probed
+}
+
+@test "cache=off always probes" {
+	set_plugstack "cache=off"
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	probed
+	[ ! -d "$XDG_CACHE_HOME/autobatch" ]
+	reset_plugstack
+}
