@@ -41,6 +41,32 @@ static void reexport(spank_t sp)
 	}
 }
 
+/* Under MPS the driver enforces a per-client limit: fraction x the GPU's memory (as the
+ * probe measured it) for each GPU the task sees. */
+static void mps_limit(spank_t sp, double fraction)
+{
+	char pipe[8], bytes[32], gpus[256], limit[1024];
+	unsigned long long total;
+	size_t len = 0, n = 0;
+
+	spank_err_t set = spank_getenv(sp, "CUDA_MPS_PIPE_DIRECTORY", pipe, sizeof(pipe));
+
+	if (set != ESPANK_SUCCESS && set != ESPANK_NOSPACE) /* a long path is still set */
+		return;
+	if (spank_getenv(sp, "SLURM_AUTOBATCH_DEVICE_BYTES", bytes, sizeof(bytes)) != ESPANK_SUCCESS ||
+	    !plain_number(bytes) || sscanf(bytes, "%llu", &total) != 1 || total == 0)
+		return;
+	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", gpus, sizeof(gpus)) != ESPANK_SUCCESS)
+		snprintf(gpus, sizeof(gpus), "0");
+	for (char *p = gpus; *p; n++) {
+		ab_append(limit, sizeof(limit), &len, "%s%zu=%lluM", n ? "," : "", n,
+			  (unsigned long long)(fraction * (double)total / 1048576.0));
+		p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p);
+	}
+	if (len)
+		spank_setenv(sp, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit, 1);
+}
+
 /* The cap comes from the option and the site policy, resolved again here: a variable the
  * user sets cannot raise it. */
 static void enforce(spank_t sp)
@@ -63,6 +89,7 @@ static void enforce(spank_t sp)
 	snprintf(value, sizeof(value), "%g", fraction);
 	spank_setenv(sp, "AUTOBATCH_MEM_FRACTION", value, 1);
 	spank_setenv(sp, "XLA_PYTHON_CLIENT_MEM_FRACTION", value, 1);
+	mps_limit(sp, fraction);
 }
 
 int ab_remote_user_init(spank_t sp, int ac, char **av)

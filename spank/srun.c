@@ -216,6 +216,7 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 	    export_long("AUTOBATCH_GLOBAL_BATCH",
 			res->global_batch ? res->global_batch : res->batch * (long)pl->job.ntasks) < 0 ||
 	    (eval_batch && export_long("AUTOBATCH_EVAL_BATCH_SIZE", eval_batch) < 0) ||
+	    (res->total_bytes && export_long("AUTOBATCH_DEVICE_BYTES", (long)res->total_bytes) < 0) ||
 	    (report[0] && export("AUTOBATCH_REPORT", report) < 0) ||
 	    (req->config[0] && export("AUTOBATCH_CONFIG", pl->config) < 0))
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks");

@@ -105,3 +105,16 @@ config_rewritten() {
 		--autobatch-trial-command="toy_train --config cfg.yaml" printenv AUTOBATCH_MEM_FRACTION
 	[ "$output" = "0.5" ]
 }
+
+@test "enforce=on under MPS pins each visible GPU's memory to the fraction" {
+	set_plugstack 'enforce=on'
+	CUDA_MPS_PIPE_DIRECTORY=/tmp/mps run --separate-stderr srun_t -N1 -n1 --gpus=2 \
+		--autobatch=0.7 --autobatch-trial-command="toy_train --config cfg.yaml" \
+		--autobatch-config=cfg.yaml printenv CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+	[ "$status" -eq 0 ]
+	[ "$output" = "0=179M,1=179M" ] # 0.7 x the 256 MiB the probe measured on
+	run --separate-stderr srun_t -N1 -n1 --gpus=2 --autobatch=0.7 \
+		--autobatch-trial-command="toy_train --config cfg.yaml" --autobatch-config=cfg.yaml \
+		printenv CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+	[ "$status" -ne 0 ] # not under MPS: not set
+}

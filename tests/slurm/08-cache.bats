@@ -6,10 +6,7 @@
 load helpers
 
 setup_file() { require_testbed; reset_plugstack; }
-setup() {
-	use_toy_config
-	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
-}
+setup() { use_toy_config; }
 
 # probe_run [srun args...] [-- command]: the toy step at 0.8 unless told otherwise.
 toy() {

@@ -15,6 +15,8 @@ require_testbed() {
 	timeout 20 sinfo -h >/dev/null 2>&1 || { echo "testbed at $AUTOBATCH_TESTBED is not answering" >&2; return 1; }
 }
 
+export XDG_CACHE_HOME=${BATS_FILE_TMPDIR:-/tmp}/cache
+
 # What an admin does: rewrite plugstack.conf. srun and slurmstepd read it at every start.
 # The probe is the testbed's copy of the one just built, unless the arguments name another.
 set_plugstack() {
@@ -44,9 +46,11 @@ assert_line_in() {
 }
 
 # A fresh copy of the example config in the test's own directory, which becomes the cwd.
+# Each test has its own decision cache, so no test sees another's decisions.
 use_toy_config() {
 	cp "$SRCDIR/contrib/examples/toy.yaml" "$BATS_TEST_TMPDIR/cfg.yaml"
 	cd "$BATS_TEST_TMPDIR"
+	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
 }
 
 # The batch the config file says now.

@@ -3,11 +3,7 @@
 probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 dir=$(mktemp -d /tmp/autobatch-probe-cli.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-n=0 failed=0
-check() { # check DESCRIPTION COMMAND...
-	n=$((n + 1)); desc=$1; shift
-	if "$@"; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; failed=1; fi
-}
+. "$(dirname "$0")/tap.sh"
 printf '# run\ntrain:\n  micro_batch_size: 4   # per GPU\n  gradient_accumulation_steps: 8\n' >"$dir/axo.yaml"
 cp "$dir/axo.yaml" "$dir/orig.yaml"
 

@@ -5,11 +5,7 @@ probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 prog=${TRIALPROG:-tests/helpers/trialprog}
 dir=$(mktemp -d /tmp/autobatch-probe-run.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-n=0 failed=0
-check() { # check DESCRIPTION COMMAND...
-	n=$((n + 1)); desc=$1; shift
-	if "$@"; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; failed=1; fi
-}
+. "$(dirname "$0")/tap.sh"
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 

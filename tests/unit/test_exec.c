@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,8 +40,9 @@ static void assert_contains(const char *haystack, const char *needle)
 		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
 }
 
-/* Processes whose command line names trialprog, other than zombies: none may outlive a
- * trial. */
+/* Our own trialprog processes (children of this test, which is the subreaper of anything
+ * a trial leaves), other than zombies: none may outlive a trial. Other tests running in
+ * parallel have their own. */
 static int trialprogs_alive(void)
 {
 	DIR *d = opendir("/proc");
@@ -49,6 +51,7 @@ static int trialprogs_alive(void)
 
 	while (d && (e = readdir(d))) {
 		char path[300], cmd[256] = "", state = 0;
+		long ppid = 0;
 		FILE *f;
 
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
@@ -62,11 +65,11 @@ static int trialprogs_alive(void)
 		}
 		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
 		if ((f = fopen(path, "r"))) {
-			if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
+			if (fscanf(f, "%*d (%*[^)]) %c %ld", &state, &ppid) != 2)
 				state = 0;
 			fclose(f);
 		}
-		if (strstr(cmd, "trialprog") && state != 'Z')
+		if (strstr(cmd, "trialprog") && state != 'Z' && ppid == (long)getpid())
 			alive++;
 	}
 	if (d)
@@ -244,6 +247,10 @@ static void escaped_children_killed(void **state)
 
 	(void)state;
 	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 30);
+	/* escaped descendants come back to us rather than to init, where we can end them */
+	int subreaper = 0;
+	assert_int_equal(prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0, 0, 0), 0);
+	assert_int_equal(subreaper, 1);
 	assert_int_equal(ab_exec_trial(&x, 2, &tr, err, sizeof(err)), 0);
 	assert_int_equal(trialprogs_alive(), 0);
 	ab_exec_cleanup(&x);
