@@ -66,3 +66,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	return spank_context() == S_CTX_REMOTE ? ab_remote_user_init(sp, ac, av) : 0;
 }
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	return spank_context() == S_CTX_REMOTE ? ab_remote_task_init(sp, ac, av) : 0;
+}

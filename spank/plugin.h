@@ -17,12 +17,16 @@
 /* Set to the probing srun's pid for the nested srun, whose copy of the plugin then does
  * nothing: only a direct child of that srun matches, so no user trips it by accident. */
 #define AB_GUARD_ENV "AUTOBATCH_PROBE_GUARD"
+/* Set to JOB.STEP when the launch is refused: that step's tasks end before the command. */
+#define AB_ABORT_ENV "SLURM_AUTOBATCH_ABORT"
 
 struct ab_plugin {
 	bool site_ok;                /* plugstack arguments parsed and consistent */
 	char site_err[AB_ERR_MAX];   /* why not, for every later hook to repeat */
 	bool failed;                 /* a hook refused the request: later hooks do nothing */
 	bool env_alias;              /* AB_OPTION_ENV was set by us from AUTOBATCH */
+	bool in_allocation;          /* srun runs inside salloc/sbatch, not its own job */
+	unsigned jobid, stepid;      /* the step about to launch, once known */
 	struct ab_site site;
 	struct ab_request req;
 	double fraction;             /* effective, after site policy */
@@ -64,6 +68,7 @@ bool ab_is_probe_step(void);
 
 /* remote.c: slurmstepd. */
 int ab_remote_user_init(spank_t sp, int ac, char **av);
+int ab_remote_task_init(spank_t sp, int ac, char **av);
 
 /* alloc.c: sbatch/salloc, where a bad request should fail at submission, not in the job. */
 int ab_alloc_post_opt(spank_t sp, int ac, char **av);

@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "plugin.h"
@@ -101,4 +102,24 @@ int ab_remote_user_init(spank_t sp, int ac, char **av)
 	if (ab_state.site.enforce)
 		enforce(sp);
 	return 0;
+}
+
+/* In the task, as the user, before the command: a refused launch ends here. */
+int ab_remote_task_init(spank_t sp, int ac, char **av)
+{
+	uint32_t job = 0, step = 0;
+	char mark[64], mine[64];
+
+	(void)ac, (void)av;
+	if (spank_getenv(sp, AB_ABORT_ENV, mark, sizeof(mark)) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+		return 0;
+	snprintf(mine, sizeof(mine), "%u.%u", job, step);
+	if (strcmp(mark, mine) != 0)
+		return 0; /* not this step's verdict */
+	fprintf(stderr, "autobatch: task not started: probing failed and on_failure=abort (or "
+			"it was interrupted)\n");
+	fflush(stderr);
+	_exit(1);
 }

@@ -56,6 +56,8 @@ int ab_srun_post_opt(spank_t sp, int ac, char **av)
 		return refuse(err);
 	if (!ab_state.req.enabled)
 		return 0;
+	/* before srun makes its own job, only an existing allocation has an id */
+	ab_state.in_allocation = getenv("SLURM_JOB_ID") != NULL;
 	return ab_request_resolve(false);
 }
 
@@ -137,6 +139,8 @@ static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
 	pl->stepid = stepid;
+	ab_state.jobid = jobid;
+	ab_state.stepid = stepid;
 	pl->job.nodelist = getenv("SLURM_STEP_NODELIST") ? getenv("SLURM_STEP_NODELIST")
 							 : getenv("SLURM_NODELIST");
 	if (!req->config[0])
@@ -356,6 +360,19 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 	return rc;
 }
 
+/* Refuses the launch. Slurm ignores an optional plugin's refusal, and 22.05 leaks a step
+ * refused inside an existing allocation (it stays RUNNING and blocks later sruns), so the
+ * step's tasks are also told to end before running the command (remote.c); inside an
+ * allocation that is the only refusal, which lets the step complete normally. */
+static int refuse_launch(void)
+{
+	char mark[64];
+
+	snprintf(mark, sizeof(mark), "%u.%u", ab_state.jobid, ab_state.stepid);
+	setenv(AB_ABORT_ENV, mark, 1);
+	return ab_state.in_allocation ? 0 : -1;
+}
+
 static int follow_policy(const char *err, int rc)
 {
 	if (rc == -EINTR) {
@@ -363,11 +380,11 @@ static int follow_policy(const char *err, int rc)
 		/* srun aborts on a second interrupt within a second: give it, as the user's
 		 * one Ctrl-C was meant for the whole srun */
 		kill(getpid(), SIGINT);
-		return -1;
+		return refuse_launch();
 	}
 	if (ab_state.site.on_failure == AB_ON_FAILURE_ABORT) {
 		slurm_error(AB_LOG_PREFIX "%s; the step is not launched (on_failure=abort)", err);
-		return -1;
+		return refuse_launch();
 	}
 	slurm_error(AB_LOG_PREFIX "%s; launching with the original settings "
 				  "(on_failure=continue)",

@@ -102,3 +102,31 @@ expect_failure() {
 	[ "$(grep -c 'autobatch: trial 1:' <<<"$stderr")" -eq 1 ]
 	[ "$(config_batch)" -gt 100 ]
 }
+
+@test "abort inside an allocation leaves no step behind: the next srun runs" {
+	set_plugstack "probe=/nonexistent/autobatch-probe on_failure=abort" required
+	run --separate-stderr timeout 120 salloc -N1 -n1 --gpus=1 bash -c \
+		'srun --autobatch=0.8 --autobatch-config=cfg.yaml toy_train --config cfg.yaml
+		 echo "first=$?"; timeout 20 srun true && echo second-ok'
+	assert_line_in "the step is not launched (on_failure=abort)" "$stderr"
+	assert_line_in "first=1" "$output"
+	assert_line_in "second-ok" "$output"
+	! grep -q "toy_train:" <<<"$output"
+	cmp -s cfg.yaml orig.yaml
+}
+
+@test "on_failure=abort stops the command even for an optional plugin" {
+	set_plugstack "probe=/nonexistent/autobatch-probe on_failure=abort"
+	run --separate-stderr srun_t -N1 -n2 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		toy_train --config cfg.yaml
+	[ "$status" -ne 0 ]
+	! grep -q "toy_train:" <<<"$output"
+	assert_line_in "autobatch: task not started: probing failed and on_failure=abort" "$stderr"
+	cmp -s cfg.yaml orig.yaml
+}
+
+@test "a stray abort mark in the environment stops nothing" {
+	SLURM_AUTOBATCH_ABORT=1.0 AUTOBATCH_ABORT=x run --separate-stderr srun_t -N1 -n1 true
+	[ "$status" -eq 0 ]
+	! grep -q "task not started" <<<"$stderr"
+}
