@@ -75,15 +75,15 @@ static void enforce(spank_t sp)
 	struct spank_option opt = {.name = (char *)ab_options[AB_OPT_AUTOBATCH].name,
 				   .has_arg = ab_options[AB_OPT_AUTOBATCH].has_arg};
 	struct ab_request req;
-	char *optarg = NULL, err[AB_ERR_MAX], note[AB_ERR_MAX], value[32];
+	char *arg = NULL, err[AB_ERR_MAX], note[AB_ERR_MAX], value[32];
 	double fraction;
 
-	if (spank_option_getopt(sp, &opt, &optarg) != ESPANK_SUCCESS)
+	if (spank_option_getopt(sp, &opt, &arg) != ESPANK_SUCCESS)
 		return; /* not an --autobatch step */
 	ab_request_init(&req);
-	if (optarg && strcmp(optarg, "(null)") == 0)
-		optarg = NULL;
-	if (ab_request_set(&req, AB_OPT_AUTOBATCH, optarg, err, sizeof(err)) < 0 ||
+	if (arg && strcmp(arg, "(null)") == 0)
+		arg = NULL;
+	if (ab_request_set(&req, AB_OPT_AUTOBATCH, arg, err, sizeof(err)) < 0 ||
 	    ab_resolve_fraction(&ab_state.site, &req, &fraction, note, sizeof(note), err,
 				sizeof(err)) < 0)
 		fraction = ab_state.site.max_fraction; /* srun refused it already; be strict */
