@@ -250,13 +250,10 @@ static const struct ab_trial *partner(const struct run *r, const struct ab_trial
 /* The batch (real-valued) at which the peak reaches the limit; INFINITY when flat. */
 static double predict(const struct run *r, const struct bracket *k)
 {
-	const struct ab_trial *lo = k->lo, *q;
-	double plo = (double)lo->peak_bytes, L = (double)r->limit, slope;
+	const struct ab_trial *lo = k->lo, *q = partner(r, lo);
+	double plo = (double)lo->peak_bytes, L = (double)r->limit, secant, shifted;
+	double slope = q ? (plo - (double)q->peak_bytes) / (double)(lo->batch - q->batch) : 0;
 
-	double secant, shifted;
-
-	q = partner(r, lo);
-	slope = q ? (plo - (double)q->peak_bytes) / (double)(lo->batch - q->batch) : 0;
 	if (k->hi) {
 		/* Fragmentation bends the curve up: the secant through the bracket follows it.
 		 * A workspace jump lifts it: the line moved up to the failing trial follows that.
@@ -280,8 +277,8 @@ static double predict(const struct run *r, const struct bracket *k)
 /* ---- the search -------------------------------------------------------------------- */
 
 /* The next batch to try. Below any failure: the line's prediction (or, with one trial, the
- * largest batch a non-negative base allows). Inside a bracket: the model's crossing a margin
- * under, enlarged to end the search if it fits; bisection-like steps when it stalls. */
+ * largest batch a non-negative base allows), at least 3% above lo. Inside a bracket: the
+ * model's crossing, snapped to a candidate whose outcome ends the search. */
 static long choose(const struct run *r, const struct bracket *k, double pred)
 {
 	long lo = k->lo->batch, hi = k->hi ? k->hi->batch : 0, next;
@@ -388,10 +385,10 @@ static double line_pred(const struct run *r, const struct bracket *k)
 /* True when lo is the answer: the next candidate failed, or lo is within the tolerance of
  * the failing one, or of the first candidate the line puts clearly (MARGIN) over the limit:
  * jitter and granularity make a prediction right only to a percent or two. */
-static bool done(const struct run *r, const struct bracket *k, double pred)
+static bool done(const struct run *r, const struct bracket *k)
 {
 	long lo = k->lo->batch, next = c_next(&r->c, lo), bound;
-	double L = (double)r->limit, b_over;
+	double L = (double)r->limit, pred, slope;
 
 	if (!next)
 		return true;
@@ -420,10 +417,9 @@ static bool done(const struct run *r, const struct bracket *k, double pred)
 	}
 	if (line_peak(r, k, (double)next) > L * (1 + MARGIN))
 		return true;
-	/* where the line reaches the limit plus the margin */
-	b_over = (double)lo + (pred - (double)lo) * (L * (1 + MARGIN) - (double)k->lo->peak_bytes) /
-				      (L - (double)k->lo->peak_bytes);
-	bound = c_ceil(&r->c, b_over);
+	/* the last candidate before the line reaches the limit plus the margin */
+	slope = line_peak(r, k, (double)lo + 1) - (double)k->lo->peak_bytes;
+	bound = c_ceil(&r->c, (double)lo + (L * (1 + MARGIN) - (double)k->lo->peak_bytes) / slope);
 	bound = bound ? c_prev(&r->c, bound) : c_last(&r->c);
 	return (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)bound;
 }
@@ -463,9 +459,9 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			if (t && find(r, next))
 				return nothing_fits(r, r->err, r->errlen);
 		} else {
-			pred = predict(r, &k);
-			if (done(r, &k, pred))
+			if (done(r, &k))
 				break;
+			pred = predict(r, &k);
 			next = choose(r, &k, pred);
 		}
 		if ((int)r->new_trials >= max_trials) {
