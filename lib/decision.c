@@ -67,7 +67,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	if (json_object_object_get_ex(o, "device", &dev) &&
 	    json_object_is_type(dev, json_type_object)) {
 		get_text(dev, "name", r->device, sizeof(r->device));
-		if (get_double(dev, "total_bytes", &total) && total > 0)
+		if (get_double(dev, "total_bytes", &total) && total > 0 && total < 9.2e18)
 			r->total_bytes = (uint64_t)total;
 	}
 	return 0;
@@ -118,7 +118,9 @@ static bool has_number(const struct ab_config *cfg, const char *key, long *value
 	if (!key || ab_config_get(cfg, key, -1, text, sizeof(text), NULL, 0) < 0)
 		return false;
 	if (value)
-		*value = ab_is_number(text, strlen(text)) ? (long)strtod(text, NULL) : 0;
+		*value = ab_is_number(text, strlen(text)) && fabs(strtod(text, NULL)) < 2e9
+				 ? (long)strtod(text, NULL)
+				 : 0;
 	return true;
 }
 

@@ -211,7 +211,8 @@ static int config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 	if (rc == 0)
 		rc = ab_config_get(cfg, o->key, o->document, value, sizeof(value), err, errlen);
 	/* the config's own batch is where the search starts, and what the gain is against */
-	if (rc == 0 && !*start && ab_is_number(value, strlen(value)) && strtod(value, NULL) >= 1)
+	if (rc == 0 && !*start && ab_is_number(value, strlen(value)) && strtod(value, NULL) >= 1 &&
+	    strtod(value, NULL) <= (double)AB_BATCH_MAX)
 		*start = (long)strtod(value, NULL);
 	ab_config_free(cfg);
 	return rc;
