@@ -1,0 +1,22 @@
+#!/bin/sh
+# man-pages.t - autobatch(8) and autobatch-probe(1) render with groff -ww without a warning,
+# and autobatch(8) names every option and plugstack argument the code knows (TAP).
+. "$(dirname "$0")/tap.sh"
+settings=$(dirname "$0")/../../lib/settings.c
+text() { LC_ALL=C groff -man -Tascii -P-cbu "$1" 2>/dev/null; }
+echo "1..4"
+for page in doc/autobatch.8 doc/autobatch-probe.1; do
+	check "$page renders without warnings" \
+		sh -c "test -n \"\$(LC_ALL=C.UTF-8 groff -ww -man -Tutf8 '$page' 2>'$page.log')\" && test ! -s '$page.log'"
+done
+options=$(sed -n 's/.*\[AB_OPT_[A-Z_]*\] = {"\([a-z-]*\)".*/\1/p' "$settings")
+args=$(sed -n 's/^[[:space:]]*{"\([a-z_]*\)", ARG_.*/\1/p' "$settings")
+page=$(text doc/autobatch.8)
+missing() { for w in $1; do printf '%s\n' "$page" | grep -q -- "$2$w" || echo "# missing $2$w"; done; }
+check "autobatch(8) documents every user option ($(echo $options | wc -w))" \
+	test -n "$options" -a -z "$(missing "$options" --)"
+check "autobatch(8) documents every plugstack argument ($(echo $args | wc -w))" \
+	test -n "$args" -a -z "$(missing "$args" "")"
+missing "$options" --
+missing "$args" ""
+exit $failed
