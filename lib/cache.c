@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -127,4 +129,33 @@ int ab_cache_store(const char *path, const char *json, char *err, size_t errlen)
 			       strerror(-rc));
 	}
 	return 0;
+}
+
+int ab_cache_lock(const char *path, double timeout_s)
+{
+	struct timespec pause = {0, 50 * 1000 * 1000};
+	char lock[4200];
+	int fd;
+
+	if (ab_format(lock, sizeof(lock), "%s.lock", path) < 0)
+		return -ENAMETOOLONG;
+	fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	for (double waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 0.05) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= timeout_s) {
+			close(fd);
+			return -ETIMEDOUT;
+		}
+		nanosleep(&pause, NULL);
+	}
+	return fd;
+}
+
+void ab_cache_unlock(int fd)
+{
+	if (fd >= 0) {
+		flock(fd, LOCK_UN);
+		close(fd);
+	}
 }

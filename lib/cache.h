@@ -37,4 +37,10 @@ int ab_cache_load(const char *path, char **json);
 /* Writes the entry atomically (temp file, rename): a reader never sees half of one. */
 int ab_cache_store(const char *path, const char *json, char *err, size_t errlen);
 
+/* Takes the entry's lock (PATH.lock), waiting up to timeout_s: concurrent identical sruns
+ * then probe once, and the others find the decision in the cache. A file descriptor, or a
+ * negative errno (the caller then probes without the lock). */
+int ab_cache_lock(const char *path, double timeout_s);
+void ab_cache_unlock(int fd);
+
 #endif

@@ -340,22 +340,29 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 	struct ab_result res;
 	char *json = NULL, entry[PATH_MAX];
 	long eval_batch = 0;
+	int rc, lock = -1;
 	bool hit;
-	int rc;
 
 	memset(&pl, 0, sizeof(pl));
 	if ((rc = plan_job(sp, &pl, err, errlen)) < 0)
 		return rc;
 	hit = cache_lookup(&pl, entry, sizeof(entry), &res, &json) == 0;
+	if (!hit && entry[0]) {
+		/* identical sruns started together probe once: the others wait, then hit */
+		lock = ab_cache_lock(entry, ab_state.site.probe_timeout + 60.0);
+		hit = cache_lookup(&pl, entry, sizeof(entry), &res, &json) == 0;
+	}
 	if (hit)
 		eval_batch = res.eval_batch;
 	else if ((rc = probe(&pl, &res, &eval_batch, &json, err, errlen)) < 0)
-		return rc;
+		goto done;
 	if (!pl.job.global_batch)
 		res.global_batch = 0; /* the report's product, not a batch the user keeps */
 	pl.cached = hit;
 	if ((rc = apply(&pl, &res, eval_batch, json, err, errlen)) == 0 && !hit)
 		cache_store(entry, json, eval_batch);
+done:
+	ab_cache_unlock(lock);
 	free(json);
 	return rc;
 }

@@ -6,7 +6,7 @@
 load helpers
 
 setup_file() { require_testbed; reset_plugstack; }
-setup() { use_toy_config; }
+setup() { use_toy_config; cp cfg.yaml orig.yaml; }
 
 # probe_run [srun args...] [-- command]: the toy step at 0.8 unless told otherwise.
 toy() {
@@ -81,4 +81,20 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	probed
 	[ ! -d "$XDG_CACHE_HOME/autobatch" ]
 	reset_plugstack
+}
+
+@test "identical sruns started together probe once and all see one decision" {
+	for i in 1 2 3 4 5 6; do
+		timeout 180 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+			toy_train --config cfg.yaml >"out.$i" 2>"err.$i" &
+	done
+	wait
+	cat out.* >all.out
+	b=$(config_batch)
+	[ "$(grep -c "^toy_train: batch $b from cfg.yaml, AUTOBATCH_BATCH_SIZE=$b\$" all.out)" -eq 6 ]
+	[ "$(cat err.* | grep -c 'autobatch: trial 1:')" -eq 1 ]
+	[ "$(cat err.* | grep -c 'autobatch: cached decision')" -eq 5 ]
+	grep -q "^  batch_size: $b " cfg.yaml
+	# the file was never torn: what is left parses and only the batch line moved
+	diff <(grep -v '^  batch_size:' orig.yaml) <(grep -v '^  batch_size:' cfg.yaml)
 }
