@@ -80,6 +80,13 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 		       size_t n, int document, char *note, size_t notelen, char *err,
 		       size_t errlen);
 
+/* The same, but only when the file still holds exactly expect (the bytes the decision was
+ * made for): a file the user changed meanwhile is refused with -ESTALE, their edit kept. */
+int ab_config_set_file_expect(const char *path, enum ab_format format,
+			      const struct ab_edit *edits, size_t n, int document,
+			      const char *expect, size_t expect_len, char *note, size_t notelen,
+			      char *err, size_t errlen);
+
 /* Calls fn for every scalar leaf with its canonical dot path (document index first). */
 typedef int (*ab_config_visit_fn)(size_t document, const char *path, const struct ab_node *node,
 				  void *arg);

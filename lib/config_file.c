@@ -226,9 +226,15 @@ static int write_failed(const char *what, const char *path, const struct target 
 		       path, strerror(-rc), path);
 }
 
+struct expectation {
+	const char *bytes; /* NULL: no expectation */
+	size_t len;
+};
+
 static int rewrite(const struct target *t, const char *path, enum ab_format format,
-		   const struct ab_edit *edits, size_t n, int document, char *note,
-		   size_t notelen, char *err, size_t errlen)
+		   const struct ab_edit *edits, size_t n, int document,
+		   const struct expectation *expect, char *note, size_t notelen, char *err,
+		   size_t errlen)
 {
 	struct ab_config *cfg = NULL;
 	char *old = NULL, *new = NULL, backup[NAME_MAX + 1];
@@ -242,6 +248,12 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	rc = fstat(fd, &st) < 0 ? ab_fail(err, errlen, errno, "%s: %s", path, strerror(errno))
 				: read_fd(fd, path, &old, &oldlen, err, errlen);
 	close(fd);
+	if (rc == 0 && expect->bytes &&
+	    (oldlen != expect->len || memcmp(old, expect->bytes, oldlen) != 0))
+		rc = ab_fail(err, errlen, ESTALE, "%s changed while autobatch was probing: nothing "
+						  "was written and your edit is kept; run again to probe "
+						  "the new file",
+			     path);
 	if (rc == 0)
 		rc = ab_config_parse(path, old, oldlen, format, &cfg, err, errlen);
 	if (rc == 0)
@@ -276,6 +288,16 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 		       size_t n, int document, char *note, size_t notelen, char *err,
 		       size_t errlen)
 {
+	return ab_config_set_file_expect(path, format, edits, n, document, NULL, 0, note,
+					 notelen, err, errlen);
+}
+
+int ab_config_set_file_expect(const char *path, enum ab_format format,
+			      const struct ab_edit *edits, size_t n, int document,
+			      const char *expect, size_t expect_len, char *note, size_t notelen,
+			      char *err, size_t errlen)
+{
+	struct expectation ex = {expect, expect_len};
 	struct target t = {.dirfd = -1};
 	int rc;
 
@@ -284,7 +306,8 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 	if ((rc = open_target(path, &t, err, errlen)) < 0)
 		return rc;
 	if ((rc = lock_dir(&t, path, err, errlen)) == 0) {
-		rc = rewrite(&t, path, format, edits, n, document, note, notelen, err, errlen);
+		rc = rewrite(&t, path, format, edits, n, document, &ex, note, notelen, err,
+			     errlen);
 		flock(t.dirfd, LOCK_UN);
 	}
 	close(t.dirfd);

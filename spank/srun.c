@@ -117,6 +117,8 @@ struct plan {
 	char config[PATH_MAX];
 	unsigned stepid;
 	bool cached;
+	char *seen;      /* the config's bytes when the job was planned */
+	size_t seen_len;
 };
 
 static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
@@ -152,6 +154,13 @@ static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
 	if ((rc = ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
 	rc = ab_keys_find(cfg, req->preset, req->key, &pl->keys, err, errlen);
+	/* the bytes the decision is made for: apply refuses a file changed meanwhile */
+	if (rc == 0 && !(pl->seen = malloc(cfg->len + 1)))
+		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
+	if (rc == 0) {
+		memcpy(pl->seen, cfg->buf, cfg->len);
+		pl->seen_len = cfg->len;
+	}
 	ab_config_free(cfg);
 	if (rc < 0)
 		return rc;
@@ -205,8 +214,9 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 		/* by the name the user gave (srun's cwd is theirs), for messages they know */
 		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
 		stat(req->config, &before);
-		if ((rc = ab_config_set_file(req->config, AB_FORMAT_AUTO, edits, n, -1, note,
-					     sizeof(note), err, errlen)) < 0)
+		if ((rc = ab_config_set_file_expect(req->config, AB_FORMAT_AUTO, edits, n, -1,
+						    pl->seen, pl->seen_len, note, sizeof(note),
+						    err, errlen)) < 0)
 			return rc;
 		if (stat(req->config, &after) == 0 && after.st_ino == before.st_ino)
 			ab_format(wrote, sizeof(wrote), "; %s already says so", req->config);
@@ -344,8 +354,10 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 	bool hit;
 
 	memset(&pl, 0, sizeof(pl));
-	if ((rc = plan_job(sp, &pl, err, errlen)) < 0)
+	if ((rc = plan_job(sp, &pl, err, errlen)) < 0) {
+		free(pl.seen);
 		return rc;
+	}
 	hit = cache_lookup(&pl, entry, sizeof(entry), &res, &json) == 0;
 	if (!hit && entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
@@ -364,6 +376,7 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 done:
 	ab_cache_unlock(lock);
 	free(json);
+	free(pl.seen);
 	return rc;
 }
 

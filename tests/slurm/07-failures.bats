@@ -130,3 +130,16 @@ expect_failure() {
 	[ "$status" -eq 0 ]
 	! grep -q "task not started" <<<"$stderr"
 }
+
+@test "a config the user changes while probing is not overwritten" {
+	# the trial itself plays the user: it edits the original file during the probe
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="sed -i 's/max_steps: 3/max_steps: 5/' $PWD/cfg.yaml; toy_train --config cfg.yaml" \
+		toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	assert_line_in "autobatch: cfg.yaml changed while autobatch was probing: nothing was written and your edit is kept" "$stderr"
+	grep -q 'max_steps: 5' cfg.yaml
+	[ "$(config_batch)" = 8 ]
+	[ ! -e cfg.yaml.autobatch~ ]
+	assert_line_in "toy_train: batch 8 from cfg.yaml" "$output"
+}

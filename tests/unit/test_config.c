@@ -432,6 +432,27 @@ static void file_rewrite(void **state)
 	assert_int_equal(set1(path, "bs", "32"), 0);
 	assert_string_equal(read_file(backup), "bs: 8 # keep\nlr: 1\n");
 
+	/* A file changed since the decision was made is not overwritten. */
+	{
+		const char *seen = "bs: 32 # keep\nlr: 1\n";
+		struct ab_edit e = {"bs", "40"};
+
+		write_file(path, "bs: 32 # keep\nlr: 2\n", 0640);
+		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, seen,
+							   strlen(seen), note, sizeof(note), err,
+							   sizeof(err)),
+				 -ESTALE);
+		assert_contains(err, "exp.yaml changed while autobatch was probing");
+		assert_string_equal(read_file(path), "bs: 32 # keep\nlr: 2\n");
+		write_file(path, seen, 0640);
+		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, seen,
+							   strlen(seen), note, sizeof(note), err,
+							   sizeof(err)),
+				 0);
+		assert_string_equal(read_file(path), "bs: 40 # keep\nlr: 1\n");
+		assert_int_equal(set1(path, "bs", "32"), 0);
+	}
+
 	/* A refusal changes nothing. */
 	assert_int_equal(set1(path, "nope", "1"), -ENOENT);
 	assert_string_equal(read_file(path), "bs: 32 # keep\nlr: 1\n");
