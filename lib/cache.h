@@ -9,22 +9,9 @@
 #include <stdint.h>
 
 #include "config_edit.h"
+#include "fingerprint.h"
 
 #define AB_CACHE_MAX_BYTES (1u << 20)
-
-struct ab_hash {
-	uint64_t h;
-};
-
-void ab_hash_init(struct ab_hash *h);
-void ab_hash_add(struct ab_hash *h, const void *data, size_t len);
-/* A string with its length, so ("ab","c") and ("a","bc") differ. */
-void ab_hash_str(struct ab_hash *h, const char *s);
-
-/* Adds the config's bytes with the values of keys (those the plugin rewrites) left out:
- * the entry still matches after the plugin has written its decision into the file. */
-int ab_hash_config(struct ab_hash *h, const struct ab_config *cfg, const char *const keys[],
-		   size_t nkeys);
 
 /* The entry's path under dir (created 0700 if missing): DIR/<16 hex digits>.json. */
 int ab_cache_path(const char *dir, const struct ab_hash *h, char *path, size_t pathlen,

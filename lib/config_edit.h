@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define AB_CONFIG_MAX_BYTES (8u << 20) /* larger files are refused: no config is that big */
 #define AB_CONFIG_MAX_DEPTH 256
@@ -80,11 +81,19 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 		       size_t n, int document, char *note, size_t notelen, char *err,
 		       size_t errlen);
 
-/* The same, but only when the file still holds exactly expect (the bytes the decision was
- * made for): a file the user changed meanwhile is refused with -ESTALE, their edit kept. */
+/* What the file must still be for a rewrite: its fingerprint with the values of keys left
+ * out (see fingerprint.h), so another autobatch writing those values is no change. */
+struct ab_expect {
+	const char *const *keys;
+	size_t nkeys;
+	uint64_t fingerprint;
+};
+
+/* The same, but only when the file still matches expect (what the decision was made for): a
+ * file the user changed meanwhile is refused with -ESTALE, their edit kept. */
 int ab_config_set_file_expect(const char *path, enum ab_format format,
 			      const struct ab_edit *edits, size_t n, int document,
-			      const char *expect, size_t expect_len, char *note, size_t notelen,
+			      const struct ab_expect *expect, char *note, size_t notelen,
 			      char *err, size_t errlen);
 
 /* Calls fn for every scalar leaf with its canonical dot path (document index first). */

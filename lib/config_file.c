@@ -19,6 +19,7 @@
 
 #include "config_edit.h"
 #include "error.h"
+#include "fingerprint.h"
 
 #define BACKUP_SUFFIX ".autobatch~"
 #define LOCK_WAIT_MS 10000
@@ -226,14 +227,18 @@ static int write_failed(const char *what, const char *path, const struct target 
 		       path, strerror(-rc), path);
 }
 
-struct expectation {
-	const char *bytes; /* NULL: no expectation */
-	size_t len;
-};
+static bool still_expected(const struct ab_config *cfg, const struct ab_expect *expect)
+{
+	struct ab_hash h;
+
+	ab_hash_init(&h);
+	ab_hash_config(&h, cfg, expect->keys, expect->nkeys);
+	return h.h == expect->fingerprint;
+}
 
 static int rewrite(const struct target *t, const char *path, enum ab_format format,
 		   const struct ab_edit *edits, size_t n, int document,
-		   const struct expectation *expect, char *note, size_t notelen, char *err,
+		   const struct ab_expect *expect, char *note, size_t notelen, char *err,
 		   size_t errlen)
 {
 	struct ab_config *cfg = NULL;
@@ -248,14 +253,13 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	rc = fstat(fd, &st) < 0 ? ab_fail(err, errlen, errno, "%s: %s", path, strerror(errno))
 				: read_fd(fd, path, &old, &oldlen, err, errlen);
 	close(fd);
-	if (rc == 0 && expect->bytes &&
-	    (oldlen != expect->len || memcmp(old, expect->bytes, oldlen) != 0))
+	if (rc == 0)
+		rc = ab_config_parse(path, old, oldlen, format, &cfg, err, errlen);
+	if (rc == 0 && expect && !still_expected(cfg, expect))
 		rc = ab_fail(err, errlen, ESTALE, "%s changed while autobatch was probing: nothing "
 						  "was written and your edit is kept; run again to probe "
 						  "the new file",
 			     path);
-	if (rc == 0)
-		rc = ab_config_parse(path, old, oldlen, format, &cfg, err, errlen);
 	if (rc == 0)
 		rc = ab_config_apply(cfg, edits, n, document, &new, &newlen, note, notelen, err,
 				     errlen);
@@ -288,16 +292,15 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 		       size_t n, int document, char *note, size_t notelen, char *err,
 		       size_t errlen)
 {
-	return ab_config_set_file_expect(path, format, edits, n, document, NULL, 0, note,
-					 notelen, err, errlen);
+	return ab_config_set_file_expect(path, format, edits, n, document, NULL, note, notelen,
+					 err, errlen);
 }
 
 int ab_config_set_file_expect(const char *path, enum ab_format format,
 			      const struct ab_edit *edits, size_t n, int document,
-			      const char *expect, size_t expect_len, char *note, size_t notelen,
+			      const struct ab_expect *expect, char *note, size_t notelen,
 			      char *err, size_t errlen)
 {
-	struct expectation ex = {expect, expect_len};
 	struct target t = {.dirfd = -1};
 	int rc;
 
@@ -306,7 +309,7 @@ int ab_config_set_file_expect(const char *path, enum ab_format format,
 	if ((rc = open_target(path, &t, err, errlen)) < 0)
 		return rc;
 	if ((rc = lock_dir(&t, path, err, errlen)) == 0) {
-		rc = rewrite(&t, path, format, edits, n, document, &ex, note, notelen, err,
+		rc = rewrite(&t, path, format, edits, n, document, expect, note, notelen, err,
 			     errlen);
 		flock(t.dirfd, LOCK_UN);
 	}

@@ -117,8 +117,8 @@ struct plan {
 	char config[PATH_MAX];
 	unsigned stepid;
 	bool cached;
-	char *seen;      /* the config's bytes when the job was planned */
-	size_t seen_len;
+	const char *written[4]; /* the keys autobatch writes */
+	struct ab_expect seen;  /* the config when the job was planned */
 };
 
 static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
@@ -154,12 +154,15 @@ static int plan_job(spank_t sp, struct plan *pl, char *err, size_t errlen)
 	if ((rc = ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
 	rc = ab_keys_find(cfg, req->preset, req->key, &pl->keys, err, errlen);
-	/* the bytes the decision is made for: apply refuses a file changed meanwhile */
-	if (rc == 0 && !(pl->seen = malloc(cfg->len + 1)))
-		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
+	/* what the decision is made for: apply refuses a file the user changed meanwhile */
 	if (rc == 0) {
-		memcpy(pl->seen, cfg->buf, cfg->len);
-		pl->seen_len = cfg->len;
+		struct ab_hash h;
+
+		pl->written[0] = pl->keys.micro, pl->written[1] = pl->keys.accum;
+		pl->written[2] = pl->keys.global, pl->written[3] = pl->keys.eval;
+		ab_hash_init(&h);
+		ab_hash_config(&h, cfg, pl->written, 4);
+		pl->seen = (struct ab_expect){pl->written, 4, h.h};
 	}
 	ab_config_free(cfg);
 	if (rc < 0)
@@ -215,8 +218,8 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
 		stat(req->config, &before);
 		if ((rc = ab_config_set_file_expect(req->config, AB_FORMAT_AUTO, edits, n, -1,
-						    pl->seen, pl->seen_len, note, sizeof(note),
-						    err, errlen)) < 0)
+						    &pl->seen, note, sizeof(note), err,
+						    errlen)) < 0)
 			return rc;
 		if (stat(req->config, &after) == 0 && after.st_ino == before.st_ino)
 			ab_format(wrote, sizeof(wrote), "; %s already says so", req->config);
@@ -244,7 +247,6 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 static void cache_key(const struct plan *pl, struct ab_hash *h)
 {
 	const struct ab_request *req = &ab_state.req;
-	const char *keys[] = {pl->keys.micro, pl->keys.accum, pl->keys.global, pl->keys.eval};
 	char num[64];
 	struct ab_config *cfg;
 
@@ -264,7 +266,7 @@ static void cache_key(const struct plan *pl, struct ab_hash *h)
 		ab_hash_str(h, pl->job.argv[i]);
 	ab_hash_str(h, pl->keys.micro);
 	if (req->config[0] && ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, NULL, 0) == 0) {
-		ab_hash_config(h, cfg, keys, 4);
+		ab_hash_config(h, cfg, pl->written, 4);
 		ab_config_free(cfg);
 	}
 }
@@ -354,10 +356,8 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 	bool hit;
 
 	memset(&pl, 0, sizeof(pl));
-	if ((rc = plan_job(sp, &pl, err, errlen)) < 0) {
-		free(pl.seen);
+	if ((rc = plan_job(sp, &pl, err, errlen)) < 0)
 		return rc;
-	}
 	hit = cache_lookup(&pl, entry, sizeof(entry), &res, &json) == 0;
 	if (!hit && entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
@@ -376,7 +376,6 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 done:
 	ab_cache_unlock(lock);
 	free(json);
-	free(pl.seen);
 	return rc;
 }
 
