@@ -248,7 +248,6 @@ static void cache_key(const struct plan *pl, struct ab_hash *h)
 {
 	const struct ab_request *req = &ab_state.req;
 	char num[64];
-	struct ab_config *cfg;
 
 	ab_hash_init(h);
 	ab_hash_str(h, PACKAGE_VERSION);
@@ -265,10 +264,9 @@ static void cache_key(const struct plan *pl, struct ab_hash *h)
 	for (int i = 0; i < pl->job.argc; i++)
 		ab_hash_str(h, pl->job.argv[i]);
 	ab_hash_str(h, pl->keys.micro);
-	if (req->config[0] && ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, NULL, 0) == 0) {
-		ab_hash_config(h, cfg, pl->written, 4);
-		ab_config_free(cfg);
-	}
+	/* the config less its batch values, as plan_job fingerprinted it: no second read */
+	if (req->config[0])
+		ab_hash_add(h, &pl->seen.fingerprint, sizeof(pl->seen.fingerprint));
 }
 
 static bool cache_dir(char *dir, size_t len)
