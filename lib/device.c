@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "nvml.h"
 #include "size.h"
 
 const char *ab_device_kind_name(enum ab_device_kind kind)
@@ -36,12 +37,67 @@ static int open_host(const char *opts, struct ab_device *dev, char *err, size_t 
 	return 0;
 }
 
+static const struct ab_cuda_ops *cuda_ops;
+
+void ab_device_set_cuda(const struct ab_cuda_ops *ops)
+{
+	cuda_ops = ops;
+}
+
+static int parse_index(const char *text, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < 0 || v > 1023)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+/* Other processes' memory is counted against the budget: the job will share the GPU too. */
+static void cuda_others(struct ab_device *dev)
+{
+	uint64_t ours;
+	int rc = ab_nvml_open(dev->pci_bus_id, &dev->nvml, dev->nvml_note, sizeof(dev->nvml_note));
+
+	if (rc == 0 && ab_nvml_usage(dev->nvml, getpgrp(), &ours, &dev->others_bytes, dev->others,
+				     sizeof(dev->others)) < 0) {
+		ab_copy(dev->nvml_note, sizeof(dev->nvml_note), "NVML cannot list the GPU's processes");
+		dev->others[0] = '\0';
+	}
+}
+
+static int open_cuda(const char *spec, struct ab_device *dev, char *err, size_t errlen)
+{
+	char safe[48];
+
+	dev->kind = AB_DEVICE_CUDA;
+	if (!cuda_ops)
+		return ab_fail(err, errlen, ENODEV,
+			       "--device %s is not available in this build (configured without "
+			       "CUDA): use --device host or sim:SPEC",
+			       ab_printable(spec, safe, sizeof(safe)));
+	if (strcmp(spec, "cuda") != 0 && parse_index(spec + 5, &dev->index) < 0)
+		return ab_fail(err, errlen, EINVAL, "--device %s: write cuda:N, N the GPU's index",
+			       ab_printable(spec, safe, sizeof(safe)));
+	if (cuda_ops->open(dev->index, dev->name, sizeof(dev->name), dev->pci_bus_id,
+			   sizeof(dev->pci_bus_id), &dev->total_bytes, err, errlen) < 0)
+		return -ENODEV;
+	cuda_others(dev);
+	return 0;
+}
+
 int ab_device_open(const char *spec, struct ab_device *dev, char *err, size_t errlen)
 {
 	memset(dev, 0, sizeof(*dev));
+	if ((!spec || !*spec) && cuda_ops && cuda_ops->count() > 0)
+		spec = "cuda:0";
 	if (!spec || !*spec)
 		return ab_fail(err, errlen, EINVAL,
-			       "no GPU is visible to this build: give --device host[:capacity=SIZE] "
+			       "no GPU is visible here: give --device host[:capacity=SIZE] "
 			       "or --device sim:SPEC");
 	if (strncmp(spec, "sim:", 4) == 0) {
 		dev->kind = AB_DEVICE_SIM;
@@ -54,10 +110,7 @@ int ab_device_open(const char *spec, struct ab_device *dev, char *err, size_t er
 	if (strcmp(spec, "host") == 0 || strncmp(spec, "host:", 5) == 0)
 		return open_host(spec[4] ? spec + 5 : NULL, dev, err, errlen);
 	if (strncmp(spec, "cuda:", 5) == 0 || strcmp(spec, "cuda") == 0)
-		return ab_fail(err, errlen, ENODEV,
-			       "--device %s is not available in this build: measuring a GPU (NVML) "
-			       "comes with the CUDA kernel library; use --device host or sim:SPEC",
-			       spec);
+		return open_cuda(spec, dev, err, errlen);
 	return ab_fail(err, errlen, EINVAL, "unknown device '%.40s': use cuda:N, "
 					    "host[:capacity=SIZE] or sim:SPEC",
 		       spec);
@@ -67,4 +120,6 @@ void ab_device_close(struct ab_device *dev)
 {
 	if (dev->kind == AB_DEVICE_SIM)
 		ab_sim_free(&dev->sim);
+	ab_nvml_close(dev->nvml);
+	dev->nvml = NULL;
 }

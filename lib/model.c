@@ -95,7 +95,7 @@ static int parse_item(char *item, struct ab_model *m, char *err, size_t errlen)
 		       ab_printable(item, buf, sizeof(buf)));
 }
 
-int ab_model_parse(const char *spec, struct ab_model *m, char *err, size_t errlen)
+int ab_model_parse_fields(const char *spec, struct ab_model *m, char *err, size_t errlen)
 {
 	char buf[512], *item, *save = NULL;
 	int rc;
@@ -106,6 +106,15 @@ int ab_model_parse(const char *spec, struct ab_model *m, char *err, size_t errle
 	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save))
 		if ((rc = parse_item(item, m, err, errlen)) < 0)
 			return rc;
+	return 0;
+}
+
+int ab_model_parse(const char *spec, struct ab_model *m, char *err, size_t errlen)
+{
+	int rc = ab_model_parse_fields(spec, m, err, errlen);
+
+	if (rc < 0)
+		return rc;
 	if (!m->ffn && m->hidden)
 		m->ffn = 4 * m->hidden;
 	return ab_model_check(m, err, errlen);
@@ -135,8 +144,10 @@ int ab_model_from_config(const struct ab_config *cfg, int document, const struct
 
 		if (*dst)
 			continue;
-		if (fields[i].role == AB_ROLE_FFN && !key && m->hidden)
-			continue; /* 4 * hidden below */
+		if (fields[i].role == AB_ROLE_FFN &&
+		    (!key || ab_config_get(cfg, key, document, value, sizeof(value), why,
+					   sizeof(why)) < 0))
+			continue; /* the frameworks' default, 4 * hidden, below */
 		if (!key)
 			return ab_fail(err, errlen, ENOENT,
 				       "preset %s names no key for the model's %s: give it with "

@@ -24,6 +24,9 @@ struct ab_model {
  * (ffn defaults to 4*hidden, dtype to bf16, recompute=0|1); every other field is required. */
 int ab_model_parse(const char *spec, struct ab_model *m, char *err, size_t errlen);
 
+/* The same without the completeness check: the fields a config file does not have. */
+int ab_model_parse_fields(const char *spec, struct ab_model *m, char *err, size_t errlen);
+
 /* Reads the dimensions through the preset's keys (HF config.json, MaxText, NeMo, Cerebras);
  * a key the file lacks is named in the error with the `--model` field that replaces it.
  * Fields already set in *m (non-zero) win over the file. */

@@ -118,3 +118,28 @@ int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_
 		       "--key KEY (or --autobatch-key=KEY)",
 		       cfg->name, list);
 }
+
+int ab_preset_detect_model(const struct ab_config *cfg, int document,
+			   const struct ab_preset **out, char *err, size_t errlen)
+{
+	int best = 2;
+
+	*out = NULL;
+	for (size_t i = 0; i < ab_npresets; i++) {
+		int s = 0;
+
+		for (int r = AB_ROLE_HIDDEN; r <= AB_ROLE_VOCAB; r++)
+			s += has_key(cfg, document, ab_presets[i].keys[r]);
+		if (s > best) {
+			best = s;
+			*out = &ab_presets[i];
+		}
+	}
+	if (*out)
+		return 0;
+	return ab_fail(err, errlen, ENOENT,
+		       "%s has too few model dimensions autobatch knows (Hugging Face hidden_size, "
+		       "MaxText base_emb_dim, NeMo model.hidden_size, ...): name the preset with "
+		       "--preset NAME or give --model layers=N,hidden=N,heads=N,seq=N,vocab=N",
+		       cfg->name);
+}

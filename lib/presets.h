@@ -41,4 +41,9 @@ const struct ab_preset *ab_preset_find(const char *name);
 int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_preset **out,
 		     char *err, size_t errlen);
 
+/* The preset whose model dimension keys (hidden, layers, heads, ffn, seq, vocab) the file
+ * has most of, at least three: a Hugging Face config.json has no batch keys at all. */
+int ab_preset_detect_model(const struct ab_config *cfg, int document,
+			   const struct ab_preset **out, char *err, size_t errlen);
+
 #endif

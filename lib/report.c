@@ -48,6 +48,31 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 	json_object_object_add(o, "confidence", f->ok ? json_object_new_int(d->confidence) : NULL);
 }
 
+/* Predicted data-parallel step at the decision: accumulation x the measured step, plus the
+ * all-reduce, not overlapped (what the job sees at worst). */
+static struct json_object *comm_json(const struct ab_report *r)
+{
+	const struct ab_report_comm *c = r->comm;
+	struct json_object *o = json_object_new_object();
+	const struct ab_decision *d = r->nfractions ? &r->fractions[0].decision : NULL;
+	const struct ab_trial *t = d && r->fractions[0].ok ? &r->trials->v[d->chosen] : NULL;
+
+	json_object_object_add(o, "gpus", json_object_new_int(c->gpus));
+	json_object_object_add(o, "allreduce_bytes", json_object_new_int64((int64_t)c->bytes));
+	json_object_object_add(o, "busbw_bytes_per_s", json_object_new_double(c->busbw));
+	json_object_object_add(o, "allreduce_s", json_object_new_double(c->seconds));
+	json_object_object_add(o, "nccl_bytes_per_gpu", json_object_new_int64((int64_t)c->nccl_bytes));
+	if (t && t->has_step) {
+		double compute = t->step_s * (double)(d->grad_accum ? d->grad_accum : 1);
+
+		json_object_object_add(o, "predicted_step_s",
+				       json_object_new_double(compute + c->seconds));
+		json_object_object_add(o, "scaling_efficiency",
+				       json_object_new_double(compute / (compute + c->seconds)));
+	}
+	return o;
+}
+
 char *ab_report_json(const struct ab_report *r)
 {
 	struct json_object *o = json_object_new_object(), *dev = json_object_new_object(),
@@ -70,6 +95,15 @@ char *ab_report_json(const struct ab_report *r)
 	json_object_object_add(dev, "name", json_object_new_string(r->device_name));
 	json_object_object_add(dev, "total_bytes", json_object_new_int64((int64_t)r->total_bytes));
 	json_object_object_add(o, "device", dev);
+	if (r->model)
+		json_object_object_add(o, "model", json_object_new_string(r->model));
+	if (r->reserve_bytes)
+		json_object_object_add(o, "reserve_bytes",
+				       json_object_new_int64((int64_t)r->reserve_bytes));
+	if (r->others)
+		json_object_object_add(o, "other_processes", json_object_new_string(r->others));
+	if (r->comm)
+		json_object_object_add(o, "comm", comm_json(r));
 	if (r->nfractions)
 		add_decision(o, r, &r->fractions[0]);
 	for (size_t i = 0; r->trials && i < r->trials->n; i++)

@@ -16,6 +16,15 @@ struct ab_report_fraction {
 	bool ok;
 };
 
+/* What data parallelism costs, measured with NCCL across the probe's GPUs. */
+struct ab_report_comm {
+	int gpus;
+	uint64_t bytes;      /* gradients all-reduced per step */
+	uint64_t nccl_bytes; /* NCCL's own memory per GPU */
+	double busbw;        /* bytes/s */
+	double seconds;      /* all-reduce time per step */
+};
+
 struct ab_report {
 	bool ok;
 	char error[1024];
@@ -29,6 +38,10 @@ struct ab_report {
 	long global_batch, devices;
 	const struct ab_trials *trials;
 	double elapsed_s;
+	const char *model;      /* model mode: the proxy's description, else NULL */
+	uint64_t reserve_bytes; /* taken off fraction x total */
+	const char *others;     /* other processes on the GPU, or NULL */
+	const struct ab_report_comm *comm; /* NULL unless measured */
 };
 
 /* The report as a JSON text (malloc'ed, one line). */

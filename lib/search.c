@@ -575,6 +575,12 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 		return ab_fail(err, errlen, EINVAL, "the search needs a fraction in (0, 1] and the "
 						    "device's total memory");
 	r.limit = (uint64_t)floor(p->fraction * (double)p->total_bytes);
+	if (p->reserve_bytes >= r.limit)
+		return ab_fail(err, errlen, ENOSPC, "nothing fits: the reserve (other processes, "
+						    "communication) of %.0f MiB takes the whole %.0f "
+						    "MiB limit",
+			       (double)p->reserve_bytes / 1048576.0, (double)r.limit / 1048576.0);
+	r.limit -= p->reserve_bytes;
 	out->limit_bytes = r.limit;
 	if ((rc = cands_init(p, &r.c, err, errlen)) < 0)
 		goto done;

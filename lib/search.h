@@ -17,6 +17,7 @@
 struct ab_search_params {
 	uint64_t total_bytes;
 	double fraction;
+	uint64_t reserve_bytes;     /* taken off fraction x total: other processes, NCCL */
 	enum ab_objective objective;
 	long min, max, multiple_of; /* 0: unset */
 	long global_batch, devices; /* global_batch 0: unset */

@@ -268,7 +268,7 @@ static uint64_t scan_processes(pid_t pgid)
 struct outcome {
 	int status;
 	bool timed_out, over_capacity, interrupted;
-	uint64_t rss_peak;
+	uint64_t rss_peak, gpu_peak;
 	double seconds;
 };
 
@@ -292,6 +292,12 @@ static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
 
 			o->rss_peak = rss > o->rss_peak ? rss : o->rss_peak;
 			o->over_capacity = rss > x->capacity;
+		}
+		if (x->peak_source == AB_PEAK_FROM_GPU && x->gpu_usage) {
+			uint64_t used = x->gpu_usage(x->gpu_arg, pid);
+
+			o->gpu_peak = used > o->gpu_peak ? used : o->gpu_peak;
+			o->over_capacity = used > x->capacity;
 		}
 		o->interrupted = x->interrupted && *x->interrupted;
 		o->timed_out = now() - start > x->trial_seconds;
@@ -388,6 +394,13 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 			       x->count, batch, x->trial_seconds, rep->steps, x->steps + 1);
 	if (!o->timed_out && !exited_ok)
 		return crashed(x, batch, o, log, len, err, errlen);
+	if (x->peak_source == AB_PEAK_FROM_GPU && !x->gpu_usage && !rep->has_peak)
+		return ab_fail(err, errlen, EPROTO,
+			       "trial %d (batch %ld) reported no peak memory and NVML is not "
+			       "available to measure it: have the command append {\"peak_bytes\": N} "
+			       "(torch.cuda.max_memory_reserved(); the Python helper does) to "
+			       "$AUTOBATCH_TRIAL_REPORT",
+			       x->count, batch);
 	if (x->peak_source == AB_PEAK_FROM_REPORT && !rep->has_peak)
 		return ab_fail(err, errlen, EPROTO,
 			       "trial %d (batch %ld) reported no peak memory: with --device "
@@ -396,6 +409,9 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 			       x->count, batch);
 	out->has_peak = true;
 	out->peak_bytes = x->peak_source == AB_PEAK_FROM_REPORT ? rep->peak_bytes : o->rss_peak;
+	if (x->peak_source == AB_PEAK_FROM_GPU) /* NVML sees the context the report misses */
+		out->peak_bytes = rep->has_peak && rep->peak_bytes > o->gpu_peak ? rep->peak_bytes
+										 : o->gpu_peak;
 	out->has_step = ab_trial_report_timing(rep, batch, &out->step_s, &out->samples_per_s);
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "config_edit.h"
 #include "trial.h"
@@ -16,6 +17,7 @@
 enum ab_peak_source {
 	AB_PEAK_FROM_REPORT, /* sim:total=SIZE: the trial's own {"peak_bytes": N} */
 	AB_PEAK_FROM_RSS,    /* host: resident memory of the process group */
+	AB_PEAK_FROM_GPU,    /* cuda:N: the group's GPU memory, polled, or else the report */
 };
 
 struct ab_exec {
@@ -27,7 +29,11 @@ struct ab_exec {
 	int steps;              /* AUTOBATCH_TRIAL_STEPS */
 	double trial_seconds;   /* deadline per trial */
 	enum ab_peak_source peak_source;
-	uint64_t capacity;      /* RSS above this is an OOM (host) */
+	uint64_t capacity;      /* RSS or GPU memory above this is an OOM */
+	/* AB_PEAK_FROM_GPU: the GPU memory of the trial's process group (NVML); NULL when NVML
+	 * is absent, and the peak comes from the trial's {"peak_bytes": N} */
+	uint64_t (*gpu_usage)(void *arg, pid_t pgid);
+	void *gpu_arg;
 	const char *workdir;    /* where trial directories go; created, then removed */
 	bool keep;              /* keep trial directories (logs) */
 	volatile sig_atomic_t *interrupted; /* set by the caller's signal handler */

@@ -14,32 +14,21 @@
 #include "config_edit.h"
 #include "device.h"
 #include "error.h"
+#include "nvml.h"
 #include "presets.h"
 #include "report.h"
 #include "search.h"
 #include "settings.h"
+#include "run.h"
+#include "size.h"
 #include "trial_exec.h"
 
-#define MAX_FRACTIONS 8
-
-struct run_opts {
-	double fractions[MAX_FRACTIONS];
-	size_t nfractions;
-	enum ab_objective objective;
-	const char *device, *mode, *config, *preset, *key, *json, *phase, *plot;
-	int document, steps, max_trials;
-	long min, max, multiple_of, global_batch, devices, start;
-	double trial_seconds;
-	bool keep;
-	char **command;
-};
-
-static volatile sig_atomic_t interrupted;
+volatile sig_atomic_t run_interrupted;
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	interrupted = 1;
+	run_interrupted = 1;
 }
 
 static int usage(void)
@@ -49,7 +38,10 @@ static int usage(void)
 		"  --fraction F[,F...]   memory target(s), 0 < F <= 1 (default 0.8)\n"
 		"  --objective memory|throughput\n"
 		"  --device cuda:N | host[:capacity=SIZE] | sim:SPEC\n"
-		"  --mode exec|model     exec runs COMMAND per candidate batch\n"
+		"  --mode exec|model     exec runs COMMAND per candidate batch; model runs the\n"
+		"                        proxy transformer step (--model or --config dimensions)\n"
+		"  --model layers=N,hidden=N,heads=N,seq=N,vocab=N[,ffn=N,dtype=bf16|fp32,recompute=1]\n"
+		"  --comm-reserve SIZE   memory kept for NCCL when the probe sees one GPU\n"
 		"  --config FILE [--preset NAME | --key KEY] [--document N]\n"
 		"  --min N --max N --multiple-of N --start N\n"
 		"  --global-batch G --devices N   keep G = batch x devices x accumulation\n"
@@ -137,9 +129,10 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 		{"devices", 1, 0, 'D'},      {"start", 1, 0, 'S'},      {"phase", 1, 0, 'P'},
 		{"steps", 1, 0, 'k'},        {"trial-seconds", 1, 0, 't'}, {"max-trials", 1, 0, 'T'},
 		{"json", 1, 0, 'j'},         {"keep-trials", 0, 0, 'e'}, {"help", 0, 0, 'h'},
-		{"plot", 1, 0, 'G'},
+		{"plot", 1, 0, 'G'},         {"model", 1, 0, 'L'},      {"comm-reserve", 1, 0, 'R'},
 		{0, 0, 0, 0},
 	};
+	char err[AB_ERR_MAX];
 	int opt;
 
 	*o = (struct run_opts){.fractions = {0.8}, .nfractions = 1, .phase = "train",
@@ -161,6 +154,11 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'j': o->json = optarg; break;
 		case 'G': o->plot = optarg; break;
 		case 'e': o->keep = true; break;
+		case 'L': o->model = optarg; break;
+		case 'R':
+			if (ab_parse_size(optarg, &o->comm_reserve, err, sizeof(err)) < 0)
+				return fprintf(stderr, "autobatch-probe: --comm-reserve: %s\n", err), -1;
+			break;
 		case 'P':
 			if (strcmp(optarg, "train") && strcmp(optarg, "eval"))
 				return fprintf(stderr, "autobatch-probe: --phase train|eval\n"), -1;
@@ -270,24 +268,14 @@ static int write_plot(const char *path, const struct ab_report *r)
 
 /* ---- the run ----------------------------------------------------------------------- */
 
-struct setup {
-	struct ab_device dev;
-	struct ab_exec exec;
-	ab_trial_fn fn;
-	void *ctx;
-	const char *mode;
-};
-
 static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, size_t errlen)
 {
 	int rc;
 
-	if (o->mode && !strcmp(o->mode, "model"))
-		return ab_fail(err, errlen, ENOTSUP, "--mode model needs the CUDA kernel library, "
-						     "which this build does not have: use exec mode "
-						     "(a command after --)");
 	if ((rc = ab_device_open(o->device, &s->dev, err, errlen)) < 0)
 		return rc;
+	if (o->mode && !strcmp(o->mode, "model"))
+		return setup_model(o, s, start, err, errlen);
 	if (!o->command) {
 		if (s->dev.kind != AB_DEVICE_SIM || s->dev.sim.only_total)
 			return ab_fail(err, errlen, EINVAL, "nothing to measure: give the command "
@@ -306,9 +294,16 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	s->exec = (struct ab_exec){
 		.argv = o->command, .config = o->config, .key = o->key, .document = o->document,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
-		.peak_source = s->dev.kind == AB_DEVICE_HOST ? AB_PEAK_FROM_RSS : AB_PEAK_FROM_REPORT,
-		.capacity = s->dev.total_bytes, .keep = o->keep, .interrupted = &interrupted,
+		.peak_source = s->dev.kind == AB_DEVICE_HOST   ? AB_PEAK_FROM_RSS
+			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU
+							       : AB_PEAK_FROM_REPORT,
+		.capacity = s->dev.total_bytes, .keep = o->keep, .interrupted = &run_interrupted,
+		.gpu_usage = s->dev.nvml ? ab_nvml_group_usage : NULL, .gpu_arg = s->dev.nvml,
 	};
+	/* exec mode knows the model only when told: then NCCL can be measured too */
+	if (o->model && (rc = ab_model_parse(o->model, &s->model, err, errlen)) < 0)
+		return rc;
+	s->has_model = o->model != NULL;
 	if ((rc = ab_exec_init(&s->exec, err, errlen)) < 0)
 		return rc;
 	s->fn = ab_exec_trial;
@@ -347,10 +342,13 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	start = o.start;
 	r.ok = (rc = set_up(&o, &s, &start, r.error, sizeof(r.error))) == 0;
+	if (r.ok)
+		setup_reserve(&o, &s);
 	prog.total = s.dev.total_bytes;
 	for (size_t i = 0; r.ok && i < o.nfractions; i++) {
 		struct ab_search_params p = {
 			.total_bytes = s.dev.total_bytes, .fraction = o.fractions[i],
+			.reserve_bytes = s.reserve,
 			.objective = o.objective, .min = o.min, .max = o.max,
 			.multiple_of = o.multiple_of, .global_batch = o.global_batch,
 			.devices = o.devices, .start = start, .max_trials = o.max_trials,
@@ -375,6 +373,10 @@ int cmd_run(int argc, char **argv)
 	r.global_batch = o.global_batch;
 	r.devices = o.devices;
 	r.trials = &trials;
+	r.model = s.has_model ? s.model_desc : NULL;
+	r.reserve_bytes = s.reserve;
+	r.others = s.dev.others[0] ? s.dev.others : NULL;
+	r.comm = s.comm.gpus ? &s.comm : NULL;
 	r.elapsed_s = seconds_since(&t0);
 	if (!r.ok && !r.error[0])
 		snprintf(r.error, sizeof(r.error), "the probe failed");
@@ -389,7 +391,7 @@ int cmd_run(int argc, char **argv)
 	ab_exec_cleanup(&s.exec);
 	ab_device_close(&s.dev);
 	ab_trials_free(&trials);
-	if (interrupted)
+	if (run_interrupted)
 		return 130;
 	return r.ok ? 0 : 1;
 }

@@ -1,0 +1,147 @@
+/* nvml.c - the few NVML entry points we use, declared here and resolved with dlsym. */
+#include "nvml.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "size.h"
+
+/* From NVML's API (nvml.h): 0 is NVML_SUCCESS, 7 NVML_ERROR_INSUFFICIENT_SIZE. */
+typedef int nvml_return;
+typedef void *nvml_device;
+struct nvml_process { /* nvmlProcessInfo_v2_t, what the _v3 call fills */
+	unsigned int pid;
+	unsigned long long used_gpu_memory;
+	unsigned int gpu_instance_id;
+	unsigned int compute_instance_id;
+};
+#define NVML_INSUFFICIENT_SIZE 7
+#define MAX_PROCS 256
+
+struct ab_nvml {
+	void *lib;
+	nvml_device dev;
+	nvml_return (*shutdown)(void);
+	nvml_return (*processes)(nvml_device, unsigned int *, struct nvml_process *);
+	const char *(*error_string)(nvml_return);
+};
+
+static void *sym(void *lib, const char *a, const char *b)
+{
+	void *p = dlsym(lib, a);
+
+	return p || !b ? p : dlsym(lib, b);
+}
+
+int ab_nvml_open(const char *pci_bus_id, struct ab_nvml **out, char *err, size_t errlen)
+{
+	nvml_return (*init)(void), (*by_bus)(const char *, nvml_device *);
+	struct ab_nvml *nv = calloc(1, sizeof(*nv));
+	nvml_return rc;
+
+	*out = NULL;
+	if (!nv)
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	if (!(nv->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL))) {
+		free(nv);
+		return ab_fail(err, errlen, ENOENT, "NVML (libnvidia-ml.so.1) is not installed: "
+						    "peak memory comes from the trial's own report");
+	}
+	*(void **)&init = sym(nv->lib, "nvmlInit_v2", "nvmlInit");
+	*(void **)&by_bus = sym(nv->lib, "nvmlDeviceGetHandleByPciBusId_v2",
+				"nvmlDeviceGetHandleByPciBusId");
+	*(void **)&nv->shutdown = sym(nv->lib, "nvmlShutdown", NULL);
+	*(void **)&nv->processes = sym(nv->lib, "nvmlDeviceGetComputeRunningProcesses_v3", NULL);
+	*(void **)&nv->error_string = sym(nv->lib, "nvmlErrorString", NULL);
+	if (!init || !by_bus || !nv->shutdown || !nv->processes || !nv->error_string) {
+		dlclose(nv->lib);
+		free(nv);
+		return ab_fail(err, errlen, ENOENT, "libnvidia-ml.so.1 is older than NVML 11.5 "
+						    "(no per-process memory): peak memory comes "
+						    "from the trial's own report");
+	}
+	if ((rc = init()) != 0 || (rc = by_bus(pci_bus_id, &nv->dev)) != 0) {
+		ab_fail(err, errlen, ENOENT, "NVML cannot see GPU %s: %s", pci_bus_id,
+			nv->error_string(rc));
+		if (rc != 0)
+			nv->shutdown();
+		dlclose(nv->lib);
+		free(nv);
+		return -ENOENT;
+	}
+	*out = nv;
+	return 0;
+}
+
+void ab_nvml_close(struct ab_nvml *nv)
+{
+	if (!nv)
+		return;
+	nv->shutdown();
+	dlclose(nv->lib);
+	free(nv);
+}
+
+static void comm_of(unsigned int pid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	snprintf(buf, len, "?");
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *others, char *desc,
+		  size_t desclen)
+{
+	struct nvml_process procs[MAX_PROCS];
+	unsigned int count = MAX_PROCS;
+	size_t len = 0;
+	nvml_return rc = nv->processes(nv->dev, &count, procs);
+
+	*ours = *others = 0;
+	if (desc && desclen)
+		desc[0] = '\0';
+	if (rc != 0 && rc != NVML_INSUFFICIENT_SIZE)
+		return ab_fail(desc, desclen, EIO, "NVML: %s", nv->error_string(rc));
+	for (unsigned int i = 0; i < count && i < MAX_PROCS; i++) {
+		uint64_t used = procs[i].used_gpu_memory;
+		char comm[32], size[32], safe[32];
+
+		if (used == ~0ULL) /* NVML_VALUE_NOT_AVAILABLE */
+			continue;
+		if (pgid > 0 && getpgid((pid_t)procs[i].pid) == pgid) {
+			*ours += used;
+			continue;
+		}
+		*others += used;
+		comm_of(procs[i].pid, comm, sizeof(comm));
+		if (desc)
+			ab_append(desc, desclen, &len, "%spid %u (%s) %s", len ? ", " : "",
+				  procs[i].pid, ab_printable(comm, safe, sizeof(safe)),
+				  ab_format_size(used, size, sizeof(size)));
+	}
+	return 0;
+}
+
+uint64_t ab_nvml_group_usage(void *nv, pid_t pgid)
+{
+	uint64_t ours = 0, others = 0;
+
+	if (ab_nvml_usage(nv, pgid, &ours, &others, NULL, 0) < 0)
+		return 0;
+	return ours;
+}

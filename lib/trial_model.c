@@ -1,0 +1,138 @@
+/* trial_model.c - the host model trial (see trial_model.h). */
+#include "trial_model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "kernels/reference.h"
+
+#define EXIT_OOM 3
+#define POLL_NS (20 * 1000 * 1000)
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* In the child: allocate, warm up, time the steps, write the median step time. */
+static void run_child(const struct ab_model_host *h, long batch, int fd)
+{
+	struct rlimit lim = {h->capacity, h->capacity};
+	double times[64], t0, median;
+	int steps = h->steps < 1 ? 3 : h->steps > 64 ? 64 : h->steps;
+	struct ref_gpt g;
+
+	/* mmap'ed memory counts against RLIMIT_DATA (Linux >= 4.7): malloc fails, not the OOM
+	 * killer, when the batch needs more than the capacity */
+	setrlimit(RLIMIT_DATA, &lim);
+	if (batch > (1L << 30) || ref_gpt_init(&g, &h->model, (int)batch, 1, NULL, 0) < 0)
+		_exit(EXIT_OOM);
+	ref_gpt_forward(&g);
+	ref_gpt_backward(&g);
+	ref_gpt_update(&g, 1e-4f);
+	for (int s = 0; s < steps; s++) {
+		t0 = now();
+		ref_gpt_forward(&g);
+		ref_gpt_backward(&g);
+		ref_gpt_update(&g, 1e-4f);
+		times[s] = now() - t0;
+	}
+	qsort(times, (size_t)steps, sizeof(double), cmp_double);
+	median = times[steps / 2];
+	_exit(write(fd, &median, sizeof(median)) == sizeof(median) ? 0 : 1);
+}
+
+/* Waits for the child within the deadline; SIGKILL on timeout or interrupt. */
+static int wait_child(const struct ab_model_host *h, pid_t pid, int *status, struct rusage *ru,
+		      char *err, size_t errlen)
+{
+	struct timespec pause = {0, POLL_NS};
+	double start = now();
+
+	for (;;) {
+		pid_t r = wait4(pid, status, WNOHANG, ru);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return ab_fail(err, errlen, errno, "waiting for the model trial: %s",
+				       strerror(errno));
+		if ((h->interrupted && *h->interrupted) || now() - start > h->trial_seconds) {
+			kill(pid, SIGKILL);
+			wait4(pid, status, 0, ru);
+			if (h->interrupted && *h->interrupted)
+				return ab_fail(err, errlen, EINTR, "interrupted during a model trial");
+			return ab_fail(err, errlen, ETIMEDOUT,
+				       "the CPU reference step did not finish in %.0f s: the model is "
+				       "too large for model mode on the host; use a GPU "
+				       "(--device cuda:N) or raise --trial-seconds",
+				       h->trial_seconds);
+		}
+		nanosleep(&pause, NULL);
+	}
+}
+
+int ab_model_host_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen)
+{
+	const struct ab_model_host *h = ctx;
+	struct rusage ru;
+	double start = now(), step = 0;
+	int fds[2], status, rc;
+	pid_t pid;
+
+	memset(out, 0, sizeof(*out));
+	out->batch = batch;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return ab_fail(err, errlen, errno, "pipe: %s", strerror(errno));
+	if ((pid = fork()) < 0) {
+		rc = errno;
+		close(fds[0]);
+		close(fds[1]);
+		return ab_fail(err, errlen, rc, "fork: %s", strerror(rc));
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		run_child(h, batch, fds[1]);
+	}
+	close(fds[1]);
+	rc = wait_child(h, pid, &status, &ru, err, errlen);
+	if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+	    read(fds[0], &step, sizeof(step)) != sizeof(step))
+		rc = ab_fail(err, errlen, EPROTO, "the model trial reported no step time");
+	close(fds[0]);
+	if (rc < 0)
+		return rc;
+	out->seconds = now() - start;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_OOM) {
+		out->oom = true;
+		return 0;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return ab_fail(err, errlen, ECHILD, "the model trial (batch %ld) %s %d", batch,
+			       WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+			       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	out->has_peak = true;
+	out->peak_bytes = (uint64_t)ru.ru_maxrss * 1024;
+	out->has_step = isfinite(step) && step > 0;
+	out->step_s = step;
+	out->samples_per_s = out->has_step ? (double)batch / step : 0;
+	return 0;
+}

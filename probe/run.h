@@ -1,0 +1,64 @@
+/* run.h - what `autobatch-probe run` parsed and what it set up: shared by cmd_run.c (exec,
+ * sim, the search, the report) and run_model.c (model mode, the GPU, NCCL).
+ */
+#ifndef AUTOBATCH_PROBE_RUN_H
+#define AUTOBATCH_PROBE_RUN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "model.h"
+#include "report.h"
+#include "settings.h"
+#include "trial_exec.h"
+#include "trial_model.h"
+#ifdef HAVE_CUDA
+#include "kernels/gpt.h"
+#endif
+
+#define MAX_FRACTIONS 8
+
+struct run_opts {
+	double fractions[MAX_FRACTIONS];
+	size_t nfractions;
+	enum ab_objective objective;
+	const char *device, *mode, *config, *preset, *key, *json, *phase, *plot, *model;
+	int document, steps, max_trials;
+	long min, max, multiple_of, global_batch, devices, start;
+	uint64_t comm_reserve;
+	double trial_seconds;
+	bool keep;
+	char **command;
+};
+
+struct setup {
+	struct ab_device dev;
+	struct ab_exec exec;
+	struct ab_model model;
+	bool has_model;
+	struct ab_model_host host;
+#ifdef HAVE_CUDA
+	struct ab_model_trial gpu;
+#endif
+	struct ab_report_comm comm;
+	uint64_t reserve;      /* off the limit: other processes, communication */
+	char model_desc[256];
+	ab_trial_fn fn;
+	void *ctx;
+	const char *mode;
+};
+
+extern volatile sig_atomic_t run_interrupted;
+
+/* Model mode: the dimensions (--model, or the config through the presets), the trial on the
+ * GPU or, for small models, on the host; *start from the config's batch key if it has one. */
+int setup_model(struct run_opts *o, struct setup *s, long *start, char *err, size_t errlen);
+
+/* The reserve taken off the limit, and the all-reduce measured when two or more GPUs are
+ * visible and the model is known. */
+void setup_reserve(const struct run_opts *o, struct setup *s);
+
+#endif
