@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "search.h"
+#include "nvml.h"
 #include "trial_exec.h"
 #include "trial_report.h"
 
@@ -192,6 +193,64 @@ static void unaware_program_watched(void **state)
 	ab_exec_cleanup(&x);
 }
 
+/* cuda:N: the GPU memory of the trial's process group, polled (NVML stands behind
+ * gpu_usage on a GPU; here a stand-in returns a fixed figure for the group it is asked
+ * about) */
+static pid_t asked_pgid;
+static uint64_t fake_gpu(void *arg, pid_t pgid)
+{
+	asked_pgid = pgid;
+	return *(uint64_t *)arg;
+}
+
+static void gpu_memory_polled(void **state)
+{
+	char *sleeper[] = {(char *)prog(), "alloc", "1", "1", "1000", "sleep", NULL};
+	char *quiet[] = {(char *)prog(), "alloc", "1", "1", "1000", "quiet", NULL};
+	char *reports[] = {(char *)prog(), "alloc", "1", "1", "1000", "report", NULL};
+	uint64_t used = 2 * GiB;
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	exec_init(&x, sleeper, AB_PEAK_FROM_GPU, 4 * GiB, 1);
+	x.gpu_usage = fake_gpu;
+	x.gpu_arg = &used;
+	assert_int_equal(ab_exec_trial(&x, 3, &tr, err, sizeof(err)), 0);
+	assert_true(tr.has_peak && !tr.oom);
+	assert_int_equal(tr.peak_bytes, 2 * GiB);
+	assert_true(asked_pgid > 0); /* the trial's own group, not ours */
+	assert_int_not_equal(asked_pgid, getpgrp());
+	used = 5 * GiB; /* more than the GPU has: out of memory, the trial is stopped */
+	assert_int_equal(ab_exec_trial(&x, 3, &tr, err, sizeof(err)), 0);
+	assert_true(tr.oom);
+	assert_true(tr.seconds < 1);
+	ab_exec_cleanup(&x);
+
+	/* without NVML the trial's own report is the fallback, and its absence is explained */
+	exec_init(&x, reports, AB_PEAK_FROM_GPU, 4 * GiB, 30);
+	assert_int_equal(ab_exec_trial(&x, 3, &tr, err, sizeof(err)), 0);
+	assert_int_equal(tr.peak_bytes, 4 * MiB);
+	ab_exec_cleanup(&x);
+	exec_init(&x, quiet, AB_PEAK_FROM_GPU, 4 * GiB, 30);
+	assert_int_equal(ab_exec_trial(&x, 3, &tr, err, sizeof(err)), -EPROTO);
+	assert_contains(err, "reported no peak memory and NVML is not available to measure it");
+	ab_exec_cleanup(&x);
+}
+
+/* no libnvidia-ml.so.1 (CI, a login node): a clean refusal the probe reports and falls back
+ * from; where the driver is installed the bus id below names no GPU */
+static void nvml_absent(void **state)
+{
+	struct ab_nvml *nv = (struct ab_nvml *)1;
+
+	(void)state;
+	assert_int_equal(ab_nvml_open("0000:ff:1f.7", &nv, err, sizeof(err)), -ENOENT);
+	assert_null(nv);
+	assert_true(strstr(err, "libnvidia-ml.so.1) is not installed") ||
+		    strstr(err, "NVML cannot see GPU 0000:ff:1f.7"));
+}
+
 static void hung_trial_killed(void **state)
 {
 	char *argv[] = {(char *)prog(), "hang", NULL};
@@ -356,6 +415,8 @@ int main(void)
 		cmocka_unit_test(sim_capacity_reported_peak),
 		cmocka_unit_test(no_peak_reported),
 		cmocka_unit_test(unaware_program_watched),
+		cmocka_unit_test(gpu_memory_polled),
+		cmocka_unit_test(nvml_absent),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),

@@ -257,7 +257,18 @@ static void refusals(void **state)
 	ab_trials_free(&t);
 	ab_sim_free(&s);
 
+	/* a reserve (other processes, NCCL) comes off the limit: 64 - 1 - 8 GiB leaves 55 */
 	make_sim(&s, 80 * GiB, linear, (double[]){1 * GiB, 1 * GiB}, 0, 0);
+	p.reserve_bytes = 8 * (uint64_t)GiB;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), 0);
+	assert_in_range(d.batch, 54, 55);
+	assert_int_equal(d.limit_bytes, (uint64_t)(0.8 * 80 * GiB) - 8 * (uint64_t)GiB);
+	ab_trials_free(&t);
+	p.reserve_bytes = 64 * (uint64_t)GiB;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -ENOSPC);
+	assert_contains(err, "the reserve (other processes, communication) of 65536 MiB takes the "
+			     "whole 65536 MiB limit");
+	p.reserve_bytes = 0;
 	p.min = 16;
 	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), 0);
 	assert_in_range(d.batch, 62, 63); /* within 3% of 63 is the promise */
