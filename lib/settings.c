@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "size.h"
 
 #ifndef AB_DEFAULT_PROBE
 #define AB_DEFAULT_PROBE "/usr/libexec/autobatch/autobatch-probe"
@@ -117,10 +118,11 @@ void ab_site_init(struct ab_site *site)
 	site->probe_timeout = 900;
 	site->cache = true;
 	site->enforce = false;
+	site->comm_reserve = AB_COMM_RESERVE_DEFAULT;
 }
 
 enum arg_type { ARG_FRACTION, ARG_OVER_MAX, ARG_ON_FAILURE, ARG_PATH, ARG_SECONDS, ARG_TEXT,
-		ARG_ONOFF };
+		ARG_ONOFF, ARG_SIZE };
 
 struct site_arg {
 	const char *key;
@@ -144,6 +146,7 @@ static const struct site_arg site_args[] = {
 	{"cache", ARG_ONOFF, FIELD(cache)},
 	{"cache_dir", ARG_PATH, FIELD(cache_dir)},
 	{"enforce", ARG_ONOFF, FIELD(enforce)},
+	{"comm_reserve", ARG_SIZE, FIELD(comm_reserve)},
 };
 
 #define N_SITE_ARGS (sizeof(site_args) / sizeof(site_args[0]))
@@ -249,6 +252,10 @@ static int set_site_arg(struct ab_site *site, const struct site_arg *a, const ch
 				       "plugstack argument %s=%s must be a whole number of seconds "
 				       "from 1 to %d",
 				       a->key, shown, AB_TIMEOUT_MAX);
+		return 0;
+	case ARG_SIZE:
+		if ((rc = ab_parse_size(v, field, why, sizeof(why))) < 0)
+			return ab_fail(err, errlen, -rc, "plugstack argument %s: %s", a->key, why);
 		return 0;
 	case ARG_TEXT:
 		if (has_control_chars(v))
@@ -615,7 +622,7 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		"objective=%s mode=%s eval=%s refresh=%s\n"
 		"config=%s preset=%s key=%s global_batch=%ld\n"
 		"on_failure=%s probe=%s probe_timeout=%us probe_args=%s\n"
-		"cache=%s cache_dir=%s enforce=%s\n",
+		"cache=%s cache_dir=%s enforce=%s comm_reserve=%lluB\n",
 		fraction, from, req->source != AB_SOURCE_DEFAULT ? "=" : "",
 		req->source != AB_SOURCE_DEFAULT ? shown : "", site->min_fraction,
 		site->max_fraction, ab_over_max_name(site->over_max),
@@ -625,5 +632,6 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		*req->key ? req->key : "(preset)", req->global_batch,
 		ab_on_failure_name(site->on_failure), site->probe, site->probe_timeout,
 		*site->probe_args ? site->probe_args : "(none)", site->cache ? "on" : "off",
-		*site->cache_dir ? site->cache_dir : "(default)", site->enforce ? "on" : "off");
+		*site->cache_dir ? site->cache_dir : "(default)", site->enforce ? "on" : "off",
+		(unsigned long long)site->comm_reserve);
 }

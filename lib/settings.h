@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define AB_ERR_MAX 512     /* size of every error/message buffer */
 #define AB_PATH_MAX 4096
@@ -29,6 +30,8 @@ enum ab_mode { AB_MODE_EXEC, AB_MODE_MODEL };
 enum ab_source { AB_SOURCE_DEFAULT, AB_SOURCE_OPTION, AB_SOURCE_ENV };
 
 /* Site policy: the plugstack.conf arguments. force_fraction 0 means unset. */
+#define AB_COMM_RESERVE_DEFAULT (1ULL << 30)
+
 struct ab_site {
 	double default_fraction;
 	double min_fraction;
@@ -42,6 +45,8 @@ struct ab_site {
 	bool cache;
 	char cache_dir[AB_PATH_MAX]; /* empty: $XDG_CACHE_HOME/autobatch */
 	bool enforce;
+	/* GPU memory kept for NCCL in a multi-task step the one-GPU probe cannot measure */
+	uint64_t comm_reserve;
 };
 
 /* The user's request: srun/sbatch/salloc options, or AUTOBATCH= in the environment. */

@@ -129,6 +129,9 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		addf(b, "--global-batch=%ld", job->global_batch);
 		addf(b, "--devices=%u", job->ntasks);
 	}
+	/* the step's ranks will hold NCCL buffers the one-GPU probe cannot see */
+	if (job->ntasks > 1 && wants_gpu(site->probe_args) && site->comm_reserve)
+		addf(b, "--comm-reserve=%llu", (unsigned long long)site->comm_reserve);
 	add_site_args(b, probe_args_copy);
 	add(b, "--");
 	if (req->trial_command[0]) {

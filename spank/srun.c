@@ -258,6 +258,7 @@ static void cache_key(const struct plan *pl, struct ab_hash *h)
 	ab_hash_str(h, num);
 	ab_hash_str(h, ab_state.site.probe);
 	ab_hash_str(h, ab_state.site.probe_args);
+	ab_hash_add(h, &ab_state.site.comm_reserve, sizeof(ab_state.site.comm_reserve));
 	ab_hash_str(h, getenv("SLURM_JOB_PARTITION"));
 	ab_hash_str(h, pl->job.nodelist); /* the node (and so its GPU type) */
 	ab_hash_str(h, req->trial_command);

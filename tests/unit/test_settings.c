@@ -107,6 +107,7 @@ static void site_defaults(void **state)
 	assert_true(site.cache);
 	assert_false(site.enforce);
 	assert_true(site.probe[0] == '/');
+	assert_int_equal(site.comm_reserve, 1 << 30);
 }
 
 static void site_every_key(void **state)
@@ -115,8 +116,10 @@ static void site_every_key(void **state)
 	assert_int_equal(SITE("default_fraction=0.7", "min_fraction=0.5", "max_fraction=90%",
 			      "force_fraction=0.6", "over_max=deny", "on_failure=abort",
 			      "probe=/opt/ab/probe", "probe_timeout=60", "probe_args=--device",
-			      "cache=off", "cache_dir=/var/cache/ab", "enforce=on"),
+			      "cache=off", "cache_dir=/var/cache/ab", "enforce=on",
+			      "comm_reserve=2GiB"),
 			 0);
+	assert_int_equal(site.comm_reserve, 2ULL << 30);
 	assert_float_equal(site.default_fraction, 0.7, 1e-12);
 	assert_float_equal(site.min_fraction, 0.5, 1e-12);
 	assert_float_equal(site.max_fraction, 0.9, 1e-12);
@@ -167,6 +170,8 @@ static void site_refusals(void **state)
 		{"probe_timeout=99999999999", "whole number of seconds"},
 		{"probe_timeout=604801", "whole number of seconds"},
 		{"probe_args=a\tb", "control characters"},
+		{"comm_reserve=lots", "plugstack argument comm_reserve:"},
+		{"comm_reserve=-1GiB", "plugstack argument comm_reserve:"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
