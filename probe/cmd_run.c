@@ -19,6 +19,7 @@
 #include "report.h"
 #include "search.h"
 #include "settings.h"
+#include "cuda_module.h"
 #include "run.h"
 #include "size.h"
 #include "trial_exec.h"
@@ -268,11 +269,29 @@ static int write_plot(const char *path, const struct ab_report *r)
 
 /* ---- the run ----------------------------------------------------------------------- */
 
+/* The GPU module loads only when a GPU is asked for, or none is named (cuda:0 if visible). */
+static int open_device(const struct run_opts *o, struct setup *s, char *err, size_t errlen)
+{
+	const struct cuda_module *m = NULL;
+	char why[AB_ERR_MAX] = "";
+	bool gpu = !o->device || !strncmp(o->device, "cuda", 4);
+	int rc;
+
+	if (gpu && (m = cuda_module(why, sizeof(why))))
+		ab_device_set_cuda(m->ops);
+	rc = ab_device_open(o->device, &s->dev, err, errlen);
+	if (rc < 0 && gpu && !m && o->device)
+		return ab_fail(err, errlen, ENODEV, "--device %s is not available: %s; use --device "
+						    "host or sim:SPEC",
+			       o->device, why);
+	return rc;
+}
+
 static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, size_t errlen)
 {
 	int rc;
 
-	if ((rc = ab_device_open(o->device, &s->dev, err, errlen)) < 0)
+	if ((rc = open_device(o, s, err, errlen)) < 0)
 		return rc;
 	if (o->mode && !strcmp(o->mode, "model"))
 		return setup_model(o, s, start, err, errlen);

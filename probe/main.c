@@ -5,10 +5,6 @@
 #include <string.h>
 
 #include "commands.h"
-#include "device.h"
-#ifdef HAVE_CUDA
-#include "kernels/gpt.h"
-#endif
 
 static void usage(FILE *out)
 {
@@ -48,9 +44,6 @@ int main(int argc, char **argv)
 		printf("autobatch-probe %s\n", PACKAGE_VERSION);
 		return 0;
 	}
-#ifdef HAVE_CUDA
-	ab_device_set_cuda(&ab_cuda_runtime_ops);
-#endif
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "config"))

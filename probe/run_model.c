@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config_edit.h"
+#include "cuda_module.h"
 #include "error.h"
 #include "presets.h"
 #include "run.h"
@@ -92,7 +93,7 @@ int setup_model(struct run_opts *o, struct setup *s, long *start, char *err, siz
 #ifdef HAVE_CUDA
 	s->gpu = (struct ab_model_trial){.model = s->model, .device = s->dev.index,
 					 .steps = o->steps, .others_bytes = s->dev.others_bytes};
-	s->fn = ab_model_cuda_trial;
+	s->fn = cuda_module(err, errlen)->model_trial; /* loaded: the device is cuda:N */
 	s->ctx = &s->gpu;
 	return 0;
 #else
@@ -100,18 +101,19 @@ int setup_model(struct run_opts *o, struct setup *s, long *start, char *err, siz
 #endif
 }
 
-#ifdef HAVE_NCCL
+#ifdef HAVE_CUDA
 /* Two or more GPUs in the probe step: measure what data parallelism costs instead of
  * guessing it. A failure keeps the configured reserve and says why. */
 static bool measure_comm(struct setup *s)
 {
+	const struct cuda_module *m = cuda_module(NULL, 0);
 	struct ab_comm c;
 	char err[AB_ERR_MAX], size[32];
 	uint64_t bytes = ab_model_params(&s->model) * ab_dtype_bytes(s->model.dtype);
 
-	if (ab_cuda_runtime_ops.count() < 2)
+	if (!m || !m->nccl_measure || m->ops->count() < 2)
 		return false;
-	if (ab_nccl_measure(bytes, &c, err, sizeof(err)) < 0) {
+	if (m->nccl_measure(bytes, &c, err, sizeof(err)) < 0) {
 		fprintf(stderr, "autobatch: %s; keeping the configured communication reserve\n", err);
 		return false;
 	}
@@ -131,7 +133,7 @@ void setup_reserve(const struct run_opts *o, struct setup *s)
 	uint64_t comm = o->comm_reserve;
 	char a[32], b[32];
 
-#ifdef HAVE_NCCL
+#ifdef HAVE_CUDA
 	if (s->dev.kind == AB_DEVICE_CUDA && s->has_model && measure_comm(s))
 		comm = s->comm.nccl_bytes;
 #endif

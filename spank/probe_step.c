@@ -177,7 +177,9 @@ static char **probe_env(char *guard, size_t guardlen)
 }
 
 struct relay {
-	char last[512]; /* the last line that is not our own progress, to quote on failure */
+	char last[512];  /* the last line that is not our own progress, to quote on failure */
+	char cause[512]; /* the first of Slurm's lines that names why the probe could not run */
+	bool interrupted; /* the probe step's srun says it was interrupted */
 };
 
 static void relay_line(void *arg, const char *line)
@@ -191,6 +193,14 @@ static void relay_line(void *arg, const char *line)
 	}
 	if (strncmp(line, "autobatch: ", 11) != 0)
 		ab_printable(line, r->last, sizeof(r->last));
+	/* the order of slurmstepd's and srun's lines varies: keep the cause when it passes */
+	if (!r->cause[0] && (strstr(line, "execve()") || strstr(line, "No such file") ||
+			     strstr(line, "GRES") || strstr(line, "gres")))
+		ab_printable(line, r->cause, sizeof(r->cause));
+	/* with --quit-on-interrupt srun forces termination on a Ctrl-C; the task may then end by
+	 * SIGKILL rather than SIGINT */
+	if (strstr(line, "srun: forcing job termination") || strstr(line, "srun: interrupt"))
+		r->interrupted = true;
 }
 
 static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab_result *res,
@@ -210,16 +220,19 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 	if (ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0)
 		return res->ok ? 0 : ab_fail(err, errlen, ENOSPC, "the probe failed: %s",
 					    res->error);
-	if (strstr(r->last, "execve()") || strstr(r->last, "No such file"))
+	if (r->interrupted)
+		return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe "
+						   "step was cancelled");
+	if (strstr(r->cause, "execve()") || strstr(r->cause, "No such file"))
 		return ab_fail(err, errlen, ENOENT,
 			       "the probe %s could not be run on the node (%s): check probe= in "
 			       "plugstack.conf",
-			       ab_state.site.probe, r->last);
-	if (strstr(r->last, "GRES") || strstr(r->last, "gres"))
+			       ab_state.site.probe, r->cause);
+	if (r->cause[0])
 		return ab_fail(err, errlen, ENODEV,
 			       "the probe step could not get a GPU (%s): run on GPU nodes, or "
 			       "set probe_args=\"--device host\" for sites without GPUs",
-			       r->last);
+			       r->cause);
 	return ab_fail(err, errlen, EPROTO, "%s (probe step exit status %d%s%s)", why,
 		       WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 128 + WTERMSIG(p->status),
 		       r->last[0] ? "; it said: " : "", r->last);

@@ -3,11 +3,13 @@
 # and autobatch(8) names every option and plugstack argument the code knows (TAP).
 . "$(dirname "$0")/tap.sh"
 settings=$(dirname "$0")/../../lib/settings.c
+warnings=$(mktemp)
+trap 'rm -f "$warnings"' EXIT
 text() { LC_ALL=C groff -man -Tascii -P-cbu "$1" 2>/dev/null; }
 echo "1..4"
 for page in doc/autobatch.8 doc/autobatch-probe.1; do
 	check "$page renders without warnings" \
-		sh -c "test -n \"\$(LC_ALL=C.UTF-8 groff -ww -man -Tutf8 '$page' 2>'$page.log')\" && test ! -s '$page.log'"
+		sh -c "test -n \"\$(LC_ALL=C.UTF-8 groff -ww -man -Tutf8 '$page' 2>'$warnings')\" && test ! -s '$warnings'"
 done
 options=$(sed -n 's/.*\[AB_OPT_[A-Z_]*\] = {"\([a-z-]*\)".*/\1/p' "$settings")
 args=$(sed -n 's/^[[:space:]]*{"\([a-z_]*\)", ARG_.*/\1/p' "$settings")
