@@ -169,16 +169,27 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* Writes bytes to a new temp file beside the target and renames it to name; the file gets
- * the original's mode and owner. Nothing is left behind on failure. */
-static int replace(const struct target *t, const char *name, const char *buf, size_t len,
-		   const struct stat *st)
+static int write_failed(const char *what, const char *path, const struct target *t, int rc,
+			char *err, size_t errlen)
 {
-	char tmp[NAME_MAX + 1];
+	if (rc == -EACCES || rc == -EROFS || rc == -EPERM)
+		return ab_fail(err, errlen, -rc,
+			       "cannot write %s beside %s: %s: %s was not changed; autobatch needs "
+			       "to create files in %s",
+			       what, path, strerror(-rc), path, t->dir);
+	return ab_fail(err, errlen, -rc, "writing %s beside %s: %s: %s was not changed", what,
+		       path, strerror(-rc), path);
+}
+
+/* Writes bytes to a new temp file beside the target (tmp names it), with the original's
+ * mode and owner, synced. Nothing is left behind on failure. */
+static int stage(const struct target *t, const char *buf, size_t len, const struct stat *st,
+		 char tmp[NAME_MAX + 1])
+{
 	int fd = -1, rc;
 
 	for (int attempt = 0; fd < 0 && attempt < 100; attempt++) {
-		snprintf(tmp, sizeof(tmp), ".%.200s.autobatch.%ld.%d", t->base, (long)getpid(),
+		snprintf(tmp, NAME_MAX + 1, ".%.200s.autobatch.%ld.%d", t->base, (long)getpid(),
 			 attempt);
 		fd = openat(t->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			    0600);
@@ -197,34 +208,59 @@ static int replace(const struct target *t, const char *name, const char *buf, si
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && renameat(t->dirfd, tmp, t->dirfd, name) < 0)
-		rc = -errno;
 	if (rc < 0)
 		unlinkat(t->dirfd, tmp, 0);
 	return rc;
 }
 
+/* Both files are written in full before either is renamed into place: a full disk or a
+ * failing write leaves the directory as it was, without a stray backup or temp file. */
+static int replace_both(const struct target *t, const char *backup, const char *old,
+			size_t oldlen, const char *new, size_t newlen, const struct stat *st,
+			const char *path, char *err, size_t errlen)
+{
+	char tmp_new[NAME_MAX + 1], tmp_old[NAME_MAX + 1];
+	int rc;
+
+	if ((rc = stage(t, new, newlen, st, tmp_new)) < 0)
+		return write_failed("the new file", path, t, rc, err, errlen);
+	if ((rc = stage(t, old, oldlen, st, tmp_old)) < 0) {
+		unlinkat(t->dirfd, tmp_new, 0);
+		return write_failed("the backup", path, t, rc, err, errlen);
+	}
+	if (renameat(t->dirfd, tmp_old, t->dirfd, backup) < 0) {
+		rc = -errno;
+		unlinkat(t->dirfd, tmp_old, 0);
+		unlinkat(t->dirfd, tmp_new, 0);
+		return write_failed("the backup", path, t, rc, err, errlen);
+	}
+	if (renameat(t->dirfd, tmp_new, t->dirfd, t->base) < 0) {
+		rc = -errno;
+		unlinkat(t->dirfd, tmp_new, 0);
+		return write_failed("the new file", path, t, rc, err, errlen);
+	}
+	return 0;
+}
+
 static int check_writable(const struct target *t, const char *path, const struct stat *st,
 			  char *err, size_t errlen)
 {
+	struct stat dir;
+
 	/* Root passes access(2) on a 0444 file; the mode bits still say "do not edit". */
 	if ((st->st_mode & 0222) == 0 || faccessat(t->dirfd, t->base, W_OK, AT_EACCESS) < 0)
 		return ab_fail(err, errlen, EACCES, "%s is read-only: nothing was changed; make it "
 						    "writable (chmod u+w) or give a copy",
 			       path);
+	/* the new file and the backup are created beside it: the same rule for its directory */
+	if (fstat(t->dirfd, &dir) < 0 || (dir.st_mode & 0222) == 0 ||
+	    faccessat(t->dirfd, ".", W_OK, AT_EACCESS) < 0)
+		return ab_fail(err, errlen, EACCES, "the directory %s of %s is read-only: nothing "
+						    "was changed; autobatch writes the new file and "
+						    "a backup beside the config (or give a copy "
+						    "elsewhere)",
+			       t->dir, path);
 	return 0;
-}
-
-static int write_failed(const char *what, const char *path, const struct target *t, int rc,
-			char *err, size_t errlen)
-{
-	if (rc == -EACCES || rc == -EROFS || rc == -EPERM)
-		return ab_fail(err, errlen, -rc,
-			       "cannot write %s beside %s: %s: %s was not changed; autobatch needs "
-			       "to create files in %s",
-			       what, path, strerror(-rc), path, t->dir);
-	return ab_fail(err, errlen, -rc, "writing %s beside %s: %s: %s was not changed", what,
-		       path, strerror(-rc), path);
 }
 
 static bool still_expected(const struct ab_config *cfg, const struct ab_expect *expect)
@@ -272,14 +308,8 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 		rc = ab_fail(err, errlen, ENAMETOOLONG, "%s: name too long for a backup", path);
 		goto done;
 	}
-	if ((rc = replace(t, backup, old, oldlen, &st)) < 0) {
-		rc = write_failed("the backup", path, t, rc, err, errlen);
+	if ((rc = replace_both(t, backup, old, oldlen, new, newlen, &st, path, err, errlen)) < 0)
 		goto done;
-	}
-	if ((rc = replace(t, t->base, new, newlen, &st)) < 0) {
-		rc = write_failed("the new file", path, t, rc, err, errlen);
-		goto done;
-	}
 	fsync(t->dirfd);
 done:
 	ab_config_free(cfg);

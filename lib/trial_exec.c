@@ -51,39 +51,6 @@ bool ab_text_says_oom(const char *text, size_t len)
 	return false;
 }
 
-int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
-{
-	const char *tmp = getenv("TMPDIR");
-	struct ab_config *cfg;
-	const struct ab_node *n;
-
-	if (!x->argv || !x->argv[0])
-		return ab_fail(err, errlen, EINVAL, "exec mode needs a command after --");
-	if (x->config) {
-		if (!x->key)
-			return ab_fail(err, errlen, EINVAL, "a config needs a batch key: --key KEY "
-							    "or a preset");
-		if (ab_config_load(x->config, AB_FORMAT_AUTO, &cfg, err, errlen) < 0)
-			return -EINVAL;
-		int rc = ab_config_find(cfg, x->key, x->document, &n, err, errlen);
-
-		ab_config_free(cfg);
-		if (rc < 0)
-			return rc;
-	}
-	if (snprintf(workdir, sizeof(workdir), "%s/autobatch-probe.XXXXXX",
-		     tmp && *tmp == '/' ? tmp : "/tmp") >= (int)sizeof(workdir) ||
-	    !mkdtemp(workdir))
-		return ab_fail(err, errlen, errno ? errno : ENAMETOOLONG,
-			       "cannot create a directory for trials under %s: %s",
-			       tmp ? tmp : "/tmp", strerror(errno));
-	x->workdir = workdir;
-	/* A trial's children that leave its process group (setsid) are re-parented to us,
-	 * not to init, so none outlives its trial. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-	return 0;
-}
-
 static void remove_tree(const char *path)
 {
 	DIR *d = opendir(path);
@@ -104,6 +71,62 @@ static void remove_tree(const char *path)
 		}
 	closedir(d);
 	rmdir(path);
+}
+
+/* Work directories of probes that were killed (nothing could remove them then): ours by
+ * owner and name, their probe's pid gone. A reused pid only delays the removal. */
+static void remove_stale(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	struct dirent *e;
+	char path[PATH_MAX];
+	struct stat st;
+	long pid;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (sscanf(e->d_name, "autobatch-probe.%ld.", &pid) == 1 && pid > 0 &&
+		    kill((pid_t)pid, 0) < 0 && errno == ESRCH &&
+		    snprintf(path, sizeof(path), "%s/%s", tmp, e->d_name) < (int)sizeof(path) &&
+		    lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+			remove_tree(path);
+	closedir(d);
+}
+
+int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct ab_config *cfg;
+	const struct ab_node *n;
+
+	if (!x->argv || !x->argv[0])
+		return ab_fail(err, errlen, EINVAL, "exec mode needs a command after --");
+	if (x->config) {
+		if (!x->key)
+			return ab_fail(err, errlen, EINVAL, "a config needs a batch key: --key KEY "
+							    "or a preset");
+		if (ab_config_load(x->config, AB_FORMAT_AUTO, &cfg, err, errlen) < 0)
+			return -EINVAL;
+		int rc = ab_config_find(cfg, x->key, x->document, &n, err, errlen);
+
+		ab_config_free(cfg);
+		if (rc < 0)
+			return rc;
+	}
+	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
+	remove_stale(tmp);
+	if (snprintf(workdir, sizeof(workdir), "%s/autobatch-probe.%ld.XXXXXX", tmp,
+		     (long)getpid()) >= (int)sizeof(workdir) ||
+	    !mkdtemp(workdir))
+		return ab_fail(err, errlen, errno ? errno : ENAMETOOLONG,
+			       "cannot create a directory for trials under %s: %s", tmp,
+			       strerror(errno));
+	x->workdir = workdir;
+	/* A trial's children that leave its process group (setsid) are re-parented to us,
+	 * not to init, so none outlives its trial. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	return 0;
 }
 
 void ab_exec_cleanup(struct ab_exec *x)
@@ -194,6 +217,10 @@ static void child(const struct ab_exec *x, long batch, const struct files *f, ch
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 	setpgid(0, 0);
+	/* the probe killed (SIGKILL, a cancelled step): the trial goes with it */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (getppid() == 1)
+		_exit(126);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int sig = 1; sig < NSIG; sig++)

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -500,20 +502,25 @@ static void file_read_only(void **state)
 	assert_string_equal(read_file(path), "bs: 8\n");
 	unlink(path);
 
-	/* A read-only directory: as root, only a process that is not root feels it. */
+	/* A read-only directory: refused by its mode bits even for root (as a read-only file
+	 * is), and by access(2) for everybody else. */
 	snprintf(sub, sizeof(sub), "%s/rodir", dir);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	snprintf(path, sizeof(path), "%s/rodir/c.yaml", dir);
 	write_file(path, "bs: 8\n", 0666);
 	assert_int_equal(chmod(sub, 0555), 0);
+	assert_int_equal(set1(path, "bs", "16"), -EACCES);
+	assert_contains(err, "rodir of ");
+	assert_contains(err, "c.yaml is read-only: nothing was changed");
+	assert_string_equal(read_file(path), "bs: 8\n");
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		if (geteuid() == 0 && (chown(dir, NOBODY, NOBODY) < 0 || setgid(NOBODY) < 0 ||
 				       setuid(NOBODY) < 0))
 			_exit(3);
-		if (set1(path, "bs", "16") != -EACCES || !strstr(err, "cannot write the backup") ||
-		    !strstr(err, "c.yaml was not changed"))
+		if (set1(path, "bs", "16") != -EACCES || !strstr(err, "is read-only: nothing was "
+									 "changed"))
 			_exit(1);
 		_exit(strcmp(read_file(path), "bs: 8\n") == 0 ? 0 : 2);
 	}
@@ -523,6 +530,45 @@ static void file_read_only(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_entries(sub, (const char *const[]){"c.yaml"}, 1);
 	chmod(sub, 0755);
+}
+
+/* The disk fills (here: a file size limit, the same EFBIG/ENOSPC path) while the new file is
+ * written: the original stays, and neither a backup nor a temp file is left beside it. */
+static void file_write_fails(void **state)
+{
+	char path[512], *big = malloc(40000);
+	pid_t pid;
+	int status;
+
+	(void)state;
+	memset(big, '#', 39999);
+	memcpy(big, "bs: 8\n", 6);
+	big[39998] = '\n';
+	big[39999] = '\0';
+	snprintf(path, sizeof(path), "%s/full.yaml", dir);
+	write_file(path, big, 0644);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit lim = {16384, 16384};
+
+		signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails instead of killing */
+		setrlimit(RLIMIT_FSIZE, &lim);
+		if (set1(path, "bs", "16") != -EFBIG || !strstr(err, "writing the new file beside") ||
+		    !strstr(err, "full.yaml was not changed"))
+			_exit(1);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 39999);
+	assert_memory_equal(read_file(path), "bs: 8\n###", 9);
+	assert_entries(dir, (const char *const[]){"full.yaml"}, 1);
+	unlink(path);
+	free(big);
 }
 
 static void file_symlinks(void **state)
@@ -625,6 +671,7 @@ int main(void)
 		cmocka_unit_test(presets),
 		cmocka_unit_test_setup_teardown(file_rewrite, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_read_only, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(file_write_fails, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_symlinks, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_concurrent, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_not_regular, make_dir, remove_dir),

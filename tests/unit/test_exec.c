@@ -10,6 +10,7 @@
 #include "unit.h"
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,6 +252,32 @@ static void nvml_absent(void **state)
 		    strstr(err, "NVML cannot see GPU 0000:ff:1f.7"));
 }
 
+/* a probe killed by SIGKILL could not remove its work directory: the next probe does, and
+ * leaves a live probe's alone */
+static void stale_workdirs_removed(void **state)
+{
+	char tmp[] = "/tmp/autobatch-test-stale.XXXXXX", dead[128], live[128], file[160];
+	char *argv[] = {(char *)"true", NULL};
+	struct ab_exec x;
+
+	(void)state;
+	assert_non_null(mkdtemp(tmp));
+	snprintf(dead, sizeof(dead), "%s/autobatch-probe.999999999.AbCdEf", tmp);
+	snprintf(live, sizeof(live), "%s/autobatch-probe.%ld.AbCdEf", tmp, (long)getppid());
+	assert_int_equal(mkdir(dead, 0700), 0);
+	assert_int_equal(mkdir(live, 0700), 0);
+	snprintf(file, sizeof(file), "%s/trial.log", dead);
+	close(open(file, O_CREAT | O_WRONLY, 0600));
+	setenv("TMPDIR", tmp, 1);
+	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 5);
+	unsetenv("TMPDIR");
+	assert_int_equal(access(dead, F_OK), -1);
+	assert_int_equal(access(live, F_OK), 0);
+	ab_exec_cleanup(&x);
+	rmdir(live);
+	assert_int_equal(rmdir(tmp), 0); /* nothing else was left in it */
+}
+
 static void hung_trial_killed(void **state)
 {
 	char *argv[] = {(char *)prog(), "hang", NULL};
@@ -417,6 +444,7 @@ int main(void)
 		cmocka_unit_test(unaware_program_watched),
 		cmocka_unit_test(gpu_memory_polled),
 		cmocka_unit_test(nvml_absent),
+		cmocka_unit_test(stale_workdirs_removed),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),
