@@ -57,7 +57,7 @@ check "--plot writes an SVG with the limit and the chosen batch" \
 	sh -c "grep -q '^<svg xmlns=\"http://www.w3.org/2000/svg\"' '$dir/p.svg' && grep -q 'chosen 176' '$dir/p.svg' && grep -q 'limit 64.0 GiB' '$dir/p.svg' && tail -n1 '$dir/p.svg' | grep -qx '</svg>'"
 
 check "cuda:0 without a GPU (or without CUDA in the build) says so and names the way out" \
-	sh -c "'$probe' run --device cuda:0 -- true 2>&1 | grep -Eq 'cuda:0 is not available in this build|cuda:0: no CUDA GPU is visible.*use --device host or sim:SPEC'"
+	sh -c "'$probe' run --device cuda:0 -- true 2>&1 | grep -Eq 'cuda:0 is not available: this build has no CUDA.*use --device host or sim:SPEC|cuda:0: no CUDA GPU is visible.*use --device host or sim:SPEC'"
 check "bad arguments are usage errors (exit 2) naming the option" \
 	sh -c "'$probe' run --fraction 1.5 2>&1 | grep -q \"fraction '1.5' is more than the whole GPU memory\" &&
 	       { '$probe' run --min 0 2>/dev/null; test \$? -eq 2; } &&

@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# valgrind over srun with the plugin loaded for a whole --autobatch run (probe step, config
+# rewrite, cache), and over autobatch-probe in each mode: no invalid access and no leak in
+# our code. Slurm's own findings in srun are counted and shown, not judged.
+
+load helpers
+
+setup_file() { require_testbed; }
+setup() {
+	command -v valgrind >/dev/null || skip "valgrind is not installed"
+	use_toy_config
+	set_plugstack ""
+}
+teardown() { reset_plugstack; }
+
+VG="valgrind --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --child-silent-after-fork=yes --num-callers=30"
+
+# ours LOG: the error and leak records of a valgrind log whose stack names our code
+ours() {
+	python3 - "$1" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+pid = re.search(r"^==(\d+)==", text, re.M).group(1)
+records, cur = [], []
+for line in text.splitlines():
+    body = re.sub(r"^==\d+== ?", "", line)
+    if not body.strip():
+        if cur: records.append("\n".join(cur)); cur = []
+    else:
+        cur.append(body)
+if cur: records.append("\n".join(cur))
+bad = [r for r in records
+       if re.search(r"Invalid|uninitialised|definitely lost in|indirectly lost in|Mismatched|overlap", r)
+       and re.search(r"autobatch\.so|autobatch-probe|\bab_[a-z_]+|\bslurm_spank_", r)]
+print("\n\n".join(bad))
+PY
+}
+
+@test "valgrind: srun with the plugin, a whole --autobatch run: nothing of ours" {
+	run --separate-stderr $VG --log-file=vg.srun srun -N1 -n1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	[ "$b" -gt 8 ]
+	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
+	local summary=$(grep -E 'ERROR SUMMARY|definitely lost:' vg.srun | sed 's/^==[0-9]*== //' | tr '\n' ' ')
+	echo "# srun under valgrind (plugin, probe step, rewrite): $summary" >&3
+	local mine=$(ours vg.srun)
+	[ -z "$mine" ] || { echo "$mine" >&2; return 1; }
+	# the cache-hit path too
+	run --separate-stderr $VG --log-file=vg.hit srun -N1 -n1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	assert_line_in "autobatch: cached decision" "$stderr"
+	mine=$(ours vg.hit)
+	[ -z "$mine" ] || { echo "$mine" >&2; return 1; }
+}
+
+@test "valgrind: autobatch-probe in every mode: no error, no leak" {
+	local probe=$AUTOBATCH_TESTBED/bin/autobatch-probe
+	$VG --error-exitcode=99 --log-file=vg.sim "$probe" run \
+		--device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.6,0.8 --json r1.json 2>/dev/null
+	$VG --error-exitcode=99 --log-file=vg.exec "$probe" run --device host:capacity=256MiB \
+		--config cfg.yaml --json r2.json -- toy_train --config cfg.yaml 2>/dev/null
+	$VG --error-exitcode=99 --log-file=vg.model "$probe" run --mode model \
+		--device host:capacity=256MiB --model layers=1,hidden=32,heads=2,seq=8,vocab=50 \
+		--steps 1 --max 64 --json r3.json 2>/dev/null
+	$VG --error-exitcode=99 --log-file=vg.config "$probe" config set cfg.yaml data.batch_size=12
+	$VG --error-exitcode=99 --log-file=vg.fail "$probe" run --device sim:total=8GiB,base=9GiB,per_sample=1GiB \
+		--json r4.json 2>/dev/null || true
+	for log in vg.sim vg.exec vg.model vg.config vg.fail; do
+		grep -q 'ERROR SUMMARY: 0 errors' "$log" || { cat "$log" >&2; return 1; }
+		echo "# autobatch-probe under valgrind (${log#vg.}): $(grep -E 'in use at exit|ERROR SUMMARY' "$log" | sed 's/^==[0-9]*== //' | tr '\n' ' ')" >&3
+	done
+	grep -q '"status":"ok"' r1.json
+	grep -q '"status":"ok"' r2.json
+	grep -q '"status":"ok"' r3.json
+	grep -q '"status":"failed"' r4.json
+}
