@@ -6,41 +6,37 @@
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
-/* qkv (B,T,3,NH,HS) -> q, k, v each (B,NH,T,HS) */
-template <typename T>
-__global__ void split_heads_kernel(T *q, T *k, T *v, const T *qkv, int B, int Tn, int NH,
-				   int HS)
+/* Where element i of a head-major tensor (B,NH,T,HS) sits in a token-major one whose rows
+ * (one per b, t) are `row` elements long, heads side by side: (B,T,NH,HS) has row = C,
+ * the q part of (B,T,3,NH,HS) has row = 3C. */
+__device__ __forceinline__ size_t token_major(size_t i, int Tn, int NH, int HS, size_t row)
 {
-	size_t n = (size_t)B * NH * Tn * HS;
+	size_t b = i / ((size_t)NH * Tn * HS), rest = i % ((size_t)NH * Tn * HS);
+	size_t h = rest / ((size_t)Tn * HS), t = (rest / HS) % Tn, d = rest % HS;
 
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		size_t b = i / ((size_t)NH * Tn * HS), rest = i % ((size_t)NH * Tn * HS);
-		size_t h = rest / ((size_t)Tn * HS), t = (rest / HS) % Tn, d = rest % HS;
-		size_t src = (b * Tn + t) * 3 * NH * HS + h * HS + d;
-
-		q[i] = qkv[src];
-		k[i] = qkv[src + (size_t)NH * HS];
-		v[i] = qkv[src + 2 * (size_t)NH * HS];
-	}
+	return (b * Tn + t) * row + h * HS + d;
 }
 
-/* the inverse, for the gradients: dq, dk, dv (B,NH,T,HS) -> dqkv (B,T,3,NH,HS) */
+/* qkv (B,T,3,NH,HS) <-> q, k, v each (B,NH,T,HS); to_heads picks the direction */
 template <typename T>
-__global__ void merge_qkv_kernel(T *dqkv, const T *dq, const T *dk, const T *dv, int B, int Tn,
-				 int NH, int HS)
+__global__ void qkv_heads_kernel(T *q, T *k, T *v, T *qkv, int B, int Tn, int NH, int HS,
+				 bool to_heads)
 {
-	size_t n = (size_t)B * NH * Tn * HS;
+	size_t n = (size_t)B * NH * Tn * HS, C = (size_t)NH * HS;
 
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
-		size_t b = i / ((size_t)NH * Tn * HS), rest = i % ((size_t)NH * Tn * HS);
-		size_t h = rest / ((size_t)Tn * HS), t = (rest / HS) % Tn, d = rest % HS;
-		size_t dst = (b * Tn + t) * 3 * NH * HS + h * HS + d;
+		size_t at = token_major(i, Tn, NH, HS, 3 * C);
 
-		dqkv[dst] = dq[i];
-		dqkv[dst + (size_t)NH * HS] = dk[i];
-		dqkv[dst + 2 * (size_t)NH * HS] = dv[i];
+		if (to_heads) {
+			q[i] = qkv[at];
+			k[i] = qkv[at + C];
+			v[i] = qkv[at + 2 * C];
+		} else {
+			qkv[at] = q[i];
+			qkv[at + C] = k[i];
+			qkv[at + 2 * C] = v[i];
+		}
 	}
 }
 
@@ -53,9 +49,7 @@ __global__ void permute_heads_kernel(T *out, const T *inp, int B, int Tn, int NH
 
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
-		size_t b = i / ((size_t)NH * Tn * HS), rest = i % ((size_t)NH * Tn * HS);
-		size_t h = rest / ((size_t)Tn * HS), t = (rest / HS) % Tn, d = rest % HS;
-		size_t flat = (b * Tn + t) * NH * HS + h * HS + d;
+		size_t flat = token_major(i, Tn, NH, HS, (size_t)NH * HS);
 
 		if (to_heads)
 			out[i] = inp[flat];
@@ -119,7 +113,7 @@ int attention_forward(cublasHandle_t h, T *out, T *qkvr, T *att, T *preatt, T *v
 	long long sq = (long long)Tn * HS, sa = (long long)Tn * Tn;
 	T *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
 
-	split_heads_kernel<<<grid_for(n, 256), 256, 0, s>>>(q, k, v, qkv, B, Tn, NH, HS);
+	qkv_heads_kernel<<<grid_for(n, 256), 256, 0, s>>>(q, k, v, (T *)qkv, B, Tn, NH, HS, true);
 	LAUNCH_CHECK();
 	/* preatt[t][u] = q_t . k_u: (T_u, T_t) col-major = k^T q per head */
 	TRY(gemm<T>(h, true, false, Tn, Tn, HS, k, HS, sq, q, HS, sq, 0.0f, preatt, Tn, sa, heads));
@@ -159,7 +153,7 @@ int attention_backward(cublasHandle_t h, T *dqkv, T *datt, T *dqkvr, T *dvaccum,
 	/* dq[t] = sum_u dpre[t][u] k_u; dk[u] = sum_t dpre[t][u] q_t */
 	TRY(gemm<T>(h, false, false, HS, Tn, Tn, k, HS, sq, datt, Tn, sa, 0.0f, dq, HS, sq, heads));
 	TRY(gemm<T>(h, false, true, HS, Tn, Tn, q, HS, sq, datt, Tn, sa, 0.0f, dk, HS, sq, heads));
-	merge_qkv_kernel<<<grid_for(n, 256), 256, 0, s>>>(dqkv, dq, dk, dv, B, Tn, NH, HS);
+	qkv_heads_kernel<<<grid_for(n, 256), 256, 0, s>>>(dq, dk, dv, dqkv, B, Tn, NH, HS, false);
 	LAUNCH_CHECK();
 	return 0;
 }

@@ -91,3 +91,26 @@ teardown() { reset_plugstack; }
 	assert_line_in "probe_args=--device host:capacity=2GiB --trial-seconds 5" "$output"
 	assert_line_in "enforce=on" "$output"
 }
+
+@test "an option given twice: the last wins and is checked like the first" {
+	set_plugstack "max_fraction=0.9 over_max=deny"
+	run srun_t --autobatch=0.5 --autobatch=0.95 true
+	[ "$status" -ne 0 ]
+	assert_line_in "autobatch: --autobatch=0.95 is above the site maximum 0.9" "$output"
+	run --separate-stderr srun_t --autobatch=0.95 --autobatch=0.6 printenv AUTOBATCH_FRACTION
+	[ "$status" -eq 0 ]
+	[ "$output" = "0.6" ]
+}
+
+@test "a crafted SLURM_SPANK_ option variable passes the same checks as the option" {
+	set_plugstack "max_fraction=0.9 over_max=deny enforce=on"
+	# what sbatch hands a job's srun: the option in the environment
+	SLURM_SPANK__SLURM_SPANK_OPTION_autobatch_autobatch=0.99 run srun_t true
+	[ "$status" -ne 0 ]
+	assert_line_in "is above the site maximum 0.9" "$output"
+	# a crafted one cannot raise the cap a task is given either
+	SLURM_SPANK__SLURM_SPANK_OPTION_autobatch_autobatch=0.5 \
+		SLURM_SPANK_AUTOBATCH_FRACTION=1 run --separate-stderr srun_t --autobatch=0.5 \
+		printenv AUTOBATCH_MEM_FRACTION
+	[ "$output" = "0.5" ]
+}

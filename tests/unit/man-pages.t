@@ -6,7 +6,7 @@ settings=$(dirname "$0")/../../lib/settings.c
 warnings=$(mktemp)
 trap 'rm -f "$warnings"' EXIT
 text() { LC_ALL=C groff -man -Tascii -P-cbu "$1" 2>/dev/null; }
-echo "1..4"
+echo "1..5"
 for page in doc/autobatch.8 doc/autobatch-probe.1; do
 	check "$page renders without warnings" \
 		sh -c "test -n \"\$(LC_ALL=C.UTF-8 groff -ww -man -Tutf8 '$page' 2>'$warnings')\" && test ! -s '$warnings'"
@@ -19,6 +19,8 @@ check "autobatch(8) documents every user option ($(echo $options | wc -w))" \
 	test -n "$options" -a -z "$(missing "$options" --)"
 check "autobatch(8) documents every plugstack argument ($(echo $args | wc -w))" \
 	test -n "$args" -a -z "$(missing "$args" "")"
+check "both pages carry this version ($PACKAGE_VERSION), not a template placeholder" \
+	sh -c "grep -q '\"autobatch $PACKAGE_VERSION\"' doc/autobatch.8 && grep -q '\"autobatch $PACKAGE_VERSION\"' doc/autobatch-probe.1 && ! grep -q '@[A-Z]*@' doc/autobatch.8 doc/autobatch-probe.1"
 missing "$options" --
 missing "$args" ""
 exit $failed
