@@ -92,12 +92,15 @@ teardown() { reset_plugstack; }
 	assert_line_in "enforce=on" "$output"
 }
 
-@test "an option given twice: the last wins and is checked like the first" {
+@test "an option given twice: each value is checked, the last wins" {
 	set_plugstack "max_fraction=0.9 over_max=deny"
 	run srun_t --autobatch=0.5 --autobatch=0.95 true
 	[ "$status" -ne 0 ]
 	assert_line_in "autobatch: --autobatch=0.95 is above the site maximum 0.9" "$output"
-	run --separate-stderr srun_t --autobatch=0.95 --autobatch=0.6 printenv AUTOBATCH_FRACTION
+	run srun_t --autobatch=0.95 --autobatch=0.6 true
+	[ "$status" -ne 0 ]
+	assert_line_in "autobatch: --autobatch=0.95 is above the site maximum 0.9" "$output"
+	run --separate-stderr srun_t --autobatch=0.5 --autobatch=0.6 printenv AUTOBATCH_FRACTION
 	[ "$status" -eq 0 ]
 	[ "$output" = "0.6" ]
 }

@@ -42,7 +42,7 @@ teardown() { reset_plugstack; }
 	[ "$bad" -eq 0 ]
 	[ "$b" -gt 8 ]
 	# every task of every srun ran with the one batch size
-	[ "$(grep -h 'toy_train: batch' out.* | sort -u)" = "toy_train: batch $b from cfg.yaml" ]
+	[ "$(grep -ho 'toy_train: batch [0-9]* from cfg.yaml' out.* | sort -u)" = "toy_train: batch $b from cfg.yaml" ]
 	[ "$(grep -l "toy_train: batch $b" out.* | wc -l)" -eq "$n" ]
 	# the cache holds one entry, and it is whole JSON
 	local entries=$(find "$XDG_CACHE_HOME/autobatch" -name '*.json' | wc -l)

@@ -63,7 +63,7 @@ PY
 	$VG --error-exitcode=99 --log-file=vg.exec "$probe" run --device host:capacity=256MiB \
 		--config cfg.yaml --json r2.json -- toy_train --config cfg.yaml 2>/dev/null
 	$VG --error-exitcode=99 --log-file=vg.model "$probe" run --mode model \
-		--device host:capacity=256MiB --model layers=1,hidden=32,heads=2,seq=8,vocab=50 \
+		--device host:capacity=256MiB --model layers=1,hidden=32,heads=2,seq=32,vocab=2000 \
 		--steps 1 --max 64 --json r3.json 2>/dev/null
 	$VG --error-exitcode=99 --log-file=vg.config "$probe" config set cfg.yaml data.batch_size=12
 	$VG --error-exitcode=99 --log-file=vg.fail "$probe" run --device sim:total=8GiB,base=9GiB,per_sample=1GiB \
