@@ -267,10 +267,10 @@ template <typename T> static void test_layers(cublasHandle_t h)
 	{ /* AdamW, three steps */
 		size_t n = 10007;
 		vec p = randv(n, 1), m(n, 0), v(n, 0), master;
-		float *dM = up<float>(m), *dV = up<float>(v), *dMaster = sizeof(T) == 2 ? up<float>(p) : NULL;
 
-		representable<T>(p);
+		representable<T>(p); /* the master starts from the values the bf16 copy holds */
 		master = p;
+		float *dM = up<float>(m), *dV = up<float>(v), *dMaster = sizeof(T) == 2 ? up<float>(p) : NULL;
 		T *dP = up<T>(p);
 		for (int t = 1; t <= 3; t++) {
 			vec g = randv(n, 0.1f);
@@ -367,10 +367,11 @@ static void test_memory(void)
 			 "(tolerance 10%%)", b, measured / (1 << 30), analytic / (1 << 30));
 		check(what, "bf16", fabs(measured - analytic) / analytic, 0.10);
 	}
-	int rc = ab_model_cuda_trial(&t, 1L << 14, &out, err, sizeof(err));
+	/* batch 600: ~62 GB of logits and ~180 GB of attention: cudaMalloc itself fails */
+	int rc = ab_model_cuda_trial(&t, 600, &out, err, sizeof(err));
 	tests++;
 	failures += !(rc == 0 && out.oom);
-	printf("%s %d - batch 16384 of GPT-2 124M: a clean OOM result (rc %d, oom %d)\n",
+	printf("%s %d - batch 600 of GPT-2 124M: a clean OOM result (rc %d, oom %d)\n",
 	       rc == 0 && out.oom ? "ok" : "not ok", tests, rc, out.oom);
 	rc = ab_model_cuda_trial(&t, 2, &out, err, sizeof(err));
 	tests++;
