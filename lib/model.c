@@ -270,6 +270,23 @@ uint64_t ab_model_analytic_bytes(const struct ab_model *m, long batch)
 	return (uint64_t)(16 * nparams + acts + outside);
 }
 
+bool ab_model_sizeable(const struct ab_model *m, long batch)
+{
+	double B = (double)batch, T = (double)m->seq, C = (double)m->hidden, F = (double)m->ffn;
+	double wide = 3 * C > F ? 3 * C : F;
+	/* the largest terms, in bytes at 4 per element, each far below 2^62 */
+	double terms[] = {B * (double)m->heads * T * T * (double)m->layers,
+			  B * T * (double)m->vocab, B * T * wide * (double)m->layers,
+			  16.0 * (double)ab_model_params(m)};
+
+	if (batch < 1)
+		return false;
+	for (size_t i = 0; i < sizeof(terms) / sizeof(terms[0]); i++)
+		if (4 * terms[i] > 0x1p58)
+			return false;
+	return true;
+}
+
 uint64_t ab_model_params(const struct ab_model *m)
 {
 	uint64_t p[AB_P_COUNT], n = 0;

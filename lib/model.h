@@ -101,6 +101,11 @@ struct ab_model_layout {
 #define AB_CUBLAS_WORKSPACE (32u << 20)
 
 uint64_t ab_model_params(const struct ab_model *m);
+
+/* Whether every buffer of the step at this batch can be counted in 64 bits (with room to
+ * spare): a batch beyond it is treated as not fitting, never sized with wrapped numbers. */
+bool ab_model_sizeable(const struct ab_model *m, long batch);
+
 void ab_model_layout(const struct ab_model *m, long batch, struct ab_model_layout *out);
 
 /* The analytic count the measured peak is checked against: 16 bytes per parameter (weights,

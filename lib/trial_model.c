@@ -48,7 +48,8 @@ static void run_child(const struct ab_model_host *h, long batch, int fd)
 #else
 	(void)lim;
 #endif
-	if (batch > (1L << 30) || ref_gpt_init(&g, &h->model, (int)batch, 1, NULL, 0) < 0)
+	if (batch > (1L << 30) || !ab_model_sizeable(&h->model, batch) ||
+	    ref_gpt_init(&g, &h->model, (int)batch, 1, NULL, 0) < 0)
 		_exit(EXIT_OOM);
 	ref_gpt_forward(&g);
 	ref_gpt_backward(&g);

@@ -374,7 +374,7 @@ extern "C" int ab_gpt_create(const struct ab_model *m, int B, uint64_t seed,
 	if (!g)
 		return report(-ENOMEM, "allocating the model", err, errlen);
 	if ((double)B * (double)m->seq * (double)std::max(3 * m->hidden, m->ffn) > INT_MAX ||
-	    (double)B * (double)m->seq * (double)m->vocab > 1e12 || B < 1) {
+	    !ab_model_sizeable(m, B)) {
 		free(g);
 		/* past cuBLAS's int dimensions: no GPU has the memory for it anyway */
 		return report(-ENOMEM, "sizing the model", err, errlen);

@@ -1,6 +1,7 @@
 /* fuzz_parsers.c - libFuzzer target over every parser of hostile text that is not a config:
  * the trial report lines (written by the user's program), the probe's JSON result (read by
- * the plugin), plugstack arguments, user options, fractions, sizes, sim specs, host lists.
+ * the plugin), plugstack arguments, user options, fractions, sizes, sim specs, host lists,
+ * and the proxy model's dimensions (--model, whose sizes then go through every formula).
  * Byte 0 picks the parser; the rest is its input. Crashes, leaks and hangs are findings.
  */
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 #include "decision.h"
 #include "hostlist.h"
+#include "model.h"
 #include "settings.h"
 #include "sim.h"
 #include "size.h"
@@ -43,6 +45,26 @@ static void options(const char *text, unsigned pick)
 	ab_resolve_fraction(&site, &req, &f, note, sizeof(note), err, sizeof(err));
 }
 
+/* a model that passes the checks must size without overflow at any batch the search tries */
+static void model(const char *text)
+{
+	struct ab_model_layout lay;
+	struct ab_model m;
+	char err[512], desc[256];
+
+	if (ab_model_parse(text, &m, err, sizeof(err)) < 0)
+		return;
+	for (long b = 1; b <= 1L << 24 && ab_model_sizeable(&m, b); b <<= 6) {
+		ab_model_layout(&m, b, &lay);
+		/* the sum of the parts, counted in 64 bits, is what double arithmetic says */
+		if ((double)lay.acts_bytes < 0.999 * (double)(lay.act_elems[AB_A_ATT]) * 2)
+			abort();
+		(void)ab_model_analytic_bytes(&m, b);
+		(void)ab_model_flops(&m, b);
+	}
+	ab_model_describe(&m, desc, sizeof(desc));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct ab_trial_report rep;
@@ -56,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(text, data + 1, size - 1);
 	text[size - 1] = '\0';
-	switch (data[0] % 8) {
+	switch (data[0] % 9) {
 	case 0:
 		ab_trial_report_parse((const char *)data + 1, size - 1, &rep);
 		ab_trial_report_timing(&rep, 8, &f, &f);
@@ -78,6 +100,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 5:
 		if (!strstr(text, "curve=") && ab_sim_parse(text, &sim, err, sizeof(err)) == 0)
 			ab_sim_free(&sim);
+		break;
+	case 7:
+		model(text);
 		break;
 	default:
 		ab_hostlist_first(text, host, sizeof(host));

@@ -65,6 +65,16 @@ static void parse_spec(void **state)
 					err, sizeof(err)),
 			 -EINVAL);
 	assert_contains(err, "over 10^13 parameters");
+	/* dimensions that pass, at a batch whose buffers cannot be counted: never sized */
+	assert_int_equal(ab_model_parse("layers=1000,hidden=1024,heads=1024,seq=1048576,vocab=8",
+					&m, err, sizeof(err)),
+			 0);
+	assert_false(ab_model_sizeable(&m, 1 << 20));
+	assert_true(ab_model_sizeable(&m, 1) || !ab_model_sizeable(&m, 2));
+	assert_int_equal(ab_model_parse("layers=12,hidden=768,heads=12,seq=1024,vocab=50257", &m,
+					err, sizeof(err)),
+			 0);
+	assert_true(ab_model_sizeable(&m, 1 << 16));
 }
 
 static struct ab_config *load_text(const char *name, const char *text)
