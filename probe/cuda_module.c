@@ -14,6 +14,7 @@
 
 #include "error.h"
 
+#ifdef HAVE_CUDA
 static int module_path(char *path, size_t len, char *err, size_t errlen)
 {
 	const char *env = getenv("AUTOBATCH_CUDA_MODULE");
@@ -33,31 +34,36 @@ static int module_path(char *path, size_t len, char *err, size_t errlen)
 	return 0;
 }
 
+/* dlopen, then the entry points; on failure why says what went wrong */
+static int load(struct cuda_module *m, char *why, size_t whylen)
+{
+	char path[PATH_MAX];
+	void *lib;
+
+	if (module_path(path, sizeof(path), why, whylen) < 0)
+		return -1;
+	if (!(lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
+		return snprintf(why, whylen, "the GPU module did not load: %s", dlerror()), -1;
+	if (!(m->ops = dlsym(lib, "ab_cuda_runtime_ops")) ||
+	    !(*(void **)&m->model_trial = dlsym(lib, "ab_model_cuda_trial")))
+		return snprintf(why, whylen, "%.400s is not autobatch's GPU module", path), -1;
+	*(void **)&m->nccl_measure = dlsym(lib, "ab_nccl_measure");
+	return 0;
+}
+#endif
+
 const struct cuda_module *cuda_module(char *err, size_t errlen)
 {
 	static struct cuda_module m;
 	static int state; /* 0 not tried, 1 loaded, -1 failed (the message is kept) */
 	static char why[512];
-	char path[PATH_MAX];
-	void *lib;
 
 	if (state == 0) {
-		state = -1;
-#ifndef HAVE_CUDA
-		snprintf(why, sizeof(why), "this build has no CUDA (configured without it)");
+#ifdef HAVE_CUDA
+		state = load(&m, why, sizeof(why)) == 0 ? 1 : -1;
 #else
-		if (module_path(path, sizeof(path), why, sizeof(why)) == 0) {
-			if (!(lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-				snprintf(why, sizeof(why), "the GPU module did not load: %s",
-					 dlerror());
-			else if (!(m.ops = dlsym(lib, "ab_cuda_runtime_ops")) ||
-				 !(*(void **)&m.model_trial = dlsym(lib, "ab_model_cuda_trial")))
-				snprintf(why, sizeof(why), "%.400s is not autobatch's GPU module", path);
-			else {
-				*(void **)&m.nccl_measure = dlsym(lib, "ab_nccl_measure");
-				state = 1;
-			}
-		}
+		state = -1;
+		snprintf(why, sizeof(why), "this build has no CUDA (configured without it)");
 #endif
 	}
 	if (state < 0)
