@@ -344,10 +344,14 @@ static bool is_merge_key(const struct ab_node *k)
 	       strcmp(k->value, "<<") == 0;
 }
 
-/* Is name reachable through the mapping's '<<' merges? Sets *via to the merge's value. */
+/* Is name reachable through the mapping's '<<' merges? Sets *via to the merge's value. A
+ * mapping can merge itself through an alias, and merges can fan out: *budget bounds the
+ * mappings visited, so a hostile file costs at most that much (found by fuzzing). */
 static const struct ab_node *find_merged(const struct ab_node *map, const char *name,
-					 const struct ab_node **via, int depth)
+					 const struct ab_node **via, int depth, int *budget)
 {
+	if (--*budget < 0)
+		return NULL;
 	for (size_t i = 0; i < map->n && depth < 32; i++) {
 		const struct ab_node *src = map->items[i];
 		size_t count = src->kind == AB_NODE_SEQUENCE ? src->n : 1;
@@ -365,7 +369,7 @@ static const struct ab_node *find_merged(const struct ab_node *map, const char *
 					*via = m;
 					return t->items[k];
 				}
-			if (find_merged(t, name, via, depth + 1)) {
+			if (t != map && find_merged(t, name, via, depth + 1, budget)) {
 				*via = m;
 				return t;
 			}
@@ -409,7 +413,9 @@ static int child_by_key(const struct lookup *l, const struct ab_node *map, const
 		*out = found;
 		return 0;
 	}
-	if (find_merged(map, name, &via, 0))
+	int budget = 4096;
+
+	if (find_merged(map, name, &via, 0, &budget))
 		return refuse_merge(l, name, via);
 	return -ENOENT;
 }

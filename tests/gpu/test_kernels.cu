@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <unistd.h>
+#include <initializer_list>
 #include <vector>
 
 #include "gpt.h"
@@ -358,7 +359,14 @@ static void test_memory(void)
 	cudaFree(0);
 	cudaMemGetInfo(&free_b, &total_b);
 	t.others_bytes = total_b - free_b;
+#ifdef AB_EMULATOR
+	/* the emulator's "peak" is its own allocations, so the comparison would prove nothing,
+	 * and a GPT-2 step on the CPU takes hours: only the OOM path runs here */
+	printf("# skipped under the CPU emulator: GPT-2 124M peak against the analytic count\n");
+	for (long b : std::initializer_list<long>{}) {
+#else
 	for (long b : {4L, 16L}) {
+#endif
 		double analytic = (double)ab_model_analytic_bytes(&t.model, b), measured;
 
 		check_rc("trial", ab_model_cuda_trial(&t, b, &out, err, sizeof(err)));
@@ -373,6 +381,10 @@ static void test_memory(void)
 	failures += !(rc == 0 && out.oom);
 	printf("%s %d - batch 600 of GPT-2 124M: a clean OOM result (rc %d, oom %d)\n",
 	       rc == 0 && out.oom ? "ok" : "not ok", tests, rc, out.oom);
+#ifdef AB_EMULATOR
+	t.model = (struct ab_model){.layers = 2, .hidden = 64, .heads = 4, .ffn = 256, .seq = 32,
+				    .vocab = 301, .dtype = AB_DTYPE_BF16, .recompute = false};
+#endif
 	rc = ab_model_cuda_trial(&t, 2, &out, err, sizeof(err));
 	tests++;
 	failures += !(rc == 0 && !out.oom && out.has_peak);

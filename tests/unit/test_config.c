@@ -658,6 +658,37 @@ static void file_not_regular(void **state)
 	assert_contains(err, "cannot read /nonexistent/x.yaml: No such file or directory");
 }
 
+/* Merges that fan out (each level merges the one below twice: 2^30 paths) or that merge
+ * their own mapping must not make a lookup exponential (a fuzzer found the self-merge). */
+static void merge_bombs(void **state)
+{
+	char text[4096];
+	size_t len = 0;
+	struct ab_config *cfg;
+	const struct ab_node *n;
+
+	(void)state;
+	alarm(5); /* the fixed lookup takes milliseconds; the unbounded one took minutes */
+	len += (size_t)snprintf(text + len, sizeof(text) - len, "l0: &l0 {k: 1}\n");
+	for (int i = 1; i <= 30; i++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"l%d: &l%d {<<: [*l%d, *l%d]}\n", i, i, i - 1, i - 1);
+	len += (size_t)snprintf(text + len, sizeof(text) - len, "top:\n  <<: *l30\n");
+	assert_int_equal(ab_config_parse("bomb.yaml", text, len, AB_FORMAT_YAML, &cfg, err,
+					 sizeof(err)),
+			 0);
+	assert_int_equal(ab_config_find(cfg, "top.missing", -1, &n, err, sizeof(err)), -ENOENT);
+	assert_int_equal(ab_config_find(cfg, "top.k", -1, &n, err, sizeof(err)), -EPERM);
+	ab_config_free(cfg);
+	snprintf(text, sizeof(text), "a: &a\n  x: 1\n  <<: *a\n");
+	if (ab_config_parse("self.yaml", text, strlen(text), AB_FORMAT_YAML, &cfg, err,
+			    sizeof(err)) == 0) {
+		assert_true(ab_config_find(cfg, "a.y", -1, &n, err, sizeof(err)) < 0);
+		ab_config_free(cfg);
+	}
+	alarm(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -666,6 +697,7 @@ int main(void)
 		cmocka_unit_test(json_features),
 		cmocka_unit_test(get_values),
 		cmocka_unit_test(refusals),
+		cmocka_unit_test(merge_bombs),
 		cmocka_unit_test(bad_values),
 		cmocka_unit_test(invalid_files),
 		cmocka_unit_test(presets),

@@ -1,0 +1,409 @@
+/* emu.cpp - the CPU emulator behind tests/gpu/emu/*.h: each block's threads are coroutines
+ * (ucontext) run until they all finish; __syncthreads waits for the block's live threads, a
+ * warp shuffle for its warp's; device memory is host memory with a byte budget
+ * (AUTOBATCH_EMU_MEMORY, default 4 GiB) so an oversize allocation fails as on a GPU.
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <ucontext.h>
+#include <vector>
+
+#include "cublas_v2.h"
+
+enum state { RUN, WAIT_BLOCK, WAIT_WARP, DONE };
+
+struct emu_thread {
+	dim3 tid;
+	int lane, warp;
+	enum state state;
+	float shfl;
+	ucontext_t uc;
+	char *stack;
+};
+
+emu_thread *emu_cur;
+dim3 emu_block_idx, emu_block_dim, emu_grid_dim;
+
+static ucontext_t scheduler;
+static std::vector<emu_thread> threads;
+static const std::function<void()> *body;
+static const size_t STACK = 256 * 1024;
+
+const dim3 &emu_thread_idx(void)
+{
+	return emu_cur->tid;
+}
+
+static void trampoline(void)
+{
+	(*body)();
+	emu_cur->state = DONE;
+	swapcontext(&emu_cur->uc, &scheduler);
+}
+
+static void wait(enum state s)
+{
+	emu_cur->state = s;
+	swapcontext(&emu_cur->uc, &scheduler);
+}
+
+void __syncthreads(void)
+{
+	wait(WAIT_BLOCK);
+}
+
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask)
+{
+	emu_thread *me = emu_cur;
+	float r;
+
+	(void)mask;
+	me->shfl = v;
+	wait(WAIT_WARP);
+	r = threads[(size_t)(me->warp * 32 + (me->lane ^ lane_mask))].shfl;
+	wait(WAIT_WARP); /* nobody overwrites a value before every lane has read */
+	return r;
+}
+
+float atomicAdd(float *p, float v)
+{
+	float old = *p; /* one coroutine runs at a time: a plain add is atomic */
+
+	*p += v;
+	return old;
+}
+
+__nv_bfloat16 atomicAdd(__nv_bfloat16 *p, __nv_bfloat16 v)
+{
+	__nv_bfloat16 old = *p;
+
+	*p = __float2bfloat16(__bfloat162float(*p) + __bfloat162float(v));
+	return old;
+}
+
+/* Releases the waiters of a barrier once every live thread of its scope waits there. */
+static bool release(void)
+{
+	bool any = false;
+	size_t nwarps = (threads.size() + 31) / 32;
+
+	for (size_t w = 0; w < nwarps; w++) {
+		size_t lo = w * 32, hi = std::min(threads.size(), lo + 32), waiting = 0, live = 0;
+
+		for (size_t i = lo; i < hi; i++) {
+			live += threads[i].state != DONE;
+			waiting += threads[i].state == WAIT_WARP;
+		}
+		if (live && waiting == live) {
+			for (size_t i = lo; i < hi; i++)
+				if (threads[i].state == WAIT_WARP)
+					threads[i].state = RUN;
+			any = true;
+		}
+	}
+	if (any)
+		return true;
+	size_t live = 0, waiting = 0;
+	for (emu_thread &t : threads) {
+		live += t.state != DONE;
+		waiting += t.state == WAIT_BLOCK;
+	}
+	if (live && waiting == live) {
+		for (emu_thread &t : threads)
+			t.state = RUN;
+		return true;
+	}
+	if (live) {
+		fprintf(stderr, "emu: deadlock in block (%u,%u,%u): threads wait at different "
+				"barriers\n",
+			emu_block_idx.x, emu_block_idx.y, emu_block_idx.z);
+		abort();
+	}
+	return false;
+}
+
+static void run_block(void)
+{
+	size_t n = threads.size();
+
+	for (size_t i = 0; i < n; i++) {
+		emu_thread &t = threads[i];
+
+		t.tid = dim3((unsigned)(i % emu_block_dim.x),
+			     (unsigned)(i / emu_block_dim.x % emu_block_dim.y),
+			     (unsigned)(i / emu_block_dim.x / emu_block_dim.y));
+		t.lane = (int)(i % 32);
+		t.warp = (int)(i / 32);
+		t.state = RUN;
+		getcontext(&t.uc);
+		t.uc.uc_stack.ss_sp = t.stack;
+		t.uc.uc_stack.ss_size = STACK;
+		t.uc.uc_link = &scheduler;
+		makecontext(&t.uc, trampoline, 0);
+	}
+	do {
+		for (size_t i = 0; i < n; i++)
+			while (threads[i].state == RUN) {
+				emu_cur = &threads[i];
+				swapcontext(&scheduler, &threads[i].uc);
+			}
+	} while (release());
+}
+
+static cudaError_t last_error;
+
+void emu_launch(dim3 grid, dim3 block, const std::function<void()> &fn)
+{
+	size_t n = (size_t)block.x * block.y * block.z;
+
+	if (n == 0 || n > 1024 || grid.x == 0) {
+		last_error = cudaErrorInvalidValue;
+		return;
+	}
+	if (threads.size() != n) {
+		for (emu_thread &t : threads)
+			free(t.stack);
+		threads.assign(n, emu_thread());
+		for (emu_thread &t : threads)
+			t.stack = (char *)malloc(STACK);
+	}
+	body = &fn;
+	emu_grid_dim = grid;
+	emu_block_dim = block;
+	for (unsigned z = 0; z < grid.z; z++)
+		for (unsigned y = 0; y < grid.y; y++)
+			for (unsigned x = 0; x < grid.x; x++) {
+				emu_block_idx = dim3(x, y, z);
+				run_block();
+			}
+}
+
+/* ---- the runtime (C linkage, as cuda_runtime_api.h declares it) -------------------- */
+
+extern "C" {
+
+static std::map<void *, size_t> allocations;
+static size_t allocated;
+
+static size_t budget(void)
+{
+	const char *e = getenv("AUTOBATCH_EMU_MEMORY");
+
+	return e ? (size_t)strtoull(e, NULL, 10) : (size_t)4 << 30;
+}
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+	if (allocated + n > budget() || !(*p = malloc(n ? n : 1)))
+		return last_error = cudaErrorMemoryAllocation;
+	allocations[*p] = n;
+	allocated += n;
+	return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+	auto it = allocations.find(p);
+
+	if (it == allocations.end())
+		return p ? cudaErrorInvalidValue : cudaSuccess;
+	allocated -= it->second;
+	allocations.erase(it);
+	free(p);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+	(void)kind;
+	memmove(dst, src, n);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+	memset(p, v, n);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+	(void)s;
+	return cudaMemset(p, v, n);
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaGetLastError(void)
+{
+	cudaError_t e = last_error;
+
+	last_error = cudaSuccess;
+	return e;
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+	return e == cudaSuccess ? "no error"
+	       : e == cudaErrorMemoryAllocation ? "out of memory (emulator budget)"
+						: "invalid argument";
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
+{
+	*total_b = budget();
+	*free_b = budget() - allocated;
+	return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+	*n = 1;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+	(void)d;
+	snprintf(p->name, sizeof(p->name), "CPU emulator");
+	p->totalGlobalMem = budget();
+	p->multiProcessorCount = 1;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d)
+{
+	(void)d;
+	snprintf(bus, (size_t)len, "0000:00:00.0");
+	return cudaSuccess;
+}
+
+struct CUevent_st {
+	double t;
+};
+
+cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+	*e = new CUevent_st();
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+	delete e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	struct timespec ts;
+
+	(void)s;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	e->t = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	(void)e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+	*ms = (float)((b->t - a->t) * 1e3);
+	return cudaSuccess;
+}
+
+} /* extern "C" */
+
+/* ---- cuBLAS ------------------------------------------------------------------------- */
+
+struct emu_cublas {
+	int unused;
+};
+
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+	*h = new emu_cublas();
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+	delete h;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *w, size_t n)
+{
+	(void)h, (void)w, (void)n;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusString(cublasStatus_t s)
+{
+	return s == CUBLAS_STATUS_SUCCESS ? "success" : "failure (emulator)";
+}
+
+static float load(const void *p, cudaDataType_t t, size_t i)
+{
+	return t == CUDA_R_32F ? ((const float *)p)[i]
+			       : __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+static void store(void *p, cudaDataType_t t, size_t i, float v)
+{
+	if (t == CUDA_R_32F)
+		((float *)p)[i] = v;
+	else
+		((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+					  cublasOperation_t tb, int m, int n, int k,
+					  const void *alpha, const void *A, cudaDataType_t at,
+					  int lda, long long sa, const void *B, cudaDataType_t bt,
+					  int ldb, long long sb, const void *beta, void *C,
+					  cudaDataType_t ct, int ldc, long long sc, int batch,
+					  cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+	float al = *(const float *)alpha, be = *(const float *)beta;
+
+	(void)h, (void)compute, (void)algo;
+	if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	for (int b = 0; b < batch; b++)
+		for (int j = 0; j < n; j++)
+			for (int i = 0; i < m; i++) {
+				double acc = 0;
+
+				for (int p = 0; p < k; p++) {
+					size_t ai = ta ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda;
+					size_t bi = tb ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb;
+
+					acc += (double)load(A, at, (size_t)b * sa + ai) *
+					       load(B, bt, (size_t)b * sb + bi);
+				}
+				size_t ci = (size_t)b * sc + (size_t)i + (size_t)j * ldc;
+				/* beta == 0: C is not read (it may hold anything, NaN included) */
+				store(C, ct, ci, al * (float)acc + (be != 0 ? be * load(C, ct, ci) : 0));
+			}
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+			    int n, int k, const void *alpha, const void *A, cudaDataType_t at,
+			    int lda, const void *B, cudaDataType_t bt, int ldb, const void *beta,
+			    void *C, cudaDataType_t ct, int ldc, cublasComputeType_t compute,
+			    cublasGemmAlgo_t algo)
+{
+	return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0,
+					  beta, C, ct, ldc, 0, 1, compute, algo);
+}
