@@ -1,4 +1,4 @@
-/* emu.cpp - the CPU emulator behind tests/gpu/emu/*.h: each block's threads are coroutines
+/* emu.cpp - the CPU emulator behind the headers in tests/gpu/emu: each block's threads are coroutines
  * (ucontext) run until they all finish; __syncthreads waits for the block's live threads, a
  * warp shuffle for its warp's; device memory is host memory with a byte budget
  * (AUTOBATCH_EMU_MEMORY, default 4 GiB) so an oversize allocation fails as on a GPU.
