@@ -132,10 +132,9 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 	int rc;
 
 	memset(k, 0, sizeof(*k));
-	if (preset_name && *preset_name && !(p = ab_preset_find(preset_name)))
-		return ab_fail(err, errlen, EINVAL, "unknown preset '%s': 'autobatch-probe "
-						    "presets' lists them",
-			       preset_name);
+	if (preset_name && *preset_name &&
+	    (rc = ab_preset_lookup(preset_name, &p, err, errlen)) < 0)
+		return rc;
 	if (!p && !(key_override && *key_override) &&
 	    (rc = ab_preset_detect(cfg, -1, &p, err, errlen)) < 0)
 		return rc;

@@ -68,6 +68,15 @@ const struct ab_preset *ab_preset_find(const char *name)
 	return NULL;
 }
 
+int ab_preset_lookup(const char *name, const struct ab_preset **out, char *err, size_t errlen)
+{
+	if ((*out = ab_preset_find(name)))
+		return 0;
+	return ab_fail(err, errlen, EINVAL, "unknown preset '%s': 'autobatch-probe presets' lists "
+					    "them",
+		       name);
+}
+
 static bool has_key(const struct ab_config *cfg, int document, const char *key)
 {
 	const struct ab_node *n;

@@ -35,6 +35,8 @@ extern const size_t ab_npresets;
 
 const char *ab_role_name(enum ab_role role);
 const struct ab_preset *ab_preset_find(const char *name);
+/* ab_preset_find, with the message that says where the names are listed when it fails. */
+int ab_preset_lookup(const char *name, const struct ab_preset **out, char *err, size_t errlen);
 
 /* The preset whose batch keys the file has. Several matching equally well is an error that
  * lists them (pick one with --preset); none matching is an error naming what was looked for. */

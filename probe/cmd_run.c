@@ -180,6 +180,17 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 
 /* ---- the batch key and the starting batch from the config --------------------------- */
 
+void start_from_value(const char *value, long *start)
+{
+	double v;
+
+	if (*start || !ab_is_number(value, strlen(value)))
+		return;
+	v = strtod(value, NULL);
+	if (v >= 1 && v <= (double)AB_BATCH_MAX)
+		*start = (long)v;
+}
+
 static int config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 {
 	const struct ab_preset *p = NULL;
@@ -192,11 +203,9 @@ static int config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 	if ((rc = ab_config_load(o->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
 	if (!o->key) {
-		if (o->preset && !(p = ab_preset_find(o->preset)))
-			rc = ab_fail(err, errlen, EINVAL, "unknown preset '%s': "
-							  "'autobatch-probe presets' lists them",
-				     o->preset);
-		else if (!p)
+		if (o->preset)
+			rc = ab_preset_lookup(o->preset, &p, err, errlen);
+		else
 			rc = ab_preset_detect(cfg, o->document, &p, err, errlen);
 		if (rc == 0) {
 			o->key = p->keys[strcmp(o->phase, "eval") ? AB_ROLE_MICRO_BATCH
@@ -209,10 +218,8 @@ static int config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 	}
 	if (rc == 0)
 		rc = ab_config_get(cfg, o->key, o->document, value, sizeof(value), err, errlen);
-	/* the config's own batch is where the search starts, and what the gain is against */
-	if (rc == 0 && !*start && ab_is_number(value, strlen(value)) && strtod(value, NULL) >= 1 &&
-	    strtod(value, NULL) <= (double)AB_BATCH_MAX)
-		*start = (long)strtod(value, NULL);
+	if (rc == 0)
+		start_from_value(value, start);
 	ab_config_free(cfg);
 	return rc;
 }

@@ -53,6 +53,10 @@ struct setup {
 
 extern volatile sig_atomic_t run_interrupted;
 
+/* The config's own batch (value, as the file says it) is where the search starts and what
+ * the gain is measured against; a *start already set, or a value that is no batch, is kept. */
+void start_from_value(const char *value, long *start);
+
 /* Model mode: the dimensions (--model, or the config through the presets), the trial on the
  * GPU or, for small models, on the host; *start from the config's batch key if it has one. */
 int setup_model(struct run_opts *o, struct setup *s, long *start, char *err, size_t errlen);

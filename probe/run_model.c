@@ -18,11 +18,7 @@ static int preset_for(const struct run_opts *o, const struct ab_config *cfg,
 {
 	if (!o->preset)
 		return ab_preset_detect_model(cfg, o->document, p, err, errlen);
-	if (!(*p = ab_preset_find(o->preset)))
-		return ab_fail(err, errlen, EINVAL, "unknown preset '%s': 'autobatch-probe presets' "
-						    "lists them",
-			       o->preset);
-	return 0;
+	return ab_preset_lookup(o->preset, p, err, errlen);
 }
 
 /* The config's own micro-batch, where the search starts; absent is fine (config.json). */
@@ -31,15 +27,9 @@ static void start_from(const struct run_opts *o, const struct ab_config *cfg,
 {
 	const char *key = o->key ? o->key : p->keys[AB_ROLE_MICRO_BATCH];
 	char value[64], why[AB_ERR_MAX];
-	double v;
 
-	if (*start || !key ||
-	    ab_config_get(cfg, key, o->document, value, sizeof(value), why, sizeof(why)) < 0 ||
-	    !ab_is_number(value, strlen(value)))
-		return;
-	v = strtod(value, NULL);
-	if (v >= 1 && v <= 1 << 24)
-		*start = (long)v;
+	if (key && ab_config_get(cfg, key, o->document, value, sizeof(value), why, sizeof(why)) == 0)
+		start_from_value(value, start);
 }
 
 static int model_dims(const struct run_opts *o, struct ab_model *m, long *start, char *err,
