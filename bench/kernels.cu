@@ -8,15 +8,8 @@
 
 #include "gpt.h"
 extern "C" {
+#include "clock.h"
 #include "search.h"
-}
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 struct shape {
@@ -58,14 +51,14 @@ int main(int argc, char **argv)
 		struct ab_search_params p = {};
 		struct ab_trials trials = {};
 		struct ab_decision d;
-		double t0 = now(), secs;
+		double t0 = ab_now(), secs;
 		int rc;
 
 		p.total_bytes = total_b;
 		p.fraction = fraction;
 		p.objective = AB_OBJECTIVE_MEMORY;
 		rc = ab_search(&p, &trials, ab_model_cuda_trial, &t, &d, err, sizeof(err));
-		secs = now() - t0;
+		secs = ab_now() - t0;
 		if (rc < 0) {
 			printf("%-20s %7.2fB %6s %7zu %8.1fs  %s\n", s.name,
 			       (double)ab_model_params(&s.m) / 1e9, "-", trials.n, secs, err);

@@ -15,14 +15,8 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "clock.h"
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void child(const struct ab_subprocess *p, int out[2], int errp[2])
 {
@@ -79,12 +73,12 @@ static void collect(struct ab_subprocess *p, const char *data, size_t n)
 static bool stop(pid_t pid, double grace_s, int *status)
 {
 	struct timespec pause = {0, 300 * 1000 * 1000};
-	double until = now() + grace_s;
+	double until = ab_now() + grace_s;
 
 	kill(pid, SIGINT);
 	nanosleep(&pause, NULL);
 	kill(pid, SIGINT);
-	while (now() < until) {
+	while (ab_now() < until) {
 		if (waitpid(pid, status, WNOHANG) == pid)
 			return true;
 		nanosleep(&pause, NULL);
@@ -99,12 +93,12 @@ static bool pump(struct ab_subprocess *p, pid_t pid, int outfd, int errfd, doubl
 	bool reaped = false;
 
 	struct pollfd fds[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
-	double deadline = p->timeout_s > 0 ? now() + p->timeout_s : 0;
+	double deadline = p->timeout_s > 0 ? ab_now() + p->timeout_s : 0;
 	struct lines l = {.len = 0};
 	char buf[8192];
 
 	while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-		int wait_ms = deadline ? (int)((deadline - now()) * 1000) : -1;
+		int wait_ms = deadline ? (int)((deadline - ab_now()) * 1000) : -1;
 
 		if (deadline && wait_ms <= 0 && !p->timed_out) {
 			p->timed_out = true;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "clock.h"
 #include "trial_report.h"
 
 #define POLL_MS 20
@@ -28,13 +29,6 @@
 
 static char workdir[PATH_MAX];
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 bool ab_text_says_oom(const char *text, size_t len)
 {
@@ -302,7 +296,7 @@ struct outcome {
 static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
 {
 	struct timespec pause = {0, POLL_MS * 1000 * 1000};
-	double start = now();
+	double start = ab_now();
 	struct rusage ru;
 	bool killed = false;
 
@@ -327,7 +321,7 @@ static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
 			o->over_capacity = used > x->capacity;
 		}
 		o->interrupted = x->interrupted && *x->interrupted;
-		o->timed_out = now() - start > x->trial_seconds;
+		o->timed_out = ab_now() - start > x->trial_seconds;
 		if (o->over_capacity || o->interrupted || o->timed_out) {
 			kill(-pid, SIGKILL);
 			killed = true;
@@ -337,7 +331,7 @@ static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
 	}
 	kill(-pid, SIGKILL); /* no child of the trial outlives it */
 	scan_processes(0);
-	o->seconds = now() - start;
+	o->seconds = ab_now() - start;
 	if ((uint64_t)ru.ru_maxrss * 1024 > o->rss_peak)
 		o->rss_peak = (uint64_t)ru.ru_maxrss * 1024;
 }

@@ -12,25 +12,13 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "clock.h"
 #include "kernels/reference.h"
+#include "trial_report.h"
 
 #define EXIT_OOM 3
 #define POLL_NS (20 * 1000 * 1000)
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* In the child: allocate, warm up, time the steps, write the median step time. */
 static void run_child(const struct ab_model_host *h, long batch, int fd)
@@ -55,14 +43,13 @@ static void run_child(const struct ab_model_host *h, long batch, int fd)
 	ref_gpt_backward(&g);
 	ref_gpt_update(&g, 1e-4f);
 	for (int s = 0; s < steps; s++) {
-		t0 = now();
+		t0 = ab_now();
 		ref_gpt_forward(&g);
 		ref_gpt_backward(&g);
 		ref_gpt_update(&g, 1e-4f);
-		times[s] = now() - t0;
+		times[s] = ab_now() - t0;
 	}
-	qsort(times, (size_t)steps, sizeof(double), cmp_double);
-	median = times[steps / 2];
+	median = ab_median(times, (size_t)steps);
 	_exit(write(fd, &median, sizeof(median)) == sizeof(median) ? 0 : 1);
 }
 
@@ -71,7 +58,7 @@ static int wait_child(const struct ab_model_host *h, pid_t pid, int *status, str
 		      char *err, size_t errlen)
 {
 	struct timespec pause = {0, POLL_NS};
-	double start = now();
+	double start = ab_now();
 
 	for (;;) {
 		pid_t r = wait4(pid, status, WNOHANG, ru);
@@ -81,7 +68,7 @@ static int wait_child(const struct ab_model_host *h, pid_t pid, int *status, str
 		if (r < 0 && errno != EINTR)
 			return ab_fail(err, errlen, errno, "waiting for the model trial: %s",
 				       strerror(errno));
-		if ((h->interrupted && *h->interrupted) || now() - start > h->trial_seconds) {
+		if ((h->interrupted && *h->interrupted) || ab_now() - start > h->trial_seconds) {
 			kill(pid, SIGKILL);
 			wait4(pid, status, 0, ru);
 			if (h->interrupted && *h->interrupted)
@@ -100,7 +87,7 @@ int ab_model_host_trial(void *ctx, long batch, struct ab_trial *out, char *err, 
 {
 	const struct ab_model_host *h = ctx;
 	struct rusage ru;
-	double start = now(), step = 0;
+	double start = ab_now(), step = 0;
 	int fds[2], status, rc;
 	pid_t pid;
 
@@ -126,7 +113,7 @@ int ab_model_host_trial(void *ctx, long batch, struct ab_trial *out, char *err, 
 	close(fds[0]);
 	if (rc < 0)
 		return rc;
-	out->seconds = now() - start;
+	out->seconds = ab_now() - start;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_OOM) {
 		out->oom = true;
 		return 0;

@@ -82,7 +82,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double median(double *v, size_t n)
+double ab_median(double *v, size_t n)
 {
 	qsort(v, n, sizeof(double), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -102,7 +102,7 @@ bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double 
 	}
 	if (n == 0)
 		return false;
-	*step_s = median(steps, n);
-	*samples_per_s = median(rates, n);
+	*step_s = ab_median(steps, n);
+	*samples_per_s = ab_median(rates, n);
 	return true;
 }

@@ -31,4 +31,7 @@ void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *
 bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double *step_s,
 			    double *samples_per_s);
 
+/* The median of n > 0 values (sorts v); the mean of the middle two when n is even. */
+double ab_median(double *v, size_t n);
+
 #endif

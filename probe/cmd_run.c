@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "clock.h"
 #include "config_edit.h"
 #include "device.h"
 #include "error.h"
@@ -338,14 +339,6 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	return 0;
 }
 
-static double seconds_since(const struct timespec *t0)
-{
-	struct timespec t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 int cmd_run(int argc, char **argv)
 {
 	struct ab_report_fraction fr[MAX_FRACTIONS] = {{0}};
@@ -354,7 +347,7 @@ int cmd_run(int argc, char **argv)
 	struct ab_report r = {0};
 	struct run_opts o;
 	struct progress prog;
-	struct timespec t0;
+	double t0;
 	struct sigaction sa = {.sa_handler = on_signal};
 	char line[2048], *json;
 	long start = 0;
@@ -362,7 +355,7 @@ int cmd_run(int argc, char **argv)
 
 	if (parse_opts(argc, argv, &o) < 0)
 		return usage();
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = ab_now();
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
@@ -403,7 +396,7 @@ int cmd_run(int argc, char **argv)
 	r.reserve_bytes = s.reserve;
 	r.others = s.dev.others[0] ? s.dev.others : NULL;
 	r.comm = s.comm.gpus ? &s.comm : NULL;
-	r.elapsed_s = seconds_since(&t0);
+	r.elapsed_s = ab_now() - t0;
 	if (!r.ok && !r.error[0])
 		snprintf(r.error, sizeof(r.error), "the probe failed");
 	ab_report_decision_line(&r, line, sizeof(line));

@@ -5,14 +5,15 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <vector>
 
 #include "gpt.h"
 #include "layers.cuh"
 
 extern "C" {
+#include "clock.h"
 #include "error.h"
+#include "trial_report.h"
 }
 
 static int report(int rc, const char *doing, char *err, size_t errlen)
@@ -65,17 +66,9 @@ extern "C" const struct ab_cuda_ops ab_cuda_runtime_ops = {cuda_open, cuda_count
 
 /* ---- the model-mode trial ----------------------------------------------------------- */
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static int timed_steps(struct ab_gpt *g, int steps, double *median, char *err, size_t errlen)
 {
-	std::vector<float> ms(steps);
+	std::vector<double> ms(steps);
 	cudaEvent_t a, b;
 	int rc = 0;
 
@@ -87,12 +80,13 @@ static int timed_steps(struct ab_gpt *g, int steps, double *median, char *err, s
 		rc = ab_gpt_step(g, 1e-4f, NULL, err, errlen);
 		cudaEventRecord(b);
 		cudaEventSynchronize(b);
-		cudaEventElapsedTime(&ms[s], a, b);
+		float elapsed = 0;
+		cudaEventElapsedTime(&elapsed, a, b);
+		ms[s] = elapsed;
 	}
 	cudaEventDestroy(a);
 	cudaEventDestroy(b);
-	std::sort(ms.begin(), ms.end());
-	*median = ms[steps / 2] / 1e3;
+	*median = ab_median(ms.data(), ms.size()) / 1e3;
 	return rc;
 }
 
@@ -102,7 +96,7 @@ extern "C" int ab_model_cuda_trial(void *ctx, long batch, struct ab_trial *out, 
 	struct ab_model_trial *t = (struct ab_model_trial *)ctx;
 	struct ab_gpt *g = NULL;
 	size_t free_b = 0, total_b = 0;
-	double start = now_s(), step = 0;
+	double start = ab_now(), step = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -118,7 +112,7 @@ extern "C" int ab_model_cuda_trial(void *ctx, long batch, struct ab_trial *out, 
 		rc = ab_cuda_rc(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo", __FILE__,
 				__LINE__);
 	ab_gpt_destroy(g);
-	out->seconds = now_s() - start;
+	out->seconds = ab_now() - start;
 	if (rc == -ENOMEM) { /* a result: the batch does not fit */
 		out->oom = true;
 		return 0;
