@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,18 @@ bool ab_model_sizeable(const struct ab_model *m, long batch)
 		if (4 * terms[i] > 0x1p58)
 			return false;
 	return true;
+}
+
+float ab_param_init(const struct ab_model *m, enum ab_param p, float *constant)
+{
+	float uniform = 0.02f * 1.7320508f; /* uniform in [-a, a) has std a / sqrt(3) */
+
+	*constant = p == AB_P_LN1W || p == AB_P_LN2W || p == AB_P_LNFW ? 1.0f : 0.0f;
+	if (p == AB_P_ATTPROJW || p == AB_P_FCPROJW)
+		return uniform / sqrtf(2.0f * (float)m->layers);
+	if (p == AB_P_WTE || p == AB_P_WPE || p == AB_P_QKVW || p == AB_P_FCW)
+		return uniform;
+	return 0.0f;
 }
 
 uint64_t ab_model_params(const struct ab_model *m)

@@ -60,6 +60,12 @@ enum ab_param {
 	AB_P_COUNT
 };
 
+/* GPT-2's initialisation of parameter tensor p, the same on the CPU and the GPU: uniform in
+ * [-scale, scale) with the standard deviation of N(0, 0.02), the projections into the
+ * residual scaled by 1/sqrt(2L); scale 0: every element is *constant (layernorm weights 1,
+ * biases 0). */
+float ab_param_init(const struct ab_model *m, enum ab_param p, float *constant);
+
 /* Activations saved for the backward pass; "per layer" ones come L times (once with
  * recompute, plus the layer inputs kept in AB_A_RESIDUAL3). */
 enum ab_act {

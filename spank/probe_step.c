@@ -207,22 +207,22 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 		 char *err, size_t errlen)
 {
 	char why[512];
+	bool parsed;
 
 	if (p->timed_out)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "the probe step did not finish within probe_timeout=%us and was "
 			       "cancelled",
 			       ab_state.site.probe_timeout);
+	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
+	/* a report wins over srun's "interrupt" lines, not over the probe's own exit by SIGINT */
 	if ((WIFEXITED(p->status) && WEXITSTATUS(p->status) == 130) ||
-	    (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGINT))
+	    (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGINT) || (!parsed && r->interrupted))
 		return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe "
 						   "step was cancelled");
-	if (ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0)
+	if (parsed)
 		return res->ok ? 0 : ab_fail(err, errlen, ENOSPC, "the probe failed: %s",
 					    res->error);
-	if (r->interrupted)
-		return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe "
-						   "step was cancelled");
 	if (strstr(r->cause, "execve()") || strstr(r->cause, "No such file"))
 		return ab_fail(err, errlen, ENOENT,
 			       "the probe %s could not be run on the node (%s): check probe= in "

@@ -157,19 +157,15 @@ template <typename T> __global__ void widen_kernel(float *out, const T *in, size
 		out[i] = to_f(in[i]);
 }
 
-/* GPT-2's initialisation as the CPU reference does it (uniform with std 0.02) */
+/* GPT-2's initialisation (ab_param_init), as the CPU reference does it */
 template <typename T> static int init_params(struct ab_gpt *g, uint64_t seed)
 {
-	float w = 0.02f * 1.7320508f, proj = w / sqrtf(2.0f * (float)g->m.layers);
-
 	for (int p = 0; p < AB_P_COUNT; p++) {
 		size_t n = g->lay.param_elems[p];
-		bool ln = p == AB_P_LN1W || p == AB_P_LN2W || p == AB_P_LNFW;
-		bool mat = p == AB_P_WTE || p == AB_P_WPE || p == AB_P_QKVW || p == AB_P_FCW;
-		bool out = p == AB_P_ATTPROJW || p == AB_P_FCPROJW;
+		float constant, scale = ab_param_init(&g->m, (enum ab_param)p, &constant);
 
-		init_kernel<<<grid_for(n, 256), 256>>>((T *)g->param[p], n, mat ? w : out ? proj : 0,
-						       ln ? 1.0f : 0.0f, seed + (uint64_t)p);
+		init_kernel<<<grid_for(n, 256), 256>>>((T *)g->param[p], n, scale, constant,
+						       seed + (uint64_t)p);
 		LAUNCH_CHECK();
 	}
 	return 0;

@@ -279,27 +279,21 @@ static void carve(float *base, const uint64_t *elems, int count, float **out)
 	}
 }
 
-/* GPT-2's: weights ~ 0.02 (projections into the residual scaled by 1/sqrt(2L)), biases 0,
- * layernorm weights 1. Uniform with the normal's standard deviation. */
+/* GPT-2's initialisation (ab_param_init), from the reference's own random stream. */
 static void init_params(struct ref_gpt *g, uint64_t seed)
 {
 	struct ab_model_layout lay;
-	float proj = 0.02f / sqrtf(2.0f * (float)g->m.layers) * 1.7320508f;
 
 	ab_model_layout(&g->m, g->B, &lay);
-	for (int p = 0; p < AB_P_COUNT; p++)
-		for (uint64_t i = 0; i < lay.param_elems[p]; i++) {
-			float r = ref_rand(&seed), *w = &g->param[p][i];
+	for (int p = 0; p < AB_P_COUNT; p++) {
+		float constant, scale = ab_param_init(&g->m, (enum ab_param)p, &constant);
 
-			if (p == AB_P_LN1W || p == AB_P_LN2W || p == AB_P_LNFW)
-				*w = 1.0f;
-			else if (p == AB_P_ATTPROJW || p == AB_P_FCPROJW)
-				*w = r * proj;
-			else if (p == AB_P_WTE || p == AB_P_WPE || p == AB_P_QKVW || p == AB_P_FCW)
-				*w = r * 0.02f * 1.7320508f;
-			else
-				*w = 0.0f;
+		for (uint64_t i = 0; i < lay.param_elems[p]; i++) {
+			float r = ref_rand(&seed); /* drawn for every element: one stream */
+
+			g->param[p][i] = scale ? r * scale : constant;
 		}
+	}
 }
 
 int ref_gpt_init(struct ref_gpt *g, const struct ab_model *m, int B, uint64_t seed, char *err,
