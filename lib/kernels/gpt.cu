@@ -489,19 +489,6 @@ extern "C" int ab_gpt_get_grads(struct ab_gpt *g, float *grads, char *err, size_
 	return report(transfer(g, g->grad, grads, false), "reading the gradients", err, errlen);
 }
 
-extern "C" int ab_gpt_get_params(struct ab_gpt *g, float *params, char *err, size_t errlen)
-{
-	int rc = 0;
-
-	if (g->master)
-		rc = ab_cuda_rc(cudaMemcpy(params, g->master, g->lay.nparams * sizeof(float),
-					   cudaMemcpyDeviceToHost),
-				"master", __FILE__, __LINE__);
-	else
-		rc = transfer(g, g->param, params, false);
-	return report(rc, "reading the parameters", err, errlen);
-}
-
 extern "C" int ab_gpt_set_tokens(struct ab_gpt *g, const int *inputs, const int *targets,
 				 char *err, size_t errlen)
 {

@@ -33,7 +33,6 @@ int ab_gpt_backward(struct ab_gpt *g, char *err, size_t errlen);
 /* For the checks against the CPU reference: fp32 host arrays in ab_model_layout's order. */
 int ab_gpt_set_params(struct ab_gpt *g, const float *params, char *err, size_t errlen);
 int ab_gpt_get_grads(struct ab_gpt *g, float *grads, char *err, size_t errlen);
-int ab_gpt_get_params(struct ab_gpt *g, float *params, char *err, size_t errlen);
 int ab_gpt_set_tokens(struct ab_gpt *g, const int *inputs, const int *targets, char *err,
 		      size_t errlen);
 
