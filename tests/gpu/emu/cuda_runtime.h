@@ -11,11 +11,27 @@
 #include <cstdint>
 #include <functional>
 
-/* the toolkit's headers, host side: the bf16 type, dim3, and the runtime's own types */
-#include <cuda_bf16.h>
-#include <driver_types.h>
-#include <library_types.h>
-#include <vector_types.h>
+/* Self-contained: the types and calls below are the subset of the CUDA runtime the kernel
+ * library uses, so CI needs no CUDA toolkit to run tests/gpu on the CPU. */
+#include "cuda_bf16.h"
+
+struct dim3 {
+	unsigned x, y, z;
+	dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2 };
+typedef enum cudaError cudaError_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1,
+		      cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
+typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType_t;
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+struct cudaDeviceProp {
+	char name[256];
+	size_t totalGlobalMem;
+	int multiProcessorCount;
+};
 
 #undef __global__
 #undef __device__
@@ -30,9 +46,27 @@
 #define __shared__ static
 
 
-/* The runtime's functions are declared by the toolkit's cuda_runtime_api.h (pulled in by
- * cuda_bf16.h); emu.cpp defines the ones the library calls. */
-#include <cuda_runtime_api.h>
+/* defined in emu.cpp */
+extern "C" {
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+cudaError_t cudaMemset(void *p, int v, size_t n);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+}
 
 /* the thread hierarchy: per coroutine thread and per block */
 struct emu_thread;

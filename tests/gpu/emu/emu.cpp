@@ -125,25 +125,31 @@ static bool release(void)
 	return false;
 }
 
+/* its own function: a loop around getcontext would keep its counter where a longjmp-style
+ * return may clobber it (gcc's -Wclobbered under ASan) */
+static void start_thread(size_t i)
+{
+	emu_thread &t = threads[i];
+
+	t.tid = dim3((unsigned)(i % emu_block_dim.x),
+		     (unsigned)(i / emu_block_dim.x % emu_block_dim.y),
+		     (unsigned)(i / emu_block_dim.x / emu_block_dim.y));
+	t.lane = (int)(i % 32);
+	t.warp = (int)(i / 32);
+	t.state = RUN;
+	getcontext(&t.uc);
+	t.uc.uc_stack.ss_sp = t.stack;
+	t.uc.uc_stack.ss_size = STACK;
+	t.uc.uc_link = &scheduler;
+	makecontext(&t.uc, trampoline, 0);
+}
+
 static void run_block(void)
 {
 	size_t n = threads.size();
 
-	for (size_t i = 0; i < n; i++) {
-		emu_thread &t = threads[i];
-
-		t.tid = dim3((unsigned)(i % emu_block_dim.x),
-			     (unsigned)(i / emu_block_dim.x % emu_block_dim.y),
-			     (unsigned)(i / emu_block_dim.x / emu_block_dim.y));
-		t.lane = (int)(i % 32);
-		t.warp = (int)(i / 32);
-		t.state = RUN;
-		getcontext(&t.uc);
-		t.uc.uc_stack.ss_sp = t.stack;
-		t.uc.uc_stack.ss_size = STACK;
-		t.uc.uc_link = &scheduler;
-		makecontext(&t.uc, trampoline, 0);
-	}
+	for (size_t i = 0; i < n; i++)
+		start_thread(i);
 	do {
 		for (size_t i = 0; i < n; i++)
 			while (threads[i].state == RUN) {
@@ -181,7 +187,7 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()> &fn)
 			}
 }
 
-/* ---- the runtime (C linkage, as cuda_runtime_api.h declares it) -------------------- */
+/* ---- the runtime (C linkage, as cuda_runtime.h declares it) -------------------- */
 
 extern "C" {
 
