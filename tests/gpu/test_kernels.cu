@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <unistd.h>
+#include <csignal>
 #include <initializer_list>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "gpt.h"
@@ -400,6 +403,52 @@ static void test_memory(void)
 	       rc == 0 && !out.oom && out.has_peak ? "ok" : "not ok", tests);
 }
 
+#ifdef AB_EMULATOR
+/* The emulator's own check: a kernel writing one element past its buffer must die with the
+ * kernel named (guard pages), not pass as it would in plain host memory. */
+__global__ void write_past_end_kernel(float *p, int n)
+{
+	if (threadIdx.x == 0)
+		p[n] = 1.0f;
+}
+
+static void test_emulator_guard(void)
+{
+	char msg[512] = "";
+	size_t len = 0;
+	ssize_t got;
+	int fds[2], status = 0;
+	pid_t pid;
+
+	if (pipe(fds) || (pid = fork()) < 0) {
+		printf("Bail out! pipe or fork failed\n");
+		exit(1);
+	}
+	if (pid == 0) {
+		struct rlimit none = {0, 0};
+		float *p;
+
+		setrlimit(RLIMIT_CORE, &none);
+		dup2(fds[1], 2);
+		if (cudaMalloc((void **)&p, 64 * sizeof(float)) == cudaSuccess)
+			write_past_end_kernel<<<1, 32>>>(p, 64);
+		_exit(0);
+	}
+	close(fds[1]);
+	while (len < sizeof(msg) - 1 && (got = read(fds[0], msg + len, sizeof(msg) - 1 - len)) > 0)
+		len += (size_t)got;
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	msg[strcspn(msg, "\n")] = '\0';
+	bool ok = WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV &&
+		  strstr(msg, "write_past_end_kernel") && strstr(msg, "byte 256 of a 256-byte");
+	tests++;
+	failures += !ok;
+	printf("%s %d - emulator: a kernel writing past its buffer dies, named (\"%s\")\n",
+	       ok ? "ok" : "not ok", tests, msg);
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	cublasHandle_t h;
@@ -423,6 +472,9 @@ int main(int argc, char **argv)
 	test_step(AB_DTYPE_BF16, false);
 	test_trains();
 	test_memory();
+#ifdef AB_EMULATOR
+	test_emulator_guard();
+#endif
 	printf("1..%d\n", tests);
 	return failures ? 1 : 0;
 }

@@ -85,6 +85,6 @@ __nv_bfloat16 atomicAdd(__nv_bfloat16 *p, __nv_bfloat16 v);
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 /* kernel<<<grid, block, shared, stream>>>(args) is rewritten to this (translate.py) */
-void emu_launch(dim3 grid, dim3 block, const std::function<void()> &body);
+void emu_launch(dim3 grid, dim3 block, const char *name, const std::function<void()> &body);
 
 #endif

@@ -1,13 +1,16 @@
 /* emu.cpp - the CPU emulator behind the headers in tests/gpu/emu: each block's threads are coroutines
  * (ucontext) run until they all finish; __syncthreads waits for the block's live threads, a
- * warp shuffle for its warp's; device memory is host memory with a byte budget
- * (AUTOBATCH_EMU_MEMORY, default 4 GiB) so an oversize allocation fails as on a GPU.
+ * warp shuffle for its warp's; device memory is host memory between guard pages, with a byte
+ * budget (AUTOBATCH_EMU_MEMORY, default 4 GiB) so an oversize allocation fails as on a GPU.
  */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <csignal>
 #include <map>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <ucontext.h>
 #include <vector>
 
@@ -30,6 +33,7 @@ dim3 emu_block_idx, emu_block_dim, emu_grid_dim;
 static ucontext_t scheduler;
 static std::vector<emu_thread> threads;
 static const std::function<void()> *body;
+static const char *kernel_name; /* the kernel running now, for the fault report */
 static const size_t STACK = 256 * 1024;
 
 const dim3 &emu_thread_idx(void)
@@ -161,7 +165,7 @@ static void run_block(void)
 
 static cudaError_t last_error;
 
-void emu_launch(dim3 grid, dim3 block, const std::function<void()> &fn)
+void emu_launch(dim3 grid, dim3 block, const char *name, const std::function<void()> &fn)
 {
 	size_t n = (size_t)block.x * block.y * block.z;
 
@@ -177,6 +181,7 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()> &fn)
 			t.stack = (char *)malloc(STACK);
 	}
 	body = &fn;
+	kernel_name = name;
 	emu_grid_dim = grid;
 	emu_block_dim = block;
 	for (unsigned z = 0; z < grid.z; z++)
@@ -185,13 +190,20 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()> &fn)
 				emu_block_idx = dim3(x, y, z);
 				run_block();
 			}
+	kernel_name = NULL;
 }
 
 /* ---- the runtime (C linkage, as cuda_runtime.h declares it) -------------------- */
 
 extern "C" {
 
-static std::map<void *, size_t> allocations;
+/* a live allocation: the buffer, its size, and the mapping it sits at the end of */
+struct emu_alloc {
+	size_t n;
+	void *map;
+	size_t maplen;
+};
+static std::map<void *, emu_alloc> allocations;
 static size_t allocated;
 
 static size_t budget(void)
@@ -201,11 +213,27 @@ static size_t budget(void)
 	return e ? (size_t)strtoull(e, NULL, 10) : (size_t)4 << 30;
 }
 
+/* Each buffer ends (16-byte aligned) against a PROT_NONE page and has one before it, so a
+ * kernel that reads or writes outside its buffer faults here, as compute-sanitizer would
+ * report on a GPU, instead of silently using a neighbour's memory. */
 cudaError_t cudaMalloc(void **p, size_t n)
 {
-	if (allocated + n > budget() || !(*p = malloc(n ? n : 1)))
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (n + 15) / 16 * 16;
+	size_t maplen = (body + page - 1) / page * page + 2 * page;
+	char *m;
+
+	if (allocated + n > budget())
 		return last_error = cudaErrorMemoryAllocation;
-	allocations[*p] = n;
+	m = (char *)mmap(NULL, maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			 -1, 0);
+	if (m == MAP_FAILED)
+		return last_error = cudaErrorMemoryAllocation;
+	if (mprotect(m + page, maplen - 2 * page, PROT_READ | PROT_WRITE)) {
+		munmap(m, maplen);
+		return last_error = cudaErrorMemoryAllocation;
+	}
+	*p = m + maplen - page - body;
+	allocations[*p] = emu_alloc{n, m, maplen};
 	allocated += n;
 	return cudaSuccess;
 }
@@ -216,11 +244,61 @@ cudaError_t cudaFree(void *p)
 
 	if (it == allocations.end())
 		return p ? cudaErrorInvalidValue : cudaSuccess;
-	allocated -= it->second;
+	allocated -= it->second.n;
+	munmap(it->second.map, it->second.maplen);
 	allocations.erase(it);
-	free(p);
 	return cudaSuccess;
 }
+
+/* A fault in a guard page is reported with the kernel, the block and thread, and where the
+ * access fell relative to its buffer; then the default action (a SIGSEGV death) follows. Not
+ * async-signal-safe (it walks the allocation map), which is fine in a process about to die. */
+static void on_fault(int sig, siginfo_t *si, void *ctx)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	char where[160] = "outside every device buffer", msg[512];
+	int len;
+
+	(void)ctx;
+	for (const auto &kv : allocations) {
+		uintptr_t m = (uintptr_t)kv.second.map, base = (uintptr_t)kv.first;
+
+		if (a >= m && a < m + kv.second.maplen) {
+			snprintf(where, sizeof(where), "byte %lld of a %zu-byte device buffer",
+				 (long long)(a - base), kv.second.n);
+			break;
+		}
+	}
+	if (kernel_name && emu_cur)
+		len = snprintf(msg, sizeof(msg), "emu: out-of-bounds access in %s, block (%u,%u,%u) "
+			       "thread (%u,%u,%u): %s\n", kernel_name, emu_block_idx.x,
+			       emu_block_idx.y, emu_block_idx.z, emu_cur->tid.x, emu_cur->tid.y,
+			       emu_cur->tid.z, where);
+	else
+		len = snprintf(msg, sizeof(msg), "emu: out-of-bounds access in host code "
+			       "(cudaMemcpy, cudaMemset or cuBLAS): %s\n", where);
+	if (write(2, msg, (size_t)len) < 0) {
+		/* nothing more to say */
+	}
+	signal(sig, SIG_DFL); /* the faulting access runs again and kills the process */
+}
+
+/* before main: an alternate stack, so a fault on a thread's coroutine stack is reported too */
+static struct fault_report {
+	fault_report()
+	{
+		static char alt[64 * 1024];
+		stack_t ss = {};
+		struct sigaction sa = {};
+
+		ss.ss_sp = alt;
+		ss.ss_size = sizeof(alt);
+		sigaltstack(&ss, NULL);
+		sa.sa_sigaction = on_fault;
+		sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+		sigaction(SIGSEGV, &sa, NULL);
+	}
+} fault_report_installed;
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """translate.py IN OUT - rewrites CUDA's launch syntax, kernel<<<grid, block, shared,
-stream>>>(args), into emu_launch(dim3(grid), dim3(block), [&]() { kernel(args); }) so a C++
-compiler can build a .cu file against the emulator (tests/gpu/emu). Nothing else changes."""
+stream>>>(args), into emu_launch(dim3(grid), dim3(block), "kernel", [&]() { kernel(args); })
+so a C++ compiler can build a .cu file against the emulator (tests/gpu/emu). Nothing else
+changes."""
 import re
 import sys
 
@@ -40,7 +41,7 @@ def translate(src):
             if depth == 0:
                 break
         out.append(src[pos:m.start()])
-        out.append(f"emu_launch(dim3({config[0]}), dim3({config[1]}), [&]() {{ "
+        out.append(f"emu_launch(dim3({config[0]}), dim3({config[1]}), \"{m.group(1)}\", [&]() {{ "
                    f"{m.group(1)}{src[i:j]}; }})")
         pos = j
     out.append(src[pos:])
