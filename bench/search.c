@@ -208,7 +208,7 @@ static bool peer_trial(struct env *e, long b, double *peak)
 	e->seconds += t.seconds;
 	if (peak)
 		*peak = t.has_peak ? (double)t.peak_bytes : INFINITY;
-	return !t.oom && t.has_peak && t.peak_bytes <= e->limit;
+	return ab_trial_fits(&t, e->limit, 0);
 }
 
 static bool truly_fits(struct env *e, long b)
@@ -219,7 +219,7 @@ static bool truly_fits(struct env *e, long b)
 	if (b < 1)
 		return false;
 	ab_sim_trial(&e->sim, b, &t, err, sizeof(err));
-	return !t.oom && t.has_peak && t.peak_bytes <= e->limit;
+	return ab_trial_fits(&t, e->limit, 0);
 }
 
 /* The largest allowed batch below the first allowed one that does not fit: with jitter a

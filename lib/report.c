@@ -15,7 +15,7 @@
 static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 {
 	struct json_object *o = json_object_new_object();
-	bool fits = !t->oom && t->has_peak && t->peak_bytes <= limit;
+	bool fits = ab_trial_fits(t, limit, 0);
 
 	json_object_object_add(o, "batch", json_object_new_int64(t->batch));
 	json_object_object_add(o, "fits", json_object_new_boolean(fits));
@@ -27,6 +27,10 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	json_object_object_add(o, "samples_per_s",
 			       t->has_step ? json_object_new_double(t->samples_per_s) : NULL);
 	json_object_object_add(o, "seconds", json_object_new_double(t->seconds));
+	json_object_object_add(o, "steps", json_object_new_int(t->steps));
+	/* exec mode: start to the end of the warm-up step (loading, compiling, the warm-up) */
+	json_object_object_add(o, "startup_s",
+			       t->startup_s > 0 ? json_object_new_double(t->startup_s) : NULL);
 	return o;
 }
 
@@ -126,6 +130,17 @@ char *ab_report_json(const struct ab_report *r)
 							      JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
 	return text;
+}
+
+const char *ab_format_duration(double seconds, char *buf, size_t buflen)
+{
+	if (seconds < 90)
+		snprintf(buf, buflen, "%.0f s", seconds);
+	else if (seconds < 90 * 60)
+		snprintf(buf, buflen, "%.0f min", seconds / 60);
+	else
+		snprintf(buf, buflen, "%.1f h", seconds / 3600);
+	return buf;
 }
 
 void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,

@@ -48,6 +48,9 @@ struct ab_report {
 char *ab_report_json(const struct ab_report *r);
 
 /* "trial 3: batch 96 fits, peak 61.2 GiB of 64.0 GiB limit (80% of 80.0 GiB), 412 samples/s" */
+/* "45 s", "4 min", "1.5 h": how long something takes, as people say it. Returns buf. */
+const char *ab_format_duration(double seconds, char *buf, size_t buflen);
+
 void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,
 			  uint64_t total, char *buf, size_t buflen);
 

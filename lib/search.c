@@ -153,7 +153,7 @@ void ab_trials_free(struct ab_trials *t)
 
 static bool fits(const struct run *r, const struct ab_trial *t)
 {
-	return !t->oom && t->has_peak && t->peak_bytes <= r->limit && t->peak_bytes <= r->p->total_bytes;
+	return ab_trial_fits(t, r->limit, r->p->total_bytes);
 }
 
 static const struct ab_trial *find(const struct run *r, long b)

@@ -232,6 +232,7 @@ int ab_sim_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t 
 	out->has_peak = true;
 	out->peak_bytes = peak < 0 ? 0 : (uint64_t)peak;
 	out->has_step = true;
+	out->steps = 4; /* a simulated warm-up and three measured steps */
 	out->step_s = step;
 	out->samples_per_s = step > 0 ? (double)batch / step : 0;
 	return 0;

@@ -17,7 +17,21 @@ struct ab_trial {
 	double step_s;         /* median of the measured steps, warm-up excluded */
 	double samples_per_s;  /* 0 when unknown */
 	double seconds;        /* wall time of the trial */
+	int steps;             /* training steps seen, the warm-up included */
+	double startup_s;      /* start to the end of the warm-up step; 0 when unknown */
 };
+
+/* The evidence a fit needs: a warm-up step, then at least one measured step. */
+#define AB_TRIAL_MIN_STEPS 2
+
+/* The one rule for "fits": full training steps were seen at this batch and their measured
+ * peak stayed within limit (and within the device). A trial without that evidence never
+ * fits, whatever memory it showed. */
+static inline bool ab_trial_fits(const struct ab_trial *t, uint64_t limit, uint64_t total)
+{
+	return !t->oom && t->has_peak && t->steps >= AB_TRIAL_MIN_STEPS &&
+	       t->peak_bytes <= limit && (total == 0 || t->peak_bytes <= total);
+}
 
 /* Runs one trial of batch; 0 with *out filled (an OOM is a result, not an error), or a
  * negative errno with a message when the trial could not be judged (a crash, a hang). */

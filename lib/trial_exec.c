@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <stdarg.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +27,8 @@
 #define POLL_MS 20
 #define LOG_SCAN_BYTES (64 * 1024)
 #define TAIL_LINES 8
+#define NOTE_FIRST_SECONDS 15 /* a trial slower than this says which phase it is in */
+#define NOTE_EVERY_SECONDS 30
 
 static char workdir[PATH_MAX];
 
@@ -108,6 +111,8 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 		if (rc < 0)
 			return rc;
 	}
+	if (!(x->startup_seconds > 0))
+		x->startup_seconds = AB_STARTUP_SECONDS_DEFAULT;
 	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
 	remove_stale(tmp);
 	if (snprintf(workdir, sizeof(workdir), "%s/autobatch-probe.%ld.XXXXXX", tmp,
@@ -203,6 +208,25 @@ static int prepare(struct ab_exec *x, long batch, struct files *f, char *err, si
 
 /* ---- running ----------------------------------------------------------------------- */
 
+/* Our step hook first on PYTHONPATH: its sitecustomize runs in every Python process of the
+ * trial and imports the one it shadows. Programs that are not Python never look. */
+static int python_path(const char *hook_dir)
+{
+	const char *old = getenv("PYTHONPATH");
+	char *value;
+	int rc;
+
+	if (old && *old)
+		rc = asprintf(&value, "%s:%s", hook_dir, old);
+	else
+		rc = asprintf(&value, "%s", hook_dir);
+	if (rc < 0)
+		return -1;
+	rc = setenv("PYTHONPATH", value, 1);
+	free(value);
+	return rc;
+}
+
 static void child(const struct ab_exec *x, long batch, const struct files *f, char **argv)
 {
 	char value[32];
@@ -230,6 +254,8 @@ static void child(const struct ab_exec *x, long batch, const struct files *f, ch
 	setenv("AUTOBATCH_TRIAL_PHASE", x->phase, 1);
 	if (f->config[0])
 		setenv("AUTOBATCH_CONFIG", f->config, 1);
+	if (x->hook_dir && python_path(x->hook_dir) < 0)
+		_exit(126);
 	execvp(argv[0], argv);
 	dprintf(2, "autobatch-probe: cannot run %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
@@ -286,52 +312,162 @@ static uint64_t scan_processes(pid_t pgid)
 	return total;
 }
 
-struct outcome {
-	int status;
-	bool timed_out, over_capacity, interrupted;
-	uint64_t rss_peak, gpu_peak;
-	double seconds;
+/* Why a trial ended: by itself, or stopped by the probe for one of these reasons. */
+enum ending {
+	ENDED_ITSELF,
+	ENDED_DONE,      /* its warm-up and measured steps were seen: it had what it needed */
+	ENDED_STARTUP,   /* no step within the start-up allowance */
+	ENDED_STEPS,     /* the measured steps did not come within --trial-seconds */
+	ENDED_MEMORY,    /* over the device's memory */
+	ENDED_INTERRUPT, /* the probe was interrupted */
 };
 
-static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
+struct outcome {
+	int status;
+	enum ending ending;
+	uint64_t rss_peak, gpu_peak;
+	double seconds;
+	double first_step_s; /* when the first step line was seen; 0: not while it ran */
+};
+
+/* The trial's report, read while it runs: whole lines only, each once. */
+struct report_watch {
+	int fd;
+	off_t parsed;  /* bytes fed so far */
+	bool skipping; /* inside a line longer than a line may be */
+	struct ab_trial_report rep;
+};
+
+static void watch_report(struct report_watch *w, bool final)
+{
+	char buf[2 * AB_REPORT_MAX_LINE];
+	ssize_t n;
+
+	while (w->fd >= 0 && w->parsed < (off_t)AB_REPORT_MAX_BYTES &&
+	       (n = pread(w->fd, buf, sizeof(buf), w->parsed)) > 0) {
+		const char *nl = memrchr(buf, '\n', (size_t)n);
+		size_t take = nl ? (size_t)(nl - buf) + 1 : (size_t)n;
+
+		if (!nl && !final && n < (ssize_t)sizeof(buf))
+			return; /* a line still being written */
+		if (w->skipping) { /* the rest of an overlong line is not a line of its own */
+			const char *first = memchr(buf, '\n', take);
+
+			size_t skip = first ? (size_t)(first - buf) + 1 : take;
+			w->parsed += (off_t)skip;
+			w->skipping = !first;
+			continue;
+		}
+		if (!nl) { /* no line ends in a full buffer: too long, counted and skipped */
+			w->rep.bad_lines++;
+			w->skipping = !final;
+		} else {
+			ab_trial_report_feed(buf, take, &w->rep);
+		}
+		w->parsed += (off_t)take;
+	}
+}
+
+static void note(const struct ab_exec *x, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void note(const struct ab_exec *x, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	if (!x->note)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	x->note(x->note_arg, line);
+}
+
+/* The memory the trial holds now, against the device; true when over it. */
+static bool sample_memory(const struct ab_exec *x, pid_t pid, struct outcome *o)
+{
+	uint64_t used;
+
+	if (x->peak_source == AB_PEAK_FROM_RSS) {
+		used = scan_processes(pid);
+		o->rss_peak = used > o->rss_peak ? used : o->rss_peak;
+		return used > x->capacity;
+	}
+	if (x->peak_source == AB_PEAK_FROM_GPU && x->gpu_usage) {
+		used = x->gpu_usage(x->gpu_arg, pid);
+		o->gpu_peak = used > o->gpu_peak ? used : o->gpu_peak;
+		return used > x->capacity;
+	}
+	return false;
+}
+
+/* Which deadline, if any, ends the trial now. The start-up allowance runs until the first
+ * step (the warm-up, which holds compilation too); --trial-seconds from there. */
+static enum ending deadline(const struct ab_exec *x, double now, double start, double first,
+			    double done)
+{
+	if (x->interrupted && *x->interrupted)
+		return ENDED_INTERRUPT;
+	if (done > 0)
+		return now - done > AB_DONE_GRACE_SECONDS ? ENDED_DONE : ENDED_ITSELF;
+	if (first > 0)
+		return now - first > x->trial_seconds ? ENDED_STEPS : ENDED_ITSELF;
+	return now - start > x->startup_seconds ? ENDED_STARTUP : ENDED_ITSELF;
+}
+
+static void progress_note(const struct ab_exec *x, long batch, double now, double start,
+			  size_t steps)
+{
+	if (steps == 0)
+		note(x, "trial %d (batch %ld): starting for %.0f s, no training step yet "
+			"(start-up allowance %.0f s)",
+		     x->count, batch, now - start, x->startup_seconds);
+	else
+		note(x, "trial %d (batch %ld): %zu of %d steps after %.0f s", x->count, batch,
+		     steps, x->steps + 1, now - start);
+}
+
+static void wait_trial(const struct ab_exec *x, long batch, pid_t pid, struct report_watch *w,
+		       struct outcome *o)
 {
 	struct timespec pause = {0, POLL_MS * 1000 * 1000};
-	double start = ab_now();
+	double start = ab_now(), first = 0, done = 0, next_note = start + NOTE_FIRST_SECONDS;
 	struct rusage ru;
 	bool killed = false;
 
 	memset(&ru, 0, sizeof(ru));
 	for (;;) {
 		pid_t r = wait4(pid, &o->status, killed ? 0 : WNOHANG, &ru);
+		double now = ab_now();
 
 		if (r == pid || (r < 0 && errno != EINTR))
 			break;
 		if (killed)
 			continue;
-		if (x->peak_source == AB_PEAK_FROM_RSS) {
-			uint64_t rss = scan_processes(pid);
+		bool over = sample_memory(x, pid, o);
 
-			o->rss_peak = rss > o->rss_peak ? rss : o->rss_peak;
-			o->over_capacity = rss > x->capacity;
-		}
-		if (x->peak_source == AB_PEAK_FROM_GPU && x->gpu_usage) {
-			uint64_t used = x->gpu_usage(x->gpu_arg, pid);
-
-			o->gpu_peak = used > o->gpu_peak ? used : o->gpu_peak;
-			o->over_capacity = used > x->capacity;
-		}
-		o->interrupted = x->interrupted && *x->interrupted;
-		o->timed_out = ab_now() - start > x->trial_seconds;
-		if (o->over_capacity || o->interrupted || o->timed_out) {
+		watch_report(w, false);
+		if (w->rep.steps > 0 && first == 0)
+			first = now;
+		if (w->rep.steps >= (size_t)x->steps + 1 && done == 0)
+			done = now;
+		o->ending = over ? ENDED_MEMORY : deadline(x, now, start, first, done);
+		if (o->ending != ENDED_ITSELF) {
 			kill(-pid, SIGKILL);
 			killed = true;
 			continue;
+		}
+		if (now >= next_note) {
+			progress_note(x, batch, now, start, w->rep.steps);
+			next_note = now + NOTE_EVERY_SECONDS;
 		}
 		nanosleep(&pause, NULL);
 	}
 	kill(-pid, SIGKILL); /* no child of the trial outlives it */
 	scan_processes(0);
+	watch_report(w, true);
 	o->seconds = ab_now() - start;
+	o->first_step_s = first > 0 ? first - start : 0;
 	if ((uint64_t)ru.ru_maxrss * 1024 > o->rss_peak)
 		o->rss_peak = (uint64_t)ru.ru_maxrss * 1024;
 }
@@ -340,7 +476,7 @@ static void wait_trial(const struct ab_exec *x, pid_t pid, struct outcome *o)
 
 static size_t read_tail(const char *path, char *buf, size_t size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	off_t end;
 	ssize_t n;
 
@@ -391,30 +527,75 @@ static int crashed(const struct ab_exec *x, long batch, const struct outcome *o,
 		       x->count, batch, how, *tail ? tail : "(nothing)");
 }
 
+/* A trial that ended without a warm-up and a measured step: neither a fit nor an OOM. */
+static int no_evidence(const struct ab_exec *x, long batch, const struct outcome *o,
+		       size_t steps, char *err, size_t errlen)
+{
+	if (o->ending == ENDED_STARTUP)
+		return ab_fail(err, errlen, ETIMEDOUT,
+			       "trial %d (batch %ld) was still starting after %.0f s: no training "
+			       "step was seen; raise --startup-seconds",
+			       x->count, batch, x->startup_seconds);
+	if (o->ending == ENDED_STEPS)
+		return ab_fail(err, errlen, ETIMEDOUT,
+			       "trial %d (batch %ld) did not finish its steps: after its warm-up "
+			       "step (%.0f s from the start), no measured step came within "
+			       "--trial-seconds %.0f; it was stopped. Raise --trial-seconds or check "
+			       "the command",
+			       x->count, batch, o->first_step_s, x->trial_seconds);
+	if (steps == 1)
+		return ab_fail(err, errlen, EPROTO,
+			       "trial %d (batch %ld) exited after its warm-up step, before a measured "
+			       "step: a trial must run the warm-up and the $AUTOBATCH_TRIAL_STEPS "
+			       "steps after it",
+			       x->count, batch);
+	return ab_fail(err, errlen, EPROTO,
+		       "trial %d (batch %ld) exited after %.0f s without a training step being "
+		       "seen, so it cannot count as fitting: %s",
+		       x->count, batch, o->seconds,
+		       x->hook_dir ? "a Python program is seen through its PyTorch optimizer steps "
+				     "and this one made none; any other program reports each step "
+				     "by appending {\"step_s\": SECONDS} to $AUTOBATCH_TRIAL_REPORT"
+				   : "with --instrument off, the program must report each step by "
+				     "appending {\"step_s\": SECONDS} to $AUTOBATCH_TRIAL_REPORT");
+}
+
+/* The start-up: to the end of the warm-up step, as seen, else as the steps account for. */
+static double startup_seconds(const struct outcome *o, const struct ab_trial_report *rep)
+{
+	double steps = 0;
+
+	if (o->first_step_s > 0)
+		return o->first_step_s;
+	for (size_t i = 1; i < rep->steps; i++)
+		steps += rep->step_s[i];
+	return o->seconds > steps ? o->seconds - steps : 0;
+}
+
 static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 		 const struct ab_trial_report *rep, const char *log, size_t len,
 		 struct ab_trial *out, char *err, size_t errlen)
 {
-	bool exited_ok = WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0;
-	bool aware = rep->steps > 0 || rep->has_peak;
+	bool stopped = o->ending != ENDED_ITSELF;
+	bool exited_ok = !stopped && WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0;
 
-	if (o->interrupted)
+	if (o->ending == ENDED_INTERRUPT)
 		return ab_fail(err, errlen, EINTR, "interrupted during trial %d (batch %ld); the "
 						   "trial was stopped",
 			       x->count, batch);
-	out->oom = rep->oom || o->over_capacity ||
-		   (!o->timed_out && !exited_ok && ab_text_says_oom(log, len)) ||
-		   (!o->timed_out && x->peak_source == AB_PEAK_FROM_RSS && WIFSIGNALED(o->status) &&
+	out->steps = rep->steps > INT_MAX ? INT_MAX : (int)rep->steps;
+	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
+	/* an OOM is an OOM whenever it happens, start-up included */
+	out->oom = rep->oom || o->ending == ENDED_MEMORY ||
+		   (!stopped && !exited_ok && ab_text_says_oom(log, len)) ||
+		   (!stopped && x->peak_source == AB_PEAK_FROM_RSS && WIFSIGNALED(o->status) &&
 		    WTERMSIG(o->status) == SIGKILL);
 	if (out->oom)
 		return 0;
-	if (o->timed_out && aware && rep->steps < (size_t)x->steps + 1 && !rep->has_peak)
-		return ab_fail(err, errlen, ETIMEDOUT,
-			       "trial %d (batch %ld) did not finish in %.0f s and was killed, after "
-			       "reporting %zu of %d steps: raise --trial-seconds or check the command",
-			       x->count, batch, x->trial_seconds, rep->steps, x->steps + 1);
-	if (!o->timed_out && !exited_ok)
+	if (!stopped && !exited_ok)
 		return crashed(x, batch, o, log, len, err, errlen);
+	if (rep->steps < AB_TRIAL_MIN_STEPS)
+		return no_evidence(x, batch, o, rep->steps, err, errlen);
 	if (x->peak_source == AB_PEAK_FROM_GPU && !x->gpu_usage && !rep->has_peak)
 		return ab_fail(err, errlen, EPROTO,
 			       "trial %d (batch %ld) reported no peak memory and NVML is not "
@@ -479,10 +660,10 @@ static char **trial_argv(const struct ab_exec *x, const struct files *f, char **
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen)
 {
 	struct ab_exec *x = ctx;
-	struct ab_trial_report *rep = NULL;
+	struct report_watch *w = NULL;
 	struct outcome o = {0};
-	char **argv = NULL, **owned = NULL, *log = NULL, *text = NULL;
-	size_t len, textlen, nargs = 0;
+	char **argv = NULL, **owned = NULL, *log = NULL;
+	size_t len, nargs = 0;
 	struct files f;
 	pid_t pid;
 	int rc;
@@ -494,9 +675,12 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	while (x->argv[nargs])
 		nargs++;
 	if (!(owned = calloc(nargs + 1, sizeof(*owned))) || !(argv = trial_argv(x, &f, owned)) ||
-	    !(rep = malloc(sizeof(*rep))) ||
-	    !(log = malloc(LOG_SCAN_BYTES)) || !(text = malloc(AB_REPORT_MAX_BYTES + 1))) {
+	    !(w = calloc(1, sizeof(*w))) || !(log = malloc(LOG_SCAN_BYTES))) {
 		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
+		goto done;
+	}
+	if ((w->fd = open(f.report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0) {
+		rc = ab_fail(err, errlen, errno, "cannot open %s: %s", f.report, strerror(errno));
 		goto done;
 	}
 	if ((pid = fork()) < 0) {
@@ -506,24 +690,23 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	if (pid == 0)
 		child(x, batch, &f, argv);
 	setpgid(pid, pid);
-	wait_trial(x, pid, &o);
+	wait_trial(x, batch, pid, w, &o);
 	out->seconds = o.seconds;
-	textlen = read_tail(f.report, text, AB_REPORT_MAX_BYTES + 1);
-	ab_trial_report_parse(text, textlen, rep);
 	len = read_tail(f.log, log, LOG_SCAN_BYTES);
-	if (WIFEXITED(o.status) && WEXITSTATUS(o.status) == 127 && !o.timed_out)
+	if (WIFEXITED(o.status) && WEXITSTATUS(o.status) == 127 && o.ending == ENDED_ITSELF)
 		rc = crashed(x, batch, &o, log, len, err, errlen);
 	else
-		rc = judge(x, batch, &o, rep, log, len, out, err, errlen);
+		rc = judge(x, batch, &o, &w->rep, log, len, out, err, errlen);
 done:
+	if (w && w->fd >= 0)
+		close(w->fd);
 	if (!x->keep)
 		remove_tree(f.dir);
 	for (size_t i = 0; owned && i < nargs; i++)
 		free(owned[i]);
 	free(owned);
 	free(argv);
-	free(rep);
+	free(w);
 	free(log);
-	free(text);
 	return rc;
 }

@@ -1,6 +1,8 @@
 /* trial_exec.h - exec mode: runs the user's own command as one trial per candidate batch
  * (the trial protocol), in its own process group, with a private config copy, a report
- * file, a log, a deadline, and memory watched or reported.
+ * file, a log, a start-up allowance and a step deadline, and memory watched or reported.
+ * A trial fits only with its steps seen (a warm-up and a measured step): a trial without
+ * them is an error that says what happened, never a fit.
  */
 #ifndef AUTOBATCH_TRIAL_EXEC_H
 #define AUTOBATCH_TRIAL_EXEC_H
@@ -14,6 +16,10 @@
 #include "config_edit.h"
 #include "trial.h"
 
+#define AB_STARTUP_SECONDS_DEFAULT 600 /* loading, building a dataset, compiling */
+#define AB_TRIAL_SECONDS_DEFAULT 60    /* the steps, counted from the first */
+#define AB_DONE_GRACE_SECONDS 3        /* to exit by itself once its steps were seen */
+
 enum ab_peak_source {
 	AB_PEAK_FROM_REPORT, /* sim:total=SIZE: the trial's own {"peak_bytes": N} */
 	AB_PEAK_FROM_RSS,    /* host: resident memory of the process group */
@@ -26,8 +32,9 @@ struct ab_exec {
 	const char *key;        /* the batch key written into the config copy */
 	int document;           /* -1: the key's only document */
 	const char *phase;      /* "train" or "eval" */
-	int steps;              /* AUTOBATCH_TRIAL_STEPS */
-	double trial_seconds;   /* deadline per trial */
+	int steps;              /* AUTOBATCH_TRIAL_STEPS, measured after one warm-up step */
+	double startup_seconds; /* allowance to the first step (0: the default) */
+	double trial_seconds;   /* allowance from the first step to the last */
 	enum ab_peak_source peak_source;
 	uint64_t capacity;      /* RSS or GPU memory above this is an OOM */
 	/* AB_PEAK_FROM_GPU: the GPU memory of the trial's process group (NVML); NULL when NVML
@@ -37,6 +44,12 @@ struct ab_exec {
 	const char *workdir;    /* where trial directories go; created, then removed */
 	bool keep;              /* keep trial directories (logs) */
 	volatile sig_atomic_t *interrupted; /* set by the caller's signal handler */
+	/* a directory with our sitecustomize (the Python step hook), put first on the trial's
+	 * PYTHONPATH; NULL: not instrumented */
+	const char *hook_dir;
+	/* progress of a slow trial, one line without the "autobatch: " prefix; may be NULL */
+	void (*note)(void *arg, const char *line);
+	void *note_arg;
 	/* internal */
 	int count;
 };

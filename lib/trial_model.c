@@ -20,12 +20,18 @@
 #define POLL_NS (20 * 1000 * 1000)
 
 
+/* The steps timed after the warm-up. */
+static int timed_steps(const struct ab_model_host *h)
+{
+	return h->steps < 1 ? 3 : h->steps > 64 ? 64 : h->steps;
+}
+
 /* In the child: allocate, warm up, time the steps, write the median step time. */
 static void run_child(const struct ab_model_host *h, long batch, int fd)
 {
 	struct rlimit lim = {h->capacity, h->capacity};
 	double times[64], t0, median;
-	int steps = h->steps < 1 ? 3 : h->steps > 64 ? 64 : h->steps;
+	int steps = timed_steps(h);
 	struct ref_gpt g;
 
 	/* mmap'ed memory counts against RLIMIT_DATA (Linux >= 4.7): malloc fails, not the OOM
@@ -125,6 +131,7 @@ int ab_model_host_trial(void *ctx, long batch, struct ab_trial *out, char *err, 
 	out->has_peak = true;
 	out->peak_bytes = (uint64_t)ru.ru_maxrss * 1024;
 	out->has_step = isfinite(step) && step > 0;
+	out->steps = 1 + timed_steps(h);
 	out->step_s = step;
 	out->samples_per_s = out->has_step ? (double)batch / step : 0;
 	return 0;

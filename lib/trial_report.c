@@ -56,9 +56,14 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 
 void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *r)
 {
+	memset(r, 0, sizeof(*r));
+	ab_trial_report_feed(buf, len, r);
+}
+
+void ab_trial_report_feed(const char *buf, size_t len, struct ab_trial_report *r)
+{
 	size_t start = 0;
 
-	memset(r, 0, sizeof(*r));
 	if (len > AB_REPORT_MAX_BYTES)
 		len = AB_REPORT_MAX_BYTES;
 	while (start < len) {

@@ -26,6 +26,9 @@ struct ab_trial_report {
 /* Parses buf (need not be NUL-terminated); never fails, malformed lines are counted. */
 void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *out);
 
+/* Adds the lines in buf to what out already holds: a report read while the trial runs. */
+void ab_trial_report_feed(const char *buf, size_t len, struct ab_trial_report *out);
+
 /* Median step time and samples/s over the steps after the first (the warm-up); false when
  * there are fewer than two steps. */
 bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double *step_s,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "clock.h"
@@ -47,7 +48,11 @@ static int usage(void)
 		"  --config FILE [--preset NAME | --key KEY] [--document N]\n"
 		"  --min N --max N --multiple-of N --start N\n"
 		"  --global-batch G --devices N   keep G = batch x devices x accumulation\n"
-		"  --phase train|eval    --steps K (default 3)   --trial-seconds S (default 60)\n"
+		"  --phase train|eval    --steps K (default 3, after one warm-up step)\n"
+		"  --startup-seconds S   allowance to the first step: loading, compiling (default 600)\n"
+		"  --trial-seconds S     allowance for the steps, from the first (default 60)\n"
+		"  --instrument on|off   count a Python trial's PyTorch optimizer steps (default on)\n"
+		"  --hook-dir DIR        where the Python step hook is (default: installed)\n"
 		"  --max-trials N        --json FILE|-           --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config)\n");
 	return 2;
@@ -117,6 +122,11 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 			return -1;
 		o->trial_seconds = (double)v;
 		return 0;
+	case 'u':
+		if (parse_long(arg, 1, 86400, "startup-seconds", &v) < 0)
+			return -1;
+		o->startup_seconds = (double)v;
+		return 0;
 	}
 	return -1;
 }
@@ -132,13 +142,18 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 		{"steps", 1, 0, 'k'},        {"trial-seconds", 1, 0, 't'}, {"max-trials", 1, 0, 'T'},
 		{"json", 1, 0, 'j'},         {"keep-trials", 0, 0, 'e'}, {"help", 0, 0, 'h'},
 		{"plot", 1, 0, 'G'},         {"model", 1, 0, 'L'},      {"comm-reserve", 1, 0, 'R'},
+		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
 	int opt;
 
+	bool instrument = true;
+
 	*o = (struct run_opts){.fractions = {0.8}, .nfractions = 1, .phase = "train",
-			       .document = -1, .steps = 3, .trial_seconds = 60, .devices = 1};
+			       .document = -1, .steps = 3, .devices = 1,
+			       .startup_seconds = AB_STARTUP_SECONDS_DEFAULT,
+			       .trial_seconds = AB_TRIAL_SECONDS_DEFAULT, .hook_dir = AB_DEFAULT_HOOK_DIR};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -157,6 +172,12 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'G': o->plot = optarg; break;
 		case 'e': o->keep = true; break;
 		case 'L': o->model = optarg; break;
+		case 'H': o->hook_dir = optarg; break;
+		case 'I':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				return fprintf(stderr, "autobatch-probe: --instrument on|off\n"), -1;
+			instrument = !strcmp(optarg, "on");
+			break;
 		case 'R':
 			if (ab_parse_size(optarg, &o->comm_reserve, err, sizeof(err)) < 0)
 				return fprintf(stderr, "autobatch-probe: --comm-reserve: %s\n", err), -1;
@@ -174,6 +195,8 @@ static int parse_opts(int argc, char **argv, struct run_opts *o)
 		}
 	}
 	o->command = optind < argc ? argv + optind : NULL;
+	if (!instrument)
+		o->hook_dir = NULL;
 	if (o->mode && strcmp(o->mode, "exec") && strcmp(o->mode, "model"))
 		return fprintf(stderr, "autobatch-probe: --mode exec|model\n"), -1;
 	return 0;
@@ -231,6 +254,26 @@ struct progress {
 	uint64_t total;
 };
 
+/* A slow first trial tells how long probing will take: start-up is paid per trial. */
+#define ESTIMATE_AFTER_SECONDS 10
+#define USUAL_TRIALS 3
+#define IRREGULAR_TRIALS 5
+
+static void print_estimate(const struct ab_trial *t)
+{
+	char usual[32], most[32];
+
+	if (t->seconds < ESTIMATE_AFTER_SECONDS || !(t->startup_s > 0))
+		return;
+	ab_format_duration(USUAL_TRIALS * t->seconds, usual, sizeof(usual));
+	ab_format_duration(IRREGULAR_TRIALS * t->seconds, most, sizeof(most));
+	fprintf(stderr, "autobatch: trial 1 started in %.0f s%s; each trial costs about %.0f s: "
+			"expect about %s of probing (%d trials; %s if the memory curve is "
+			"irregular)\n",
+		t->startup_s, t->has_step ? "" : " (no step time)", t->seconds, usual,
+		USUAL_TRIALS, most);
+}
+
 static void print_trial(void *arg, size_t index, const struct ab_trial *t, bool fits,
 			uint64_t limit)
 {
@@ -239,7 +282,33 @@ static void print_trial(void *arg, size_t index, const struct ab_trial *t, bool 
 
 	ab_report_trial_line(index, t, fits, limit, p->total, line, sizeof(line));
 	fprintf(stderr, "autobatch: %s\n", line);
+	if (index == 0)
+		print_estimate(t);
 	fflush(stderr);
+}
+
+static void print_note(void *arg, const char *line)
+{
+	(void)arg;
+	fprintf(stderr, "autobatch: %s\n", line);
+	fflush(stderr);
+}
+
+/* The hook is part of the installation; a probe built but not installed is told where it is
+ * with --hook-dir. Without it, Python trials must report their steps themselves. */
+static const char *hook_dir(const char *dir)
+{
+	char path[AB_PATH_MAX];
+
+	if (!dir)
+		return NULL;
+	if (ab_format(path, sizeof(path), "%s/sitecustomize.py", dir) == 0 &&
+	    access(path, R_OK) == 0)
+		return dir;
+	fprintf(stderr, "autobatch: the Python step hook is not at %s; Python trials must "
+			"report their steps themselves (--hook-dir DIR names another place)\n",
+		dir);
+	return NULL;
 }
 
 static int write_json(const char *path, const char *text)
@@ -321,6 +390,8 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	s->exec = (struct ab_exec){
 		.argv = o->command, .config = o->config, .key = o->key, .document = o->document,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
+		.startup_seconds = o->startup_seconds, .hook_dir = hook_dir(o->hook_dir),
+		.note = print_note,
 		.peak_source = s->dev.kind == AB_DEVICE_HOST   ? AB_PEAK_FROM_RSS
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU
 							       : AB_PEAK_FROM_REPORT,

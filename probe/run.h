@@ -26,10 +26,11 @@ struct run_opts {
 	size_t nfractions;
 	enum ab_objective objective;
 	const char *device, *mode, *config, *preset, *key, *json, *phase, *plot, *model;
+	const char *hook_dir; /* the Python step hook; NULL with --instrument off */
 	int document, steps, max_trials;
 	long min, max, multiple_of, global_batch, devices, start;
 	uint64_t comm_reserve;
-	double trial_seconds;
+	double startup_seconds, trial_seconds;
 	bool keep;
 	char **command;
 };

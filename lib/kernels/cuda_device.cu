@@ -122,6 +122,7 @@ extern "C" int ab_model_cuda_trial(void *ctx, long batch, struct ab_trial *out, 
 	out->has_peak = true;
 	out->peak_bytes = total_b - free_b > t->others_bytes ? total_b - free_b - t->others_bytes : 0;
 	out->has_step = true;
+	out->steps = 1 + (t->steps > 0 ? t->steps : 3); /* the warm-up and the timed steps */
 	out->step_s = step;
 	out->samples_per_s = step > 0 ? (double)batch / step : 0;
 	return 0;

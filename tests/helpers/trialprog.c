@@ -1,10 +1,13 @@
 /* trialprog.c - a small real training-step stand-in for exec-mode tests: it allocates and
  * touches memory that grows with $AUTOBATCH_BATCH_SIZE and behaves as asked.
  *
- *   trialprog alloc BASE_MiB PER_SAMPLE_MiB CAP_MiB [report|quiet|sleep]
- *       allocates BASE + b * PER_SAMPLE MiB; beyond CAP prints PyTorch's OOM message and
- *       exits 1; "report" (default) speaks the trial protocol (steps and peak_bytes),
- *       "quiet" reports nothing, "sleep" reports nothing and never exits
+ *   trialprog alloc BASE_MiB PER_SAMPLE_MiB CAP_MiB [HOW [STARTUP_S]]
+ *       sleeps STARTUP_S (a model loading), allocates BASE + b * PER_SAMPLE MiB; beyond CAP
+ *       prints PyTorch's OOM message and exits 1. HOW: "report" (default) speaks the trial
+ *       protocol (steps and peak_bytes), "steps" reports its steps only, "train" reports
+ *       steps and goes on training (never exits), "warmup" reports one step and exits,
+ *       "quiet" reports nothing, "sleep" reports nothing and never exits, "segv" dies of
+ *       SIGSEGV before its first step
  *   trialprog curve BASE PER_SAMPLE_BYTES CAP_BYTES   reports a peak without allocating
  *   trialprog hang | crash | fork-child | flood
  */
@@ -35,8 +38,10 @@ static void steps(FILE *r, long b, double step_s)
 	const char *k = getenv("AUTOBATCH_TRIAL_STEPS");
 	int n = k ? atoi(k) : 3;
 
-	for (int i = 0; i <= n && r; i++)
+	for (int i = 0; i <= n && r; i++) {
 		fprintf(r, "{\"step_s\": %.4f, \"samples\": %ld}\n", i ? step_s : step_s * 3, b);
+		fflush(r);
+	}
 }
 
 static int alloc(int argc, char **argv)
@@ -48,6 +53,8 @@ static int alloc(int argc, char **argv)
 	char *mem;
 	FILE *r;
 
+	if (argc > 6)
+		usleep((useconds_t)(atof(argv[6]) * 1e6));
 	if (want > cap * MiB) {
 		fprintf(stderr, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
 				"%.0f MiB\n", want / MiB);
@@ -60,11 +67,22 @@ static int alloc(int argc, char **argv)
 	if (!strcmp(how, "sleep"))
 		for (;;)
 			pause();
-	if (!strcmp(how, "report") && (r = report())) {
-		steps(r, b, 0.01 * (double)(b < 16 ? 16 : b));
-		fprintf(r, "{\"peak_bytes\": %.0f}\n", want);
+	if (!strcmp(how, "segv"))
+		raise(SIGSEGV);
+	if (!strcmp(how, "warmup") && (r = report())) {
+		fprintf(r, "{\"step_s\": 0.5}\n");
 		fclose(r);
 	}
+	if ((!strcmp(how, "report") || !strcmp(how, "steps") || !strcmp(how, "train")) &&
+	    (r = report())) {
+		steps(r, b, 0.01 * (double)(b < 16 ? 16 : b));
+		if (!strcmp(how, "report"))
+			fprintf(r, "{\"peak_bytes\": %.0f}\n", want);
+		fclose(r);
+	}
+	if (!strcmp(how, "train"))
+		for (;;)
+			pause();
 	free(mem);
 	return 0;
 }

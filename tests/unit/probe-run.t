@@ -42,6 +42,7 @@ cp "$dir/axo.yaml" "$dir/axo.orig"
 	--phase eval --json "$dir/cfg.json" -- sh -c '
 	grep -q "micro_batch_size: $AUTOBATCH_BATCH_SIZE   # mine" "$1" || exit 9
 	test "$AUTOBATCH_TRIAL_PHASE" = eval || exit 8
+	printf "{\"step_s\": 0.2}\n{\"step_s\": 0.1}\n" >>"$AUTOBATCH_TRIAL_REPORT"
 	echo "{\"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 10000000))}" >>"$AUTOBATCH_TRIAL_REPORT"' sh "$dir/axo.yaml" 2>"$dir/cfg.err"
 check "exec with a config: the copy carries the batch, the phase is eval, the original is untouched" \
 	sh -c "grep -q '\"status\":\"ok\"' '$dir/cfg.json' && grep -q '\"phase\":\"eval\"' '$dir/cfg.json' && cmp -s '$dir/axo.yaml' '$dir/axo.orig'"

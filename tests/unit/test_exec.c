@@ -161,7 +161,7 @@ static void sim_capacity_reported_peak(void **state)
 
 static void no_peak_reported(void **state)
 {
-	char *argv[] = {(char *)prog(), "alloc", "1", "1", "1000", "quiet", NULL};
+	char *argv[] = {(char *)prog(), "alloc", "1", "1", "1000", "steps", NULL};
 	struct ab_exec x;
 	struct ab_trials t = {0};
 	struct ab_decision d;
@@ -175,21 +175,94 @@ static void no_peak_reported(void **state)
 	ab_exec_cleanup(&x);
 }
 
-static void unaware_program_watched(void **state)
+/* A trial that ends before a warm-up and a measured step is never a fit, and never an OOM
+ * either: each way of dying early gets its own verdict, and the search stops with it. */
+static void no_step_no_fit(void **state)
 {
-	/* Knows nothing of the protocol and never exits: stopped at the deadline, judged by
-	 * the memory it held. */
-	char *argv[] = {(char *)prog(), "alloc", "30", "1", "1000", "sleep", NULL};
+	static const struct {
+		const char *how;
+		int rc;
+		const char *says;
+	} cases[] = {
+		{"quiet", -EPROTO, "trial 1 (batch 8) exited after 0 s without a training step being "
+				   "seen, so it cannot count as fitting"},
+		{"warmup", -EPROTO, "trial 1 (batch 8) exited after its warm-up step, before a "
+				    "measured step"},
+		{"segv", -ECHILD, "trial 1 (batch 8) was killed by signal 11, which is not an "
+				  "out-of-memory error"},
+		{"sleep", -ETIMEDOUT, "trial 1 (batch 8) was still starting after 1 s: no training "
+				      "step was seen; raise --startup-seconds"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[] = {(char *)prog(), "alloc", "30", "1", "1000", (char *)cases[i].how, NULL};
+		struct ab_search_params p = {.total_bytes = GiB, .fraction = 0.8, .start = 8};
+		struct ab_trials t = {0};
+		struct ab_decision d;
+		struct ab_exec x;
+		struct ab_trial tr;
+
+		exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 30);
+		x.startup_seconds = 1;
+		assert_int_equal(ab_exec_trial(&x, 8, &tr, err, sizeof(err)), cases[i].rc);
+		assert_contains(err, cases[i].says);
+		assert_false(tr.oom);
+		assert_false(ab_trial_fits(&tr, GiB, GiB));
+		assert_int_equal(trialprogs_alive(), 0);
+		x.count = 0; /* the same verdict through the search: an error, no trial recorded */
+		err[0] = '\0';
+		assert_int_equal(ab_search(&p, &t, ab_exec_trial, &x, &d, err, sizeof(err)),
+				 cases[i].rc);
+		assert_contains(err, cases[i].says);
+		assert_int_equal(t.n, 0);
+		assert_int_equal(d.batch, 0);
+		ab_trials_free(&t);
+		ab_exec_cleanup(&x);
+	}
+}
+
+/* Start-up (loading, compiling) is not counted against the steps: a 2 s start-up with a 1 s
+ * step budget fits, and the report says how long each phase took. */
+static void startup_apart_from_steps(void **state)
+{
+	char *argv[] = {(char *)prog(), "alloc", "30", "1", "1000", "steps", "2", NULL};
 	struct ab_exec x;
 	struct ab_trial tr;
 
 	(void)state;
 	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 1);
-	assert_int_equal(ab_exec_trial(&x, 10, &tr, err, sizeof(err)), 0);
-	assert_false(tr.oom);
-	assert_true(tr.has_peak);
+	x.startup_seconds = 10;
+	if (ab_exec_trial(&x, 10, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	assert_int_equal(tr.steps, 4); /* the warm-up and AUTOBATCH_TRIAL_STEPS=3 */
+	assert_true(tr.startup_s >= 2 && tr.startup_s < 4);
 	assert_true(tr.peak_bytes >= 40 * MiB);
-	assert_true(tr.seconds >= 1 && tr.seconds < 5);
+	assert_true(tr.has_step);
+	ab_exec_cleanup(&x);
+	/* the same start-up with an allowance of 1 s is still starting when stopped */
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 1);
+	x.startup_seconds = 1;
+	assert_int_equal(ab_exec_trial(&x, 10, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_contains(err, "was still starting after 1 s");
+	ab_exec_cleanup(&x);
+}
+
+/* A program that reports its steps and trains on is stopped once they were seen (after a
+ * short grace to exit by itself): a fit, not a timeout. */
+static void stopped_after_its_steps(void **state)
+{
+	char *argv[] = {(char *)prog(), "alloc", "30", "1", "1000", "train", NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 60);
+	if (ab_exec_trial(&x, 10, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	assert_true(tr.seconds >= AB_DONE_GRACE_SECONDS && tr.seconds < AB_DONE_GRACE_SECONDS + 3);
 	assert_int_equal(trialprogs_alive(), 0);
 	ab_exec_cleanup(&x);
 }
@@ -206,8 +279,8 @@ static uint64_t fake_gpu(void *arg, pid_t pgid)
 
 static void gpu_memory_polled(void **state)
 {
-	char *sleeper[] = {(char *)prog(), "alloc", "1", "1", "1000", "sleep", NULL};
-	char *quiet[] = {(char *)prog(), "alloc", "1", "1", "1000", "quiet", NULL};
+	char *sleeper[] = {(char *)prog(), "alloc", "1", "1", "1000", "train", NULL};
+	char *quiet[] = {(char *)prog(), "alloc", "1", "1", "1000", "steps", NULL};
 	char *reports[] = {(char *)prog(), "alloc", "1", "1", "1000", "report", NULL};
 	uint64_t used = 2 * GiB;
 	struct ab_exec x;
@@ -287,8 +360,9 @@ static void hung_trial_killed(void **state)
 	(void)state;
 	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 1);
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
-	assert_contains(err, "trial 1 (batch 4) did not finish in 1 s and was killed, after "
-			     "reporting 1 of 4 steps");
+	assert_contains(err, "trial 1 (batch 4) did not finish its steps: after its warm-up "
+			     "step (0 s from the start), no measured step came within "
+			     "--trial-seconds 1; it was stopped");
 	assert_int_equal(trialprogs_alive(), 0);
 	ab_exec_cleanup(&x);
 }
@@ -361,7 +435,8 @@ static void config_copy(void **state)
 		 "test \"$1\" != '%s' && test \"$1\" = \"$AUTOBATCH_CONFIG\" && "
 		 "grep -qx '  micro_batch_size: 12  # per GPU' \"$1\" && "
 		 "test \"$AUTOBATCH_TRIAL_PHASE\" = train && "
-		 "echo '{\"peak_bytes\": 1000}' >>\"$AUTOBATCH_TRIAL_REPORT\"",
+		 "echo '{\"step_s\": 1}\n{\"step_s\": 1}\n{\"peak_bytes\": 1000}' "
+		 ">>\"$AUTOBATCH_TRIAL_REPORT\"",
 		 cfg);
 	x = (struct ab_exec){.argv = argv, .config = cfg, .key = "train.micro_batch_size",
 			     .document = -1, .phase = "train", .steps = 3, .trial_seconds = 30,
@@ -441,7 +516,9 @@ int main(void)
 		cmocka_unit_test(oom_beyond_capacity),
 		cmocka_unit_test(sim_capacity_reported_peak),
 		cmocka_unit_test(no_peak_reported),
-		cmocka_unit_test(unaware_program_watched),
+		cmocka_unit_test(no_step_no_fit),
+		cmocka_unit_test(startup_apart_from_steps),
+		cmocka_unit_test(stopped_after_its_steps),
 		cmocka_unit_test(gpu_memory_polled),
 		cmocka_unit_test(nvml_absent),
 		cmocka_unit_test(stale_workdirs_removed),

@@ -300,6 +300,7 @@ static int failing_trial(void *ctx, long batch, struct ab_trial *out, char *e, s
 		return snprintf(e, elen, "trial %d (batch %ld) crashed", *calls, batch), -ECHILD;
 	out->has_peak = true;
 	out->peak_bytes = (uint64_t)batch * 1000;
+	out->steps = AB_TRIAL_MIN_STEPS;
 	return 0;
 }
 
