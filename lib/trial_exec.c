@@ -285,14 +285,40 @@ static int read_stat(const char *pid, long *ppid, long *pgrp, long *rss)
 	return 0;
 }
 
-/* Resident memory of every process in the group (the trial may fork workers) when pgid is
- * positive; with pgid 0, kills and reaps every child of ours instead: after a trial, those
- * are its descendants that escaped the group (we are their subreaper). */
-static uint64_t scan_processes(pid_t pgid)
+/* The memory only this process holds (Private_Clean + Private_Dirty of smaps_rollup): a
+ * forked worker shares the pages of its parent's libraries and heap, which its resident
+ * size would count a second time. 0 when it cannot be read (the process is exiting). */
+static uint64_t read_private(const char *pid)
+{
+	char path[64], buf[4096], *p;
+	unsigned long long kib, total = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%.20s/smaps_rollup", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	for (p = buf; (p = strstr(p, "\nPrivate_")); p++)
+		if (sscanf(strchr(p, ':') + 1, " %llu kB", &kib) == 1)
+			total += kib;
+	return (uint64_t)total * 1024;
+}
+
+/* One sample of the group led by g->leader (the trial may fork DataLoader workers): the
+ * leader's resident memory plus what each other member holds privately; returns that sum
+ * and keeps each member's largest. With no group (leader 0), kills and reaps every child of
+ * ours instead: after a trial, those are its descendants that escaped the group (we are
+ * their subreaper). */
+static uint64_t scan_processes(struct ab_group_peak *g)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	uint64_t total = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t total = 0, page = (uint64_t)sysconf(_SC_PAGESIZE), untracked = 0;
 	long ppid, pgrp, rss;
 
 	if (!d)
@@ -301,15 +327,51 @@ static uint64_t scan_processes(pid_t pgid)
 		if (e->d_name[0] < '0' || e->d_name[0] > '9' ||
 		    read_stat(e->d_name, &ppid, &pgrp, &rss) < 0)
 			continue;
-		if (pgid > 0 && pgrp == pgid && rss > 0)
-			total += (uint64_t)rss * page;
-		if (pgid == 0 && ppid == (long)getpid()) {
-			kill((pid_t)atol(e->d_name), SIGKILL);
-			waitpid((pid_t)atol(e->d_name), NULL, 0);
+		pid_t pid = (pid_t)atol(e->d_name);
+
+		if (g->leader > 0 && pgrp == (long)g->leader && rss > 0) {
+			uint64_t own = pid == g->leader ? (uint64_t)rss * page : read_private(e->d_name);
+			size_t i = 0;
+
+			total += own;
+			if (pid == g->leader) {
+				g->leader_max = own > g->leader_max ? own : g->leader_max;
+				continue;
+			}
+			while (i < g->n && g->pid[i] != pid)
+				i++;
+			if (i == g->n && g->n < AB_GROUP_TRACKED)
+				g->pid[g->n++] = pid;
+			if (i < g->n)
+				g->max[i] = own > g->max[i] ? own : g->max[i];
+			else
+				untracked += own;
+		}
+		if (g->leader == 0 && ppid == (long)getpid()) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
 		}
 	}
 	closedir(d);
+	g->untracked_max = untracked > g->untracked_max ? untracked : g->untracked_max;
 	return total;
+}
+
+uint64_t ab_group_sample(struct ab_group_peak *g)
+{
+	return g->leader > 0 ? scan_processes(g) : 0;
+}
+
+/* The leader's peak and every other member's own peak, added: never below the group's
+ * peak at any moment, and steady from run to run (a worker's prefetched batches come and go
+ * between samples; their largest does not). */
+uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss)
+{
+	uint64_t total = leader_maxrss > g->leader_max ? leader_maxrss : g->leader_max;
+
+	for (size_t i = 0; i < g->n; i++)
+		total += g->max[i];
+	return total + g->untracked_max;
 }
 
 /* Why a trial ended: by itself, or stopped by the probe for one of these reasons. */
@@ -325,6 +387,7 @@ enum ending {
 struct outcome {
 	int status;
 	enum ending ending;
+	struct ab_group_peak group; /* host: sampled */
 	uint64_t rss_peak, gpu_peak;
 	double seconds;
 	double first_step_s; /* when the first step line was seen; 0: not while it ran */
@@ -389,9 +452,7 @@ static bool sample_memory(const struct ab_exec *x, pid_t pid, struct outcome *o)
 	uint64_t used;
 
 	if (x->peak_source == AB_PEAK_FROM_RSS) {
-		used = scan_processes(pid);
-		o->rss_peak = used > o->rss_peak ? used : o->rss_peak;
-		return used > x->capacity;
+		return ab_group_sample(&o->group) > x->capacity;
 	}
 	if (x->peak_source == AB_PEAK_FROM_GPU && x->gpu_usage) {
 		used = x->gpu_usage(x->gpu_arg, pid);
@@ -464,12 +525,11 @@ static void wait_trial(const struct ab_exec *x, long batch, pid_t pid, struct re
 		nanosleep(&pause, NULL);
 	}
 	kill(-pid, SIGKILL); /* no child of the trial outlives it */
-	scan_processes(0);
+	scan_processes(&(struct ab_group_peak){.leader = 0});
 	watch_report(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = first > 0 ? first - start : 0;
-	if ((uint64_t)ru.ru_maxrss * 1024 > o->rss_peak)
-		o->rss_peak = (uint64_t)ru.ru_maxrss * 1024;
+	o->rss_peak = ab_group_peak_bytes(&o->group, (uint64_t)ru.ru_maxrss * 1024);
 }
 
 /* ---- judging ----------------------------------------------------------------------- */
@@ -690,6 +750,7 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	if (pid == 0)
 		child(x, batch, &f, argv);
 	setpgid(pid, pid);
+	o.group.leader = pid;
 	wait_trial(x, batch, pid, w, &o);
 	out->seconds = o.seconds;
 	len = read_tail(f.log, log, LOG_SCAN_BYTES);

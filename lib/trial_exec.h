@@ -61,6 +61,24 @@ void ab_exec_cleanup(struct ab_exec *x);
 /* The trial function: ctx is a struct ab_exec. */
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen);
 
+/* How a host trial's memory is measured: samples of its process group (the leader's
+ * resident memory, each other member's private memory), each member's largest kept. */
+#define AB_GROUP_TRACKED 64
+struct ab_group_peak {
+	pid_t leader;
+	uint64_t leader_max;
+	pid_t pid[AB_GROUP_TRACKED];
+	uint64_t max[AB_GROUP_TRACKED];
+	size_t n;
+	uint64_t untracked_max; /* members beyond the table, summed per sample */
+};
+
+/* One sample; returns the group's memory now. */
+uint64_t ab_group_sample(struct ab_group_peak *g);
+
+/* The peak to judge: the leader's (its ru_maxrss, or as sampled) plus each other member's. */
+uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss);
+
 /* True when the text has one of the out-of-memory messages of PyTorch, JAX/XLA,
  * TensorFlow, CUDA or the C++/C runtime. */
 bool ab_text_says_oom(const char *text, size_t len);

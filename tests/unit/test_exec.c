@@ -226,7 +226,7 @@ static void no_step_no_fit(void **state)
  * step budget fits, and the report says how long each phase took. */
 static void startup_apart_from_steps(void **state)
 {
-	char *argv[] = {(char *)prog(), "alloc", "30", "1", "1000", "steps", "2", NULL};
+	char *argv[] = {(char *)prog(), "alloc", "30", "1", "1000", "train", "2", NULL};
 	struct ab_exec x;
 	struct ab_trial tr;
 

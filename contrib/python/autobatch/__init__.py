@@ -16,31 +16,20 @@ process ends after AUTOBATCH_TRIAL_STEPS measured steps. Nothing here needs more
 standard library; PyTorch, Lightning and Hugging Face are used when they are installed.
 """
 
-import json
 import os
-import resource
 import sys
-import time
+
+from . import _hook
+from ._hook import in_trial, peak_bytes
 
 __all__ = ["batch_size", "in_trial", "phase", "config_path", "trial", "Trial",
            "apply_memory_fraction", "peak_bytes"]
 
 
-def _positive_int(name):
-    value = os.environ.get(name, "")
-    if value.isdigit() and 0 < int(value) < 2**31:
-        return int(value)
-    return None
-
-
 def batch_size(default):
     """The per-GPU batch autobatch chose (in a trial: the candidate), else default."""
-    chosen = _positive_int("AUTOBATCH_BATCH_SIZE")
+    chosen = _hook.positive_int("AUTOBATCH_BATCH_SIZE")
     return chosen if chosen is not None else default
-
-
-def in_trial():
-    return os.environ.get("AUTOBATCH_TRIAL") == "1"
 
 
 def phase():
@@ -51,14 +40,6 @@ def phase():
 def config_path(default):
     """In a trial, the copy of your config that holds the candidate batch."""
     return os.environ.get("AUTOBATCH_CONFIG") if in_trial() and os.environ.get("AUTOBATCH_CONFIG") else default
-
-
-def peak_bytes():
-    """The framework's peak: CUDA's reserved memory when a GPU was used, else the RSS."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        return max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count()))
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def apply_memory_fraction():
@@ -80,48 +61,37 @@ def apply_memory_fraction():
     return fraction
 
 
-def _is_oom(error):
-    name = type(error).__name__
-    return isinstance(error, MemoryError) or name == "OutOfMemoryError" or \
-        "out of memory" in str(error).lower()
-
-
 class Trial:
-    """Times steps and reports them in a probe trial; outside one, step() only counts."""
+    """Times steps and reports them in a probe trial; outside one, step() only counts.
+    A program that uses it speaks the protocol itself, so the probe's step hook stands aside."""
 
     def __init__(self):
         self.active = in_trial()
-        self.steps = _positive_int("AUTOBATCH_TRIAL_STEPS") or 3
-        self.report = os.environ.get("AUTOBATCH_TRIAL_REPORT")
+        self.steps = _hook.positive_int("AUTOBATCH_TRIAL_STEPS") or 3
         self.count = 0
-        self._last = None
-
-    def _write(self, record):
-        if self.active and self.report:
-            with open(self.report, "a") as f:
-                f.write(json.dumps(record) + "\n")
+        self._recorder = _hook.recorder() if self.active else None
 
     def __enter__(self):
-        self._last = time.perf_counter()
+        if self.active:
+            _hook.claim()
+            self._recorder.start()
         return self
 
     def step(self, samples=None):
         """Marks the end of a step; True when a trial has run its warm-up and steps."""
-        now = time.perf_counter()
-        if self.active:
-            self._write({"step_s": now - self._last, "samples": samples or batch_size(1)})
-        self._last = now
         self.count += 1
-        return self.active and self.count >= self.steps + 1
+        if self.active:
+            return self._recorder.step(samples or batch_size(1))
+        return False
 
     def __exit__(self, kind, error, tb):
         if not self.active:
             return False
-        if error is not None and _is_oom(error):
-            self._write({"oom": True})
+        if error is not None and _hook.is_oom(error):
+            self._recorder.oom()
             sys.stderr.write("autobatch: out of memory at batch %d\n" % batch_size(0))
             sys.exit(1)
-        self._write({"peak_bytes": peak_bytes()})
+        self._recorder.finish()
         if error is None:
             sys.exit(0)  # a trial has measured what it needed: do not train on
         return False

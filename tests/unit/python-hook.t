@@ -1,0 +1,112 @@
+#!/bin/sh
+# python-hook.t - the probe's Python step hook (contrib/python/sitecustomize.py) with a real
+# PyTorch program that knows nothing of autobatch (tests/python/plain_torch.py), on the host
+# with Debian's PyTorch (1.13: the fallback without global optimizer hooks). Each choice is
+# checked against plain runs of the program (tests/python/verify-choice). PyTorch 2.x,
+# Hugging Face and Accelerate are tested in a Debian unstable root (tests/frameworks).
+. "$(dirname "$0")/tap.sh"
+PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
+HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
+here=$(cd "$(dirname "$0")/../python" && pwd)
+prog=$here/plain_torch.py
+export PROBE PEAKRUN
+dir=$(mktemp -d /tmp/autobatch-python-hook.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
+TESTS=12
+echo "1..$TESTS"
+if [ -z "$PY" ] || ! "$PY" -c 'import torch' 2>/dev/null; then
+	for i in $(seq 1 $TESTS); do echo "ok $i # skip PyTorch is not installed (Debian: python3-torch)"; done
+	exit 0
+fi
+# glibc hands large freed blocks back at once, so resident memory follows the live tensors
+# as a GPU allocator's reserved memory does; the same for the probe and the plain runs
+export MALLOC_MMAP_THRESHOLD_=65536
+json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
+# probe NAME CONFIG-JSON [PROBE-OPTIONS...] [-- COMMAND...]: probes the plain program with
+# its own config (a copy in $dir), default command: the program on that config
+probe() {
+	name=$1 cfgtext=$2
+	shift 2
+	echo "$cfgtext" >"$dir/$name.json"
+	"$PROBE" run --device host:capacity=512MiB --fraction 0.8 --hook-dir "$HOOK_DIR" \
+		--config "$dir/$name.json" --key batch_size --json "$dir/$name.report" "$@" \
+		-- "$PY" "$prog" "$dir/$name.json" 2>"$dir/$name.err" >/dev/null
+}
+verify() { # NAME: the choice against plain runs of the same config
+	tests_out=$("$here/verify-choice" "$dir/$1.report" "$dir/$1.json" batch_size "$PY" "$prog" "$dir/$1.json")
+	echo "# $1: $tests_out"
+	case $tests_out in *"plain peak"*) ;; *) cat "$dir/$1.err" >&2 ;; esac
+	"$here/verify-choice" "$dir/$1.report" "$dir/$1.json" batch_size "$PY" "$prog" "$dir/$1.json" >/dev/null
+}
+
+# -- nothing at all outside a trial --------------------------------------------------------
+echo '{"batch_size": 4, "steps": 2}' >"$dir/out.json"
+same_outside() { # ARGS...: identical stdout, stderr and status with and without the hook
+	"$PY" "$@" >"$dir/a.out" 2>"$dir/a.err"; a=$?
+	PYTHONPATH=$HOOK_DIR "$PY" "$@" >"$dir/b.out" 2>"$dir/b.err"; b=$?
+	test "$a" = "$b" && cmp -s "$dir/a.out" "$dir/b.out" && cmp -s "$dir/a.err" "$dir/b.err"
+}
+outside_unchanged() {
+	same_outside "$prog" "$dir/out.json" &&
+		same_outside -c 'import sys; print("half"); sys.stderr.write("oops\n"); sys.exit(3)' &&
+		same_outside -c 'import sys; print(sorted(m for m in sys.modules if "autobatch" in m or "torch" in m))'
+}
+check "outside a trial the hook changes nothing: output and status of a training program, a failing one, and one that lists its modules" \
+	outside_unchanged
+
+mkdir -p "$dir/site"
+printf '%s\n' 'import sys; sys.stderr.write("site customised\n")' >"$dir/site/sitecustomize.py"
+check "the sitecustomize it shadows still runs, in a trial and outside one" \
+	sh -c "PYTHONPATH='$HOOK_DIR:$dir/site' '$PY' -c pass 2>&1 | grep -qx 'site customised' &&
+	       AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_REPORT='$dir/chain.jsonl' PYTHONPATH='$HOOK_DIR:$dir/site' '$PY' -c pass 2>&1 | grep -qx 'site customised'"
+
+# -- a plain PyTorch loop, probed with no change ---------------------------------------------
+probe plain '{"batch_size": 8}'
+check "a plain PyTorch loop gets a decision; every fitting trial saw its warm-up and 3 steps" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/plain.report' && ! grep -q '\"fits\":true[^}]*\"steps\":[0-3],' '$dir/plain.report' &&
+	       grep -q '\"fits\":true[^}]*\"steps\":4,' '$dir/plain.report'" || cat "$dir/plain.err" >&2
+check "its choice fits in a plain run and 10% more does not" verify plain
+
+probe slowstart '{"batch_size": 8, "startup_s": 5}' --trial-seconds 2
+check "a start-up longer than the step budget (5 s against 2 s) is not counted against the steps" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/slowstart.report' && grep -q '\"startup_s\":[5-9]\.' '$dir/slowstart.report'" ||
+	cat "$dir/slowstart.err" >&2
+
+probe slowstep '{"batch_size": 8, "step_sleep": 1.5}' --trial-seconds 2 --max 64
+check "slow steps (1.5 s, budget 2 s): stopped after the warm-up and one measured step, still a decision" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/slowstep.report' && grep -q '\"fits\":true[^}]*\"steps\":2,' '$dir/slowstep.report'" ||
+	cat "$dir/slowstep.err" >&2
+
+probe accum '{"batch_size": 8, "accum": 3}'
+check "gradient accumulation: one step per optimizer update, and the choice fits a plain run" \
+	sh -c "grep -q '\"fits\":true[^}]*\"steps\":4,' '$dir/accum.report' && ! grep -q '\"steps\":\([5-9]\|1[0-9]\)' '$dir/accum.report'" &&
+	verify accum
+
+probe workers '{"batch_size": 8, "workers": 2}'
+check "DataLoader worker processes: their memory counts, and the choice fits a plain run" verify workers
+
+# a real CPU out-of-memory error from PyTorch (an address-space limit), caught by the hook
+echo '{"batch_size": 8}' >"$dir/oom.json"
+"$PROBE" run --device host:capacity=1GiB --fraction 0.9 --hook-dir "$HOOK_DIR" --config "$dir/oom.json" \
+	--key batch_size --json "$dir/oom.report" -- sh -c 'ulimit -v 1000000; exec "$0" "$@"' \
+	"$PY" "$prog" "$dir/oom.json" 2>"$dir/oom.err" >/dev/null
+check "PyTorch's own out-of-memory error is an OOM trial, and the choice is below it" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/oom.report' && grep -q '\"oom\":true' '$dir/oom.report'" ||
+	cat "$dir/oom.err" >&2
+
+# the helper speaks the protocol itself: the hook stands aside, no step is counted twice
+check "a program using the helper is not counted twice" \
+	sh -c "AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_STEPS=5 AUTOBATCH_TRIAL_REPORT='$dir/helper.jsonl' PYTHONPATH='$HOOK_DIR' \
+	       '$PY' '$here/train_torch.py' '$HOOK_DIR' >/dev/null && test \$(grep -c step_s '$dir/helper.jsonl') -eq 3"
+
+probe off '{"batch_size": 8}' --instrument off
+check "--instrument off: no step is seen, and the error says so instead of guessing" \
+	sh -c "grep -q 'without a training step being seen, so it cannot count as fitting: with --instrument off' '$dir/off.report' &&
+	       ! grep -q '\"fits\":true' '$dir/off.report'"
+
+check "without the hook installed the probe says where it looked" \
+	sh -c "'$PROBE' run --device host:capacity=1GiB --hook-dir '$dir/nowhere' --json /dev/null -- true 2>&1 |
+	       grep -q 'the Python step hook is not at $dir/nowhere'"
+exit $failed
