@@ -40,6 +40,8 @@ const struct ab_option_info ab_options[AB_OPT_COUNT] = {
 				  "Command the probe runs as a one-GPU trial instead of the step's"},
 	[AB_OPT_REFRESH] = {"autobatch-refresh", NULL, 0,
 			    "Ignore the cached decision and probe again"},
+	[AB_OPT_INSTRUMENT] = {"autobatch-instrument", "on|off", 1,
+			       "Count a Python trial's PyTorch optimizer steps (default: the site's)"},
 };
 
 static const char *source_name(enum ab_source s)
@@ -119,6 +121,8 @@ void ab_site_init(struct ab_site *site)
 	site->cache = true;
 	site->enforce = false;
 	site->comm_reserve = AB_COMM_RESERVE_DEFAULT;
+	site->startup_seconds = 600;
+	site->instrument = true;
 }
 
 enum arg_type { ARG_FRACTION, ARG_OVER_MAX, ARG_ON_FAILURE, ARG_PATH, ARG_SECONDS, ARG_TEXT,
@@ -147,6 +151,8 @@ static const struct site_arg site_args[] = {
 	{"cache_dir", ARG_PATH, FIELD(cache_dir)},
 	{"enforce", ARG_ONOFF, FIELD(enforce)},
 	{"comm_reserve", ARG_SIZE, FIELD(comm_reserve)},
+	{"startup_seconds", ARG_SECONDS, FIELD(startup_seconds)},
+	{"instrument", ARG_ONOFF, FIELD(instrument)},
 };
 
 #define N_SITE_ARGS (sizeof(site_args) / sizeof(site_args[0]))
@@ -189,10 +195,16 @@ static const char *const on_failure_names[] = {"continue", "abort"};
 static const char *const onoff_names[] = {"off", "on"};
 static const char *const objective_names[] = {"memory", "throughput"};
 static const char *const mode_names[] = {"exec", "model"};
+static const char *const instrument_names[] = {"off", "on"};
 
 const char *ab_over_max_name(enum ab_over_max v) { return over_max_names[v]; }
 const char *ab_on_failure_name(enum ab_on_failure v) { return on_failure_names[v]; }
 const char *ab_objective_name(enum ab_objective v) { return objective_names[v]; }
+
+bool ab_instrument(const struct ab_site *site, const struct ab_request *req)
+{
+	return req->given & (1u << AB_OPT_INSTRUMENT) ? req->instrument : site->instrument;
+}
 const char *ab_mode_name(enum ab_mode v) { return mode_names[v]; }
 
 static int set_choice(int *field, const char *key, const char *v, const char *const names[],
@@ -529,6 +541,11 @@ int ab_request_set(struct ab_request *req, enum ab_option opt, const char *value
 	case AB_OPT_REFRESH:
 		req->refresh = true;
 		return 0;
+	case AB_OPT_INSTRUMENT:
+		if ((rc = set_enum(&choice, value, instrument_names, opt, err, errlen)) < 0)
+			return rc;
+		req->instrument = choice == 1;
+		return 0;
 	case AB_OPT_COUNT:
 		break;
 	}
@@ -622,7 +639,8 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		"objective=%s mode=%s eval=%s refresh=%s\n"
 		"config=%s preset=%s key=%s global_batch=%ld\n"
 		"on_failure=%s probe=%s probe_timeout=%us probe_args=%s\n"
-		"cache=%s cache_dir=%s enforce=%s comm_reserve=%lluB\n",
+		"cache=%s cache_dir=%s enforce=%s comm_reserve=%lluB\n"
+		"startup_seconds=%us instrument=%s\n",
 		fraction, from, req->source != AB_SOURCE_DEFAULT ? "=" : "",
 		req->source != AB_SOURCE_DEFAULT ? shown : "", site->min_fraction,
 		site->max_fraction, ab_over_max_name(site->over_max),
@@ -633,5 +651,6 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		ab_on_failure_name(site->on_failure), site->probe, site->probe_timeout,
 		*site->probe_args ? site->probe_args : "(none)", site->cache ? "on" : "off",
 		*site->cache_dir ? site->cache_dir : "(default)", site->enforce ? "on" : "off",
-		(unsigned long long)site->comm_reserve);
+		(unsigned long long)site->comm_reserve, site->startup_seconds,
+		ab_instrument(site, req) ? "on" : "off");
 }

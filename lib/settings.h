@@ -47,6 +47,8 @@ struct ab_site {
 	bool enforce;
 	/* GPU memory kept for NCCL in a multi-task step the one-GPU probe cannot measure */
 	uint64_t comm_reserve;
+	unsigned startup_seconds; /* a trial's allowance to its first step (the probe's default) */
+	bool instrument;          /* the probe's Python step hook, unless a user turns it off */
 };
 
 /* The user's request: srun/sbatch/salloc options, or AUTOBATCH= in the environment. */
@@ -64,6 +66,7 @@ struct ab_request {
 	bool eval;
 	char trial_command[AB_COMMAND_MAX];
 	bool refresh;
+	bool instrument; /* valid when --autobatch-instrument was given */
 	unsigned given; /* bit (1 << enum ab_option) per option seen */
 };
 
@@ -79,6 +82,7 @@ enum ab_option {
 	AB_OPT_EVAL,
 	AB_OPT_TRIAL_COMMAND,
 	AB_OPT_REFRESH,
+	AB_OPT_INSTRUMENT,
 	AB_OPT_COUNT
 };
 
@@ -129,5 +133,9 @@ const char *ab_over_max_name(enum ab_over_max v);
 const char *ab_on_failure_name(enum ab_on_failure v);
 const char *ab_objective_name(enum ab_objective v);
 const char *ab_mode_name(enum ab_mode v);
+
+/* Whether the probe's Python step hook is used: the user's --autobatch-instrument, else the
+ * site's instrument= */
+bool ab_instrument(const struct ab_site *site, const struct ab_request *req);
 
 #endif

@@ -609,15 +609,22 @@ static int no_evidence(const struct ab_exec *x, long batch, const struct outcome
 			       "step: a trial must run the warm-up and the $AUTOBATCH_TRIAL_STEPS "
 			       "steps after it",
 			       x->count, batch);
+	char why[PATH_MAX + 128];
+
+	if (x->hook_dir)
+		snprintf(why, sizeof(why), "a Python program is seen through its PyTorch optimizer "
+					   "steps and this one made none; any other program");
+	else if (x->hook_missing)
+		snprintf(why, sizeof(why), "the Python step hook is not at %s (--hook-dir names "
+					   "where it is), so the program",
+			 x->hook_missing);
+	else
+		snprintf(why, sizeof(why), "with --instrument off, the program");
 	return ab_fail(err, errlen, EPROTO,
 		       "trial %d (batch %ld) exited after %.0f s without a training step being "
-		       "seen, so it cannot count as fitting: %s",
-		       x->count, batch, o->seconds,
-		       x->hook_dir ? "a Python program is seen through its PyTorch optimizer steps "
-				     "and this one made none; any other program reports each step "
-				     "by appending {\"step_s\": SECONDS} to $AUTOBATCH_TRIAL_REPORT"
-				   : "with --instrument off, the program must report each step by "
-				     "appending {\"step_s\": SECONDS} to $AUTOBATCH_TRIAL_REPORT");
+		       "seen, so it cannot count as fitting: %s must report each step by "
+		       "appending {\"step_s\": SECONDS} to $AUTOBATCH_TRIAL_REPORT",
+		       x->count, batch, o->seconds, why);
 }
 
 /* The start-up: to the end of the warm-up step, as seen, else as the steps account for. */

@@ -47,6 +47,7 @@ struct ab_exec {
 	/* a directory with our sitecustomize (the Python step hook), put first on the trial's
 	 * PYTHONPATH; NULL: not instrumented */
 	const char *hook_dir;
+	const char *hook_missing; /* where the hook was looked for in vain, or NULL */
 	/* progress of a slow trial, one line without the "autobatch: " prefix; may be NULL */
 	void (*note)(void *arg, const char *line);
 	void *note_arg;

@@ -295,19 +295,19 @@ static void print_note(void *arg, const char *line)
 }
 
 /* The hook is part of the installation; a probe built but not installed is told where it is
- * with --hook-dir. Without it, Python trials must report their steps themselves. */
-static const char *hook_dir(const char *dir)
+ * with --hook-dir. Without it, Python trials must report their steps themselves, which a
+ * trial that reports none is told. */
+static const char *hook_dir(const char *dir, const char **missing)
 {
 	char path[AB_PATH_MAX];
 
+	*missing = NULL;
 	if (!dir)
 		return NULL;
 	if (ab_format(path, sizeof(path), "%s/sitecustomize.py", dir) == 0 &&
 	    access(path, R_OK) == 0)
 		return dir;
-	fprintf(stderr, "autobatch: the Python step hook is not at %s; Python trials must "
-			"report their steps themselves (--hook-dir DIR names another place)\n",
-		dir);
+	*missing = dir;
 	return NULL;
 }
 
@@ -390,7 +390,8 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	s->exec = (struct ab_exec){
 		.argv = o->command, .config = o->config, .key = o->key, .document = o->document,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
-		.startup_seconds = o->startup_seconds, .hook_dir = hook_dir(o->hook_dir),
+		.startup_seconds = o->startup_seconds,
+		.hook_dir = hook_dir(o->hook_dir, &s->exec.hook_missing),
 		.note = print_note,
 		.peak_source = s->dev.kind == AB_DEVICE_HOST   ? AB_PEAK_FROM_RSS
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU

@@ -119,6 +119,9 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 	add(b, phase);
 	if (req->mode == AB_MODE_MODEL)
 		add(b, "--mode=model");
+	addf(b, "--startup-seconds=%u", site->startup_seconds);
+	if (!ab_instrument(site, req))
+		add(b, "--instrument=off");
 	if (job->config) {
 		add(b, "--config");
 		add(b, job->config);

@@ -103,10 +103,10 @@ check "a program using the helper is not counted twice" \
 
 probe off '{"batch_size": 8}' --instrument off
 check "--instrument off: no step is seen, and the error says so instead of guessing" \
-	sh -c "grep -q 'without a training step being seen, so it cannot count as fitting: with --instrument off' '$dir/off.report' &&
+	sh -c "grep -q 'without a training step being seen, so it cannot count as fitting: with --instrument off, the program must report each step' '$dir/off.report' &&
 	       ! grep -q '\"fits\":true' '$dir/off.report'"
 
-check "without the hook installed the probe says where it looked" \
-	sh -c "'$PROBE' run --device host:capacity=1GiB --hook-dir '$dir/nowhere' --json /dev/null -- true 2>&1 |
-	       grep -q 'the Python step hook is not at $dir/nowhere'"
+check "without the hook installed, a trial with no step says where the hook was looked for" \
+	sh -c "'$PROBE' run --device host:capacity=1GiB --hook-dir '$dir/nowhere' --json /dev/null -- '$PY' '$prog' '$dir/out.json' 2>&1 |
+	       grep -q 'without a training step being seen, so it cannot count as fitting: the Python step hook is not at $dir/nowhere'"
 exit $failed
