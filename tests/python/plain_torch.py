@@ -9,14 +9,6 @@ import time
 
 import torch
 
-config = json.load(open(sys.argv[1]))
-time.sleep(config.get("startup_s", 0))
-torch.manual_seed(0)
-torch.set_num_threads(1)
-batch = config["batch_size"]
-accum = config.get("accum", 1)
-
-
 class Samples(torch.utils.data.Dataset):
     def __len__(self):
         return 1 << 20
@@ -25,22 +17,34 @@ class Samples(torch.utils.data.Dataset):
         return torch.randn(256, 256)
 
 
-loader = torch.utils.data.DataLoader(Samples(), batch_size=batch,
-                                     num_workers=config.get("workers", 0))
-weights = [torch.randn(256, requires_grad=True) for _ in range(4)]
-optimizer = torch.optim.AdamW(weights, lr=1e-3)
-schedule = torch.optim.lr_scheduler.StepLR(optimizer, 10)
-updates = 0
-for index, x in enumerate(loader):
-    for w in weights:
-        x = torch.relu(x * w + 0.1)
-    (x.mean() / accum).backward()
-    time.sleep(config.get("step_sleep", 0))
-    if (index + 1) % accum == 0:
-        optimizer.step()
-        optimizer.zero_grad()
-        schedule.step()
-        updates += 1
-        if updates == config.get("steps", 8):
-            break
-print("trained %d updates at batch %d" % (updates, batch))
+def main():
+    config = json.load(open(sys.argv[1]))
+    time.sleep(config.get("startup_s", 0))
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    batch = config["batch_size"]
+    accum = config.get("accum", 1)
+
+    loader = torch.utils.data.DataLoader(Samples(), batch_size=batch,
+                                         num_workers=config.get("workers", 0))
+    weights = [torch.randn(256, requires_grad=True) for _ in range(4)]
+    optimizer = torch.optim.AdamW(weights, lr=1e-3)
+    schedule = torch.optim.lr_scheduler.StepLR(optimizer, 10)
+    updates = 0
+    for index, x in enumerate(loader):
+        for w in weights:
+            x = torch.relu(x * w + 0.1)
+        (x.mean() / accum).backward()
+        time.sleep(config.get("step_sleep", 0))
+        if (index + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            schedule.step()
+            updates += 1
+            if updates == config.get("steps", 8):
+                break
+    print("trained %d updates at batch %d" % (updates, batch))
+
+
+if __name__ == "__main__":  # DataLoader workers may import this file (forkserver, spawn)
+    main()
