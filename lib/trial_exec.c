@@ -309,6 +309,27 @@ static uint64_t read_private(const char *pid)
 	return (uint64_t)total * 1024;
 }
 
+/* A process's own peak resident memory (VmHWM), kept by the kernel; 0 when unreadable. */
+static uint64_t read_hwm(pid_t pid)
+{
+	char path[64], buf[4096], *p;
+	unsigned long long kib;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (!(p = strstr(buf, "\nVmHWM:")) || sscanf(p + 7, " %llu kB", &kib) != 1)
+		return 0;
+	return (uint64_t)kib * 1024;
+}
+
 /* One sample of the group led by g->leader (the trial may fork DataLoader workers): the
  * leader's resident memory plus what each other member holds privately; returns that sum
  * and keeps each member's largest. With no group (leader 0), kills and reaps every child of
@@ -335,6 +356,9 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 
 			total += own;
 			if (pid == g->leader) {
+				uint64_t hwm = read_hwm(pid);
+
+				own = hwm > own ? hwm : own;
 				g->leader_max = own > g->leader_max ? own : g->leader_max;
 				continue;
 			}
@@ -364,10 +388,13 @@ uint64_t ab_group_sample(struct ab_group_peak *g)
 
 /* The leader's peak and every other member's own peak, added: never below the group's
  * peak at any moment, and steady from run to run (a worker's prefetched batches come and go
- * between samples; their largest does not). */
+ * between samples; their largest does not). The leader's ru_maxrss, exact but covering its
+ * waited-for children too, counts only where no other member was seen (a shell's child
+ * would otherwise be counted twice). */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss)
 {
-	uint64_t total = leader_maxrss > g->leader_max ? leader_maxrss : g->leader_max;
+	bool alone = g->n == 0 && g->untracked_max == 0;
+	uint64_t total = alone && leader_maxrss > g->leader_max ? leader_maxrss : g->leader_max;
 
 	for (size_t i = 0; i < g->n; i++)
 		total += g->max[i];

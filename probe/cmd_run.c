@@ -366,6 +366,7 @@ static int open_device(const struct run_opts *o, struct setup *s, char *err, siz
 
 static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, size_t errlen)
 {
+	const char *hook, *missing;
 	int rc;
 
 	if ((rc = open_device(o, s, err, errlen)) < 0)
@@ -387,11 +388,11 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 						    "their peak");
 	if ((rc = config_key(o, start, err, errlen)) < 0)
 		return rc;
+	hook = hook_dir(o->hook_dir, &missing);
 	s->exec = (struct ab_exec){
 		.argv = o->command, .config = o->config, .key = o->key, .document = o->document,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
-		.startup_seconds = o->startup_seconds,
-		.hook_dir = hook_dir(o->hook_dir, &s->exec.hook_missing),
+		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
 		.note = print_note,
 		.peak_source = s->dev.kind == AB_DEVICE_HOST   ? AB_PEAK_FROM_RSS
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU
