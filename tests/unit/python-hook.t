@@ -74,9 +74,10 @@ check "a start-up longer than the step budget (5 s against 2 s) is not counted a
 	sh -c "grep -q '\"status\":\"ok\"' '$dir/slowstart.report' && grep -q '\"startup_s\":[5-9]\.' '$dir/slowstart.report'" ||
 	cat "$dir/slowstart.err" >&2
 
-probe slowstep '{"batch_size": 8, "step_sleep": 1.5}' --trial-seconds 2 --max 64
-check "slow steps (1.5 s, budget 2 s): stopped after the warm-up and one measured step, still a decision" \
-	sh -c "grep -q '\"status\":\"ok\"' '$dir/slowstep.report' && grep -q '\"fits\":true[^}]*\"steps\":2,' '$dir/slowstep.report'" ||
+probe slowstep '{"batch_size": 8, "step_sleep": 1.5}' --trial-seconds 3 --max 64
+check "slow steps (1.5 s, budget 3 s): stopped before all its steps, after the warm-up and a measured step, still a decision" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/slowstep.report' && grep -q '\"fits\":true[^}]*\"steps\":[23],' '$dir/slowstep.report' &&
+	       ! grep -q '\"steps\":[01],' '$dir/slowstep.report'" ||
 	cat "$dir/slowstep.err" >&2
 
 probe accum '{"batch_size": 8, "accum": 3}'
