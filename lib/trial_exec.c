@@ -261,21 +261,31 @@ static void child(const struct ab_exec *x, long batch, const struct files *f, ch
 	_exit(127);
 }
 
-/* A process's parent, process group and resident pages, from /proc/PID/stat. */
-static int read_stat(const char *pid, long *ppid, long *pgrp, long *rss)
+/* /proc/PID/NAME into buf, NUL-terminated; its length, or -1 (the process is gone). */
+static ssize_t read_proc(long pid, const char *name, char *buf, size_t size)
 {
-	char path[64], buf[1024], *p;
+	char path[64];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%.20s/stat", pid);
+	snprintf(path, sizeof(path), "/proc/%ld/%s", pid, name);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
+	return n;
+}
+
+/* A process's parent, process group and resident pages, from /proc/PID/stat. */
+static int read_stat(long pid, long *ppid, long *pgrp, long *rss)
+{
+	char buf[1024], *p;
+
+	if (read_proc(pid, "stat", buf, sizeof(buf)) < 0)
+		return -1;
 	/* after "pid (comm)", which may hold anything: state ppid pgrp ... rss is field 24 */
 	if (!(p = strrchr(buf, ')')) ||
 	    sscanf(p + 2, "%*c %ld %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
@@ -285,49 +295,33 @@ static int read_stat(const char *pid, long *ppid, long *pgrp, long *rss)
 	return 0;
 }
 
-/* The memory only this process holds (Private_Clean + Private_Dirty of smaps_rollup): a
- * forked worker shares the pages of its parent's libraries and heap, which its resident
- * size would count a second time. 0 when it cannot be read (the process is exiting). */
-static uint64_t read_private(const char *pid)
+/* The sum, in bytes, of the "FIELD...: N kB" lines of a /proc file whose name starts with
+ * field; 0 when the process is gone. */
+static uint64_t proc_kib(long pid, const char *name, const char *field)
 {
-	char path[64], buf[4096], *p;
+	char buf[4096], key[32], *p;
 	unsigned long long kib, total = 0;
-	ssize_t n;
-	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%.20s/smaps_rollup", pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if (read_proc(pid, name, buf, sizeof(buf)) < 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	for (p = buf; (p = strstr(p, "\nPrivate_")); p++)
-		if (sscanf(strchr(p, ':') + 1, " %llu kB", &kib) == 1)
+	snprintf(key, sizeof(key), "\n%s", field);
+	for (p = buf; (p = strstr(p, key)); p++)
+		if (strchr(p, ':') && sscanf(strchr(p, ':') + 1, " %llu kB", &kib) == 1)
 			total += kib;
 	return (uint64_t)total * 1024;
 }
 
-/* A process's own peak resident memory (VmHWM), kept by the kernel; 0 when unreadable. */
-static uint64_t read_hwm(pid_t pid)
+/* The memory only this process holds: a forked worker shares the pages of its parent's
+ * libraries and heap, which its resident size would count a second time. */
+static uint64_t read_private(long pid)
 {
-	char path[64], buf[4096], *p;
-	unsigned long long kib;
-	ssize_t n;
-	int fd;
+	return proc_kib(pid, "smaps_rollup", "Private_");
+}
 
-	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	if (!(p = strstr(buf, "\nVmHWM:")) || sscanf(p + 7, " %llu kB", &kib) != 1)
-		return 0;
-	return (uint64_t)kib * 1024;
+/* A process's own peak resident memory, kept by the kernel: no sample misses it. */
+static uint64_t read_hwm(long pid)
+{
+	return proc_kib(pid, "status", "VmHWM:");
 }
 
 /* One sample of the group led by g->leader (the trial may fork DataLoader workers): the
@@ -345,13 +339,12 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9' ||
-		    read_stat(e->d_name, &ppid, &pgrp, &rss) < 0)
-			continue;
 		pid_t pid = (pid_t)atol(e->d_name);
 
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || read_stat(pid, &ppid, &pgrp, &rss) < 0)
+			continue;
 		if (g->leader > 0 && pgrp == (long)g->leader && rss > 0) {
-			uint64_t own = pid == g->leader ? (uint64_t)rss * page : read_private(e->d_name);
+			uint64_t own = pid == g->leader ? (uint64_t)rss * page : read_private(pid);
 			size_t i = 0;
 
 			total += own;
