@@ -118,3 +118,24 @@ config_rewritten() {
 		printenv CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
 	[ "$status" -ne 0 ] # not under MPS: not set
 }
+
+@test "the start-up allowance and the step hook: plugstack defaults, the user's override, passed to the probe" {
+	set_plugstack 'startup_seconds=2 instrument=off'
+	run srun_t -v --autobatch=0.8 true
+	assert_line_in "autobatch: startup_seconds=2s instrument=off" "$output"
+	run srun_t -v --autobatch=0.8 --autobatch-instrument=on true
+	assert_line_in "autobatch: startup_seconds=2s instrument=on" "$output"
+	run srun_t --autobatch=0.8 --autobatch-instrument=maybe true
+	[ "$status" -ne 0 ]
+	assert_line_in "--autobatch-instrument=maybe is invalid: use off or on" "$output"
+	# a trial that shows no step within the site's allowance is an error, never a fit
+	run --separate-stderr srun_t --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="sleep 30" toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	assert_line_in "was still starting after 2 s: no training step was seen; raise --startup-seconds" "$stderr"
+	assert_line_in "launching with the original settings (on_failure=continue)" "$stderr"
+	[ "$(config_batch)" = 8 ]
+	# with the hook off, a program that reports no step is told so
+	run --separate-stderr srun_t --autobatch=0.8 --autobatch-trial-command="true" true
+	assert_line_in "without a training step being seen, so it cannot count as fitting: with --instrument off" "$stderr"
+}
