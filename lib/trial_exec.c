@@ -471,9 +471,8 @@ static bool sample_memory(const struct ab_exec *x, pid_t pid, struct outcome *o)
 {
 	uint64_t used;
 
-	if (x->peak_source == AB_PEAK_FROM_RSS) {
+	if (x->peak_source == AB_PEAK_FROM_RSS)
 		return ab_group_sample(&o->group) > x->capacity;
-	}
 	if (x->peak_source == AB_PEAK_FROM_GPU && x->gpu_usage) {
 		used = x->gpu_usage(x->gpu_arg, pid);
 		o->gpu_peak = used > o->gpu_peak ? used : o->gpu_peak;

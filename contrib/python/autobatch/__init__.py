@@ -81,7 +81,7 @@ class Trial:
         """Marks the end of a step; True when a trial has run its warm-up and steps."""
         self.count += 1
         if self.active:
-            return self._recorder.step(samples or batch_size(1))
+            return self._recorder.step(samples)  # the recorder defaults to the trial's batch
         return False
 
     def __exit__(self, kind, error, tb):
