@@ -28,6 +28,13 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 			       t->has_step ? json_object_new_double(t->samples_per_s) : NULL);
 	json_object_object_add(o, "seconds", json_object_new_double(t->seconds));
 	json_object_object_add(o, "steps", json_object_new_int(t->steps));
+	/* a batch whose peak helper processes shared ran twice: the larger peak, the spread */
+	json_object_object_add(o, "runs", json_object_new_int(t->runs));
+	if (t->helpers)
+		json_object_object_add(o, "helpers", json_object_new_boolean(true));
+	if (t->runs > 1)
+		json_object_object_add(o, "spread_bytes",
+				       json_object_new_int64((int64_t)t->spread_bytes));
 	/* exec mode: start to the end of the warm-up step (loading, compiling, the warm-up) */
 	json_object_object_add(o, "startup_s",
 			       t->startup_s > 0 ? json_object_new_double(t->startup_s) : NULL);
@@ -41,6 +48,8 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 
 	json_object_object_add(o, "fraction", json_object_new_double(f->fraction));
 	json_object_object_add(o, "limit_bytes", json_object_new_int64((int64_t)d->limit_bytes));
+	/* kept under the limit where helper processes' memory varied between runs */
+	json_object_object_add(o, "margin_bytes", json_object_new_int64((int64_t)d->margin_bytes));
 	json_object_object_add(o, "batch_size", f->ok ? json_object_new_int64(d->batch) : NULL);
 	json_object_object_add(o, "grad_accum", f->ok ? json_object_new_int64(d->grad_accum) : NULL);
 	json_object_object_add(o, "global_batch",
@@ -81,7 +90,10 @@ char *ab_report_json(const struct ab_report *r)
 {
 	struct json_object *o = json_object_new_object(), *dev = json_object_new_object(),
 			   *trials = json_object_new_array();
-	uint64_t limit = r->nfractions ? r->fractions[0].decision.limit_bytes : 0;
+	/* "fits" as the search judged it: within the limit less the margin */
+	uint64_t limit = r->nfractions ? r->fractions[0].decision.limit_bytes -
+						 r->fractions[0].decision.margin_bytes
+				       : 0;
 	char *text;
 
 	/* 0.8, not 0.80000000000000004: ten significant digits say all a reader needs */
@@ -144,23 +156,32 @@ const char *ab_format_duration(double seconds, char *buf, size_t buflen)
 }
 
 void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,
-			  uint64_t total, char *buf, size_t buflen)
+			  uint64_t margin, uint64_t total, char *buf, size_t buflen)
 {
-	char peak[32], lim[32], tot[32], rate[48] = "";
+	char peak[32], lim[32], tot[32], size[32], rate[48] = "";
 	size_t len = 0;
 
 	ab_format_size(limit, lim, sizeof(lim));
 	ab_format_size(total, tot, sizeof(tot));
 	if (t->has_step && t->samples_per_s > 0)
 		snprintf(rate, sizeof(rate), ", %.0f samples/s", t->samples_per_s);
-	ab_append(buf, buflen, &len, "trial %zu: batch %ld ", index + 1, t->batch);
-	if (t->oom)
+	ab_append(buf, buflen, &len, "trial %zu: batch %ld %s", index + 1, t->batch,
+		  t->runs > 1 ? "again: " : "");
+	if (t->oom) {
 		ab_append(buf, buflen, &len, "does not fit: out of memory (%.0f s)", t->seconds);
-	else
-		ab_append(buf, buflen, &len, "%s, peak %s %s %s limit (%.0f%% of %s)%s",
-			  fits ? "fits" : "does not fit",
-			  ab_format_size(t->peak_bytes, peak, sizeof(peak)), fits ? "of" : "over the",
-			  lim, 100.0 * (double)limit / (double)total, tot, rate);
+		return;
+	}
+	ab_append(buf, buflen, &len, "%s, peak %s", fits ? "fits" : "does not fit",
+		  ab_format_size(t->peak_bytes, peak, sizeof(peak)));
+	if (t->runs > 1)
+		ab_append(buf, buflen, &len, " (its %d runs %s apart)", t->runs,
+			  ab_format_size(t->spread_bytes, size, sizeof(size)));
+	ab_append(buf, buflen, &len, " %s %s limit (%.0f%% of %s)", fits ? "of" : "over the", lim,
+		  100.0 * (double)limit / (double)total, tot);
+	if (margin)
+		ab_append(buf, buflen, &len, " less a %s margin",
+			  ab_format_size(margin, size, sizeof(size)));
+	ab_append(buf, buflen, &len, "%s", rate);
 }
 
 void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen)
@@ -176,13 +197,20 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 	if (r->global_batch)
 		ab_append(buf, buflen, &len, " (gradient accumulation %ld, global %ld)", d->grad_accum,
 			  r->global_batch);
-	ab_append(buf, buflen, &len, " in %zu trials, %.0f s", r->trials ? r->trials->n : 0,
-		  r->elapsed_s);
+	ab_append(buf, buflen, &len, " in %zu trials, %.0f s",
+		  r->trials ? r->trials->n + r->trials->repeats : 0, r->elapsed_s);
 	if (d->start_batch > 0 && d->start_batch != d->batch)
 		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
 											(double)d->start_batch,
 			  d->start_batch);
 	ab_append(buf, buflen, &len, "; confidence %d", d->confidence);
+	if (d->margin_bytes) {
+		char m[32];
+
+		ab_append(buf, buflen, &len, "; kept %s under the limit: helper processes' "
+					     "memory (DataLoader workers) varies between runs",
+			  ab_format_size(d->margin_bytes, m, sizeof(m)));
+	}
 	for (size_t i = 1; i < r->nfractions; i++)
 		ab_append(buf, buflen, &len, "%s fraction %g: batch %ld", i == 1 ? ";" : ",",
 			  r->fractions[i].fraction, r->fractions[i].decision.batch);

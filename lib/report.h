@@ -47,12 +47,13 @@ struct ab_report {
 /* The report as a JSON text (malloc'ed, one line). */
 char *ab_report_json(const struct ab_report *r);
 
-/* "trial 3: batch 96 fits, peak 61.2 GiB of 64.0 GiB limit (80% of 80.0 GiB), 412 samples/s" */
 /* "45 s", "4 min", "1.5 h": how long something takes, as people say it. Returns buf. */
 const char *ab_format_duration(double seconds, char *buf, size_t buflen);
 
+/* "trial 3: batch 96 fits, peak 61.2 GiB of 64.0 GiB limit (80% of 80.0 GiB), 412 samples/s";
+ * a batch run again says so and how far its runs were apart; a margin is named after limit. */
 void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,
-			  uint64_t total, char *buf, size_t buflen);
+			  uint64_t margin, uint64_t total, char *buf, size_t buflen);
 
 /* "chose batch 96 (gradient accumulation 4, global 3072) in 3 trials, 41 s; ..." */
 void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen);

@@ -23,9 +23,10 @@ struct ab_search_params {
 	long global_batch, devices; /* global_batch 0: unset */
 	long start;                 /* first batch to try; 0: the smallest candidate */
 	int max_trials;             /* 0: 12 */
-	/* Called after each new trial, with whether it fits this search's limit. */
+	/* Called after each run of a trial (index counts runs), with whether it fits this
+	 * search's limit less the margin kept for helper processes' noise. */
 	void (*progress)(void *arg, size_t index, const struct ab_trial *t, bool fits,
-			 uint64_t limit);
+			 uint64_t limit, uint64_t margin);
 	void *progress_arg;
 };
 
@@ -34,6 +35,7 @@ struct ab_search_params {
 struct ab_trials {
 	struct ab_trial *v;
 	size_t n, cap;
+	size_t repeats; /* runs of a batch already in v (a choice confirmed) */
 };
 
 struct ab_decision {
@@ -41,6 +43,7 @@ struct ab_decision {
 	long grad_accum;      /* with a global batch, else 1 */
 	long start_batch;     /* the first batch tried, for the gain */
 	uint64_t limit_bytes;
+	uint64_t margin_bytes; /* kept under the limit for helper processes' varying memory */
 	int confidence;       /* 0-99: how sure no larger (faster) batch fits */
 	size_t trials_used;   /* new trials this search ran */
 	size_t chosen;        /* index in ab_trials of the chosen trial */

@@ -19,6 +19,10 @@ struct ab_trial {
 	double seconds;        /* wall time of the trial */
 	int steps;             /* training steps seen, the warm-up included */
 	double startup_s;      /* start to the end of the warm-up step; 0 when unknown */
+	bool helpers;          /* other processes (DataLoader workers) held part of the peak:
+				* their memory comes and goes with timing, so runs differ */
+	int runs;              /* times this batch ran: a helpers' peak is run twice */
+	uint64_t spread_bytes; /* between the runs' peaks; peak_bytes is the larger */
 };
 
 /* The evidence a fit needs: a warm-up step, then at least one measured step. */

@@ -394,6 +394,19 @@ uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxr
 	return total + g->untracked_max;
 }
 
+/* A process holding less than this (and 2% of the peak) is a wrapper, not a helper. */
+#define HELPER_MIN_BYTES (16ULL << 20)
+
+bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak)
+{
+	uint64_t least = peak / 50 > HELPER_MIN_BYTES ? peak / 50 : HELPER_MIN_BYTES;
+	int holders = (g->leader_max >= least) + (g->untracked_max >= least);
+
+	for (size_t i = 0; i < g->n; i++)
+		holders += g->max[i] >= least;
+	return holders >= 2;
+}
+
 /* Why a trial ended: by itself, or stopped by the probe for one of these reasons. */
 enum ending {
 	ENDED_ITSELF,
@@ -697,6 +710,8 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 			       x->count, batch);
 	out->has_peak = true;
 	out->peak_bytes = x->peak_source == AB_PEAK_FROM_REPORT ? rep->peak_bytes : o->rss_peak;
+	out->helpers = x->peak_source == AB_PEAK_FROM_RSS &&
+		       ab_group_helpers(&o->group, out->peak_bytes);
 	if (x->peak_source == AB_PEAK_FROM_GPU) /* NVML sees the context the report misses */
 		out->peak_bytes = rep->has_peak && rep->peak_bytes > o->gpu_peak ? rep->peak_bytes
 										 : o->gpu_peak;

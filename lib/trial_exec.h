@@ -80,6 +80,10 @@ uint64_t ab_group_sample(struct ab_group_peak *g);
 /* The peak to judge: the leader's (its ru_maxrss, or as sampled) plus each other member's. */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss);
 
+/* True when at least two processes of the group each held a real share of its peak (a
+ * trainer and its DataLoader workers), not a shell and its one child. */
+bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak);
+
 /* True when the text has one of the out-of-memory messages of PyTorch, JAX/XLA,
  * TensorFlow, CUDA or the C++/C runtime. */
 bool ab_text_says_oom(const char *text, size_t len);

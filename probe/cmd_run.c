@@ -275,12 +275,12 @@ static void print_estimate(const struct ab_trial *t)
 }
 
 static void print_trial(void *arg, size_t index, const struct ab_trial *t, bool fits,
-			uint64_t limit)
+			uint64_t limit, uint64_t margin)
 {
 	struct progress *p = arg;
 	char line[512];
 
-	ab_report_trial_line(index, t, fits, limit, p->total, line, sizeof(line));
+	ab_report_trial_line(index, t, fits, limit, margin, p->total, line, sizeof(line));
 	fprintf(stderr, "autobatch: %s\n", line);
 	if (index == 0)
 		print_estimate(t);

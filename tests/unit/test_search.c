@@ -319,6 +319,81 @@ static void trial_errors_stop(void **state)
 	ab_trials_free(&t);
 }
 
+/* A trainer with helper processes: 2 MiB per sample on 300 MiB, and each batch's runs
+ * read alternately low and high by `spread` (the helpers' timing). */
+struct noisy {
+	bool helpers;
+	double spread;
+	int runs[4096];
+	int calls;
+};
+
+static double noisy_worst(const struct noisy *n, long b) { return 300 * MiB + 2 * MiB * b + n->spread; }
+
+static int noisy_trial(void *ctx, long batch, struct ab_trial *out, char *e, size_t elen)
+{
+	struct noisy *n = ctx;
+
+	(void)e, (void)elen;
+	n->calls++;
+	out->has_peak = true;
+	out->peak_bytes = (uint64_t)(noisy_worst(n, batch) - (n->runs[batch]++ % 2 ? 0 : n->spread));
+	out->steps = 4;
+	out->helpers = n->helpers;
+	return 0;
+}
+
+static void helpers_noise(void **state)
+{
+	struct ab_search_params p = {.fraction = 0.8, .total_bytes = (uint64_t)(512 * MiB),
+				     .max = 4000};
+	uint64_t limit = (uint64_t)(0.8 * 512 * MiB);
+
+	(void)state;
+	for (int spread = 0; spread <= 24; spread += 6) {
+		struct noisy n = {.helpers = true, .spread = spread * MiB};
+		struct ab_trials t = {0};
+		struct ab_decision d;
+		long more;
+
+		assert_int_equal(ab_search(&p, &t, noisy_trial, &n, &d, err, sizeof(err)), 0);
+		/* the choice ran twice, or a margin learnt from a batch that did covers it */
+		assert_true(t.repeats == 1);
+		assert_true(d.margin_bytes >= (uint64_t)(0.03 * limit));
+		assert_true(d.margin_bytes >= (uint64_t)(spread * MiB));
+		/* in any run, the choice stays within the limit */
+		if (noisy_worst(&n, d.batch) > limit)
+			fail_msg("spread %d MiB: batch %ld peaks at %.0f MiB over %.0f", spread,
+				 d.batch, noisy_worst(&n, d.batch) / MiB, limit / MiB);
+		/* and leaves at most 10% of the limit less the margin unused */
+		more = (d.batch * 11 + 9) / 10;
+		if (noisy_worst(&n, more) <= limit - d.margin_bytes)
+			fail_msg("spread %d MiB: chose %ld, %ld fits under the margin too", spread,
+				 d.batch, more);
+		assert_int_equal((size_t)n.calls, t.n + t.repeats);
+		/* the search, the choice's repeat, and one step down the line where the
+		 * spread outgrows the floor (every single reading is the low one here) */
+		if (n.calls > 6)
+			fail_msg("spread %d MiB: %d runs", spread, n.calls);
+		ab_trials_free(&t);
+	}
+	/* without helpers: one run per batch, no margin */
+	struct noisy quiet = {.helpers = false};
+	struct ab_trials t = {0};
+	struct ab_decision d;
+
+	assert_int_equal(ab_search(&p, &t, noisy_trial, &quiet, &d, err, sizeof(err)), 0);
+	assert_int_equal(t.repeats, 0);
+	assert_int_equal(d.margin_bytes, 0);
+	assert_true(noisy_worst(&quiet, d.batch + 2) > limit);
+	ab_trials_free(&t);
+	/* noise larger than the limit: a clear refusal, not a choice */
+	struct noisy wild = {.helpers = true, .spread = 500 * MiB};
+
+	assert_int_equal(ab_search(&p, &t, noisy_trial, &wild, &d, err, sizeof(err)), -ENOSPC);
+	ab_trials_free(&t);
+}
+
 static void throughput(void **state)
 {
 	struct ab_sim s;
@@ -466,7 +541,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shapes),           cmocka_unit_test(random_curves),
 		cmocka_unit_test(constraints),      cmocka_unit_test(refusals),
-		cmocka_unit_test(trial_errors_stop), cmocka_unit_test(throughput),
+		cmocka_unit_test(trial_errors_stop), cmocka_unit_test(helpers_noise),
+		cmocka_unit_test(throughput),
 		cmocka_unit_test(several_fractions), cmocka_unit_test(sim_specs),
 		cmocka_unit_test(sim_curve_file),   cmocka_unit_test(sizes),
 	};
