@@ -150,6 +150,7 @@ static const struct site_arg site_args[] = {
 	{"cache", ARG_ONOFF, FIELD(cache)},
 	{"cache_dir", ARG_PATH, FIELD(cache_dir)},
 	{"enforce", ARG_ONOFF, FIELD(enforce)},
+	{"device_memory", ARG_SIZE, FIELD(device_memory)},
 	{"comm_reserve", ARG_SIZE, FIELD(comm_reserve)},
 	{"startup_seconds", ARG_SECONDS, FIELD(startup_seconds)},
 	{"instrument", ARG_ONOFF, FIELD(instrument)},
@@ -639,7 +640,7 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		"objective=%s mode=%s eval=%s refresh=%s\n"
 		"config=%s preset=%s key=%s global_batch=%ld\n"
 		"on_failure=%s probe=%s probe_timeout=%us probe_args=%s\n"
-		"cache=%s cache_dir=%s enforce=%s comm_reserve=%lluB\n"
+		"cache=%s cache_dir=%s enforce=%s device_memory=%lluB comm_reserve=%lluB\n"
 		"startup_seconds=%us instrument=%s\n",
 		fraction, from, req->source != AB_SOURCE_DEFAULT ? "=" : "",
 		req->source != AB_SOURCE_DEFAULT ? shown : "", site->min_fraction,
@@ -651,6 +652,6 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		ab_on_failure_name(site->on_failure), site->probe, site->probe_timeout,
 		*site->probe_args ? site->probe_args : "(none)", site->cache ? "on" : "off",
 		*site->cache_dir ? site->cache_dir : "(default)", site->enforce ? "on" : "off",
-		(unsigned long long)site->comm_reserve, site->startup_seconds,
+		(unsigned long long)site->device_memory, (unsigned long long)site->comm_reserve, site->startup_seconds,
 		ab_instrument(site, req) ? "on" : "off");
 }

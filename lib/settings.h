@@ -45,6 +45,9 @@ struct ab_site {
 	bool cache;
 	char cache_dir[AB_PATH_MAX]; /* empty: $XDG_CACHE_HOME/autobatch */
 	bool enforce;
+	/* enforce=on under MPS: each GPU's memory, which the cap is a fraction of; 0: no cap.
+	 * From the admin only: slurmstepd never takes a memory size from the job. */
+	uint64_t device_memory;
 	/* GPU memory kept for NCCL in a multi-task step the one-GPU probe cannot measure */
 	uint64_t comm_reserve;
 	unsigned startup_seconds; /* a trial's allowance to its first step (the probe's default) */

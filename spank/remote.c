@@ -42,26 +42,26 @@ static void reexport(spank_t sp)
 	}
 }
 
-/* Under MPS the driver enforces a per-client limit: fraction x the GPU's memory (as the
- * probe measured it) for each GPU the task sees. */
+/* Under MPS the driver enforces a per-client limit: fraction x the GPU's memory, for each
+ * GPU the task sees. The memory is the site's device_memory= only: a size from the job's
+ * environment would let a user set their own cap. Set whether or not CUDA_MPS_PIPE_DIRECTORY
+ * is (MPS has a default pipe directory); without MPS the driver ignores it. */
 static void mps_limit(spank_t sp, double fraction)
 {
-	char pipe[8], bytes[32], gpus[256], limit[1024];
-	unsigned long long total;
+	char gpus[256], limit[1024];
+	unsigned long long mib = (unsigned long long)(fraction * (double)ab_state.site.device_memory /
+						      1048576.0);
 	size_t len = 0, n = 0;
 
-	spank_err_t set = spank_getenv(sp, "CUDA_MPS_PIPE_DIRECTORY", pipe, sizeof(pipe));
-
-	if (set != ESPANK_SUCCESS && set != ESPANK_NOSPACE) /* a long path is still set */
+	if (!ab_state.site.device_memory) {
+		slurm_info(AB_LOG_PREFIX "enforce=on exports no MPS memory cap: plugstack.conf "
+					 "sets no device_memory=");
 		return;
-	if (spank_getenv(sp, "SLURM_AUTOBATCH_DEVICE_BYTES", bytes, sizeof(bytes)) != ESPANK_SUCCESS ||
-	    !plain_number(bytes) || sscanf(bytes, "%llu", &total) != 1 || total == 0)
-		return;
+	}
 	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", gpus, sizeof(gpus)) != ESPANK_SUCCESS)
 		snprintf(gpus, sizeof(gpus), "0");
 	for (char *p = gpus; *p; n++) {
-		ab_append(limit, sizeof(limit), &len, "%s%zu=%lluM", n ? "," : "", n,
-			  (unsigned long long)(fraction * (double)total / 1048576.0));
+		ab_append(limit, sizeof(limit), &len, "%s%zu=%lluM", n ? "," : "", n, mib);
 		p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p);
 	}
 	if (len)

@@ -106,17 +106,36 @@ config_rewritten() {
 	[ "$output" = "0.5" ]
 }
 
-@test "enforce=on under MPS pins each visible GPU's memory to the fraction" {
-	set_plugstack 'enforce=on'
+@test "enforce=on under MPS pins each visible GPU's memory to the fraction of the site's device_memory" {
+	set_plugstack 'enforce=on device_memory=256MiB'
 	CUDA_MPS_PIPE_DIRECTORY=/tmp/mps run --separate-stderr srun_t -N1 -n1 --gpus=2 \
 		--autobatch=0.7 --autobatch-trial-command="toy_train --config cfg.yaml" \
 		--autobatch-config=cfg.yaml printenv CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
 	[ "$status" -eq 0 ]
-	[ "$output" = "0=179M,1=179M" ] # 0.7 x the 256 MiB the probe measured on
-	run --separate-stderr srun_t -N1 -n1 --gpus=2 --autobatch=0.7 \
+	[ "$output" = "0=179M,1=179M" ] # 0.7 x 256 MiB
+	# MPS has a default pipe directory: the cap does not depend on the variable
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.7 \
 		--autobatch-trial-command="toy_train --config cfg.yaml" --autobatch-config=cfg.yaml \
 		printenv CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
-	[ "$status" -ne 0 ] # not under MPS: not set
+	[ "$status" -eq 0 ]
+	[ "$output" = "0=179M" ]
+}
+
+@test "the MPS cap never comes from the job: a user's device size is ignored, and without device_memory there is no cap" {
+	set_plugstack 'enforce=on max_fraction=0.5 device_memory=256MiB'
+	SLURM_AUTOBATCH_DEVICE_BYTES=99999999999999999999 AUTOBATCH_DEVICE_BYTES=99999999999999999999 \
+		CUDA_MPS_PIPE_DIRECTORY=/tmp/mps run --separate-stderr srun_t -N1 -n1 --gpus=1 \
+		--autobatch=0.5 --autobatch-trial-command=false printenv CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+	[ "$status" -eq 0 ]
+	[ "$output" = "0=128M" ] # 0.5 x the site's 256 MiB, whatever the job said
+	set_plugstack 'enforce=on max_fraction=0.5'
+	SLURM_AUTOBATCH_DEVICE_BYTES=99999999999999999999 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps \
+		run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.5 \
+		--autobatch-trial-command=false printenv CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+	[ "$status" -ne 0 ] # not set
+	[ -z "$output" ]
+	grep -q 'enforce=on exports no MPS memory cap: plugstack.conf sets no device_memory=' \
+		"$AUTOBATCH_TESTBED/log/slurmd.log"
 }
 
 @test "the start-up allowance and the step hook: plugstack defaults, the user's override, passed to the probe" {

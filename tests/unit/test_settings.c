@@ -108,6 +108,7 @@ static void site_defaults(void **state)
 	assert_false(site.enforce);
 	assert_true(site.probe[0] == '/');
 	assert_int_equal(site.comm_reserve, 1 << 30);
+	assert_int_equal(site.device_memory, 0); /* no MPS cap unless the admin says */
 }
 
 static void site_every_key(void **state)
@@ -117,9 +118,10 @@ static void site_every_key(void **state)
 			      "force_fraction=0.6", "over_max=deny", "on_failure=abort",
 			      "probe=/opt/ab/probe", "probe_timeout=60", "probe_args=--device",
 			      "cache=off", "cache_dir=/var/cache/ab", "enforce=on",
-			      "comm_reserve=2GiB"),
+			      "comm_reserve=2GiB", "device_memory=80GiB"),
 			 0);
 	assert_int_equal(site.comm_reserve, 2ULL << 30);
+	assert_int_equal(site.device_memory, 80ULL << 30);
 	assert_float_equal(site.default_fraction, 0.7, 1e-12);
 	assert_float_equal(site.min_fraction, 0.5, 1e-12);
 	assert_float_equal(site.max_fraction, 0.9, 1e-12);
@@ -172,6 +174,10 @@ static void site_refusals(void **state)
 		{"probe_args=a\tb", "control characters"},
 		{"comm_reserve=lots", "plugstack argument comm_reserve:"},
 		{"comm_reserve=-1GiB", "plugstack argument comm_reserve:"},
+		/* the MPS cap's base: 20 digits overflow, a sign or a unit typo is refused */
+		{"device_memory=99999999999999999999", "plugstack argument device_memory:"},
+		{"device_memory=-80GiB", "plugstack argument device_memory:"},
+		{"device_memory=80GB8", "plugstack argument device_memory:"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
