@@ -15,33 +15,114 @@
 
 #include "error.h"
 
-int ab_cache_path(const char *dir, const struct ab_hash *h, char *path, size_t pathlen,
-		  char *err, size_t errlen)
-{
-	struct stat st;
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return ab_fail(err, errlen, errno, "cannot create the cache directory %s: %s", dir,
-			       strerror(errno));
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-		return ab_fail(err, errlen, EPERM, "the cache directory %s is not a directory of "
-						   "yours",
-			       dir);
-	if (ab_format(path, pathlen, "%s/%016llx.json", dir, (unsigned long long)h->h) < 0)
-		return ab_fail(err, errlen, ENAMETOOLONG, "cache path too long");
+static int fail_closed(int fd, char *err, size_t errlen, int code, const char *what,
+		       const char *dir)
+{
+	if (fd >= 0)
+		close(fd);
+	return ab_fail(err, errlen, code, "%s %s", what, dir);
+}
+
+/* A directory others share is safe when only its owner (root, or ourselves) can replace
+ * what is in it: not writable by group or others, or sticky. */
+static bool safe_shared(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && (st->st_uid == 0 || st->st_uid == geteuid()) &&
+	       (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+/* Ours alone: a directory we own that no one else can enter. */
+static bool private_dir(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && st->st_uid == geteuid() && !(st->st_mode & 077);
+}
+
+int ab_cache_open_site(const char *site_dir, struct ab_cache *c, char *err, size_t errlen)
+{
+	char name[32];
+	struct stat st;
+	int site, fd;
+
+	c->fd = -1;
+	if (ab_format(c->dir, sizeof(c->dir), "%s/%u", site_dir, (unsigned)getuid()) < 0)
+		return ab_fail(err, errlen, ENAMETOOLONG, "cache_dir %s is too long", site_dir);
+	if ((site = open(site_dir, DIR_FLAGS)) < 0)
+		return ab_fail(err, errlen, errno, "the site cache directory %s cannot be opened "
+						   "(%s): the admin must create it, owned by root "
+						   "with mode 1777",
+			       site_dir, strerror(errno));
+	if (fstat(site, &st) < 0 || !safe_shared(&st)) {
+		close(site);
+		return ab_fail(err, errlen, EPERM,
+			       "the site cache directory %s is unsafe (owner uid %u, mode %04o): "
+			       "anyone but root could replace other users' entries; the admin "
+			       "must make it owned by root with mode 1777",
+			       site_dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	snprintf(name, sizeof(name), "%u", (unsigned)getuid());
+	if (mkdirat(site, name, 0700) < 0 && errno != EEXIST)
+		return fail_closed(site, err, errlen, errno, "cannot create the cache directory",
+				   c->dir);
+	fd = openat(site, name, DIR_FLAGS);
+	close(site);
+	if (fd < 0 || fstat(fd, &st) < 0 || !private_dir(&st))
+		return fail_closed(fd, err, errlen, EPERM,
+				   "not using the cache: someone else's or an open directory is at",
+				   c->dir);
+	c->fd = fd;
 	return 0;
 }
 
-int ab_cache_load(const char *path, char **json)
+int ab_cache_open_dir(const char *dir, struct ab_cache *c, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	int fd;
+
+	c->fd = -1;
+	if (ab_copy(c->dir, sizeof(c->dir), dir) < 0)
+		return ab_fail(err, errlen, ENAMETOOLONG, "the cache directory %s is too long", dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return ab_fail(err, errlen, errno, "cannot create the cache directory %s: %s", dir,
+			       strerror(errno));
+	fd = open(dir, DIR_FLAGS);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return fail_closed(fd, err, errlen, EPERM,
+				   "not using the cache: it is not a directory of yours:", dir);
+	c->fd = fd;
+	return 0;
+}
+
+void ab_cache_close(struct ab_cache *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+void ab_cache_entry_name(const struct ab_hash *h, char *name, size_t len)
+{
+	snprintf(name, len, "%016llx.json", (unsigned long long)h->h);
+}
+
+/* A file of the directory that is what we wrote: regular, ours, one link. */
+static bool own_file(int fd, struct stat *st)
+{
+	return fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_uid == geteuid() &&
+	       st->st_nlink == 1;
+}
+
+int ab_cache_load(const struct ab_cache *c, const char *name, char **json)
+{
+	int fd = openat(c->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	ssize_t n;
 	char *buf;
 
 	if (fd < 0)
 		return errno == ENOENT ? -ENOENT : -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > AB_CACHE_MAX_BYTES ||
+	if (!own_file(fd, &st) || st.st_size > AB_CACHE_MAX_BYTES ||
 	    !(buf = malloc((size_t)st.st_size + 1))) {
 		close(fd);
 		return -EPROTO;
@@ -57,44 +138,63 @@ int ab_cache_load(const char *path, char **json)
 	return 0;
 }
 
-int ab_cache_store(const char *path, const char *json, char *err, size_t errlen)
+static int write_all(int fd, const char *buf, size_t len)
 {
-	char tmp[4200];
-	size_t len = strlen(json);
-	int fd, rc = 0;
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
 
-	if (ab_format(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid()) < 0)
-		return ab_fail(err, errlen, ENAMETOOLONG, "cache path too long");
-	unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return ab_fail(err, errlen, errno, "cannot write the cache entry %s: %s", tmp,
-			       strerror(errno));
-	if (write(fd, json, len) != (ssize_t)len || fsync(fd) < 0)
-		rc = errno ? -errno : -EIO;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		unlink(tmp);
-		return ab_fail(err, errlen, -rc, "cannot write the cache entry %s: %s", path,
-			       strerror(-rc));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf += n;
+		len -= (size_t)n;
 	}
 	return 0;
 }
 
-int ab_cache_lock(const char *path, double timeout_s)
+int ab_cache_store(const struct ab_cache *c, const char *name, const char *json, char *err,
+		   size_t errlen)
+{
+	char tmp[AB_CACHE_NAME_MAX + 32];
+	int fd, rc;
+
+	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", name, (long)getpid());
+	unlinkat(c->fd, tmp, 0);
+	fd = openat(c->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ab_fail(err, errlen, errno, "cannot write the cache entry %s/%s: %s", c->dir,
+			       tmp, strerror(errno));
+	rc = write_all(fd, json, strlen(json));
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(c->fd, tmp, c->fd, name) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlinkat(c->fd, tmp, 0);
+		return ab_fail(err, errlen, -rc, "cannot write the cache entry %s/%s: %s", c->dir,
+			       name, strerror(-rc));
+	}
+	return 0;
+}
+
+int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s)
 {
 	struct timespec pause = {0, 50 * 1000 * 1000};
-	char lock[4200];
+	char lock[AB_CACHE_NAME_MAX + 8];
+	struct stat st;
 	int fd;
 
-	if (ab_format(lock, sizeof(lock), "%s.lock", path) < 0)
-		return -ENAMETOOLONG;
-	fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	snprintf(lock, sizeof(lock), "%s.lock", name);
+	fd = openat(c->fd, lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
+	if (!own_file(fd, &st)) {
+		close(fd);
+		return -EPERM;
+	}
 	for (double waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 0.05) {
 		if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= timeout_s) {
 			close(fd);

@@ -1,6 +1,9 @@
 /* cache.h - decisions remembered per user, keyed by everything that shapes them (what srun
  * knows of the hardware, the command, the config less its batch values, the settings), so
  * a second identical srun --autobatch decides in milliseconds without a probe step.
+ *
+ * Every access is relative to one directory descriptor, opened once and checked: a shared
+ * site directory is other users' ground, so no path under it is ever followed by name.
  */
 #ifndef AUTOBATCH_CACHE_H
 #define AUTOBATCH_CACHE_H
@@ -8,26 +11,47 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config_edit.h"
 #include "fingerprint.h"
+#include "settings.h"
 
 #define AB_CACHE_MAX_BYTES (1u << 20)
+#define AB_CACHE_NAME_MAX 32
 
-/* The entry's path under dir (created 0700 if missing): DIR/<16 hex digits>.json. */
-int ab_cache_path(const char *dir, const struct ab_hash *h, char *path, size_t pathlen,
-		  char *err, size_t errlen);
+/* The user's cache directory, open. */
+struct ab_cache {
+	int fd;                 /* -1: no cache */
+	char dir[AB_PATH_MAX];  /* for messages */
+};
+
+/* Opens the site's cache_dir: it must exist, be a real directory of root's (or of the
+ * caller's own euid, for tests and single-user installs) that no one else can write to
+ * except under the sticky bit; then the caller's subdirectory named by its uid, created
+ * 0700 if missing, which must be the caller's and closed to others. -EPERM with a message
+ * for the admin (or the user) when anything is unsafe. */
+int ab_cache_open_site(const char *site_dir, struct ab_cache *c, char *err, size_t errlen);
+
+/* Opens (creating 0700) a personal cache directory, such as $XDG_CACHE_HOME/autobatch: a
+ * real directory of the caller's. */
+int ab_cache_open_dir(const char *dir, struct ab_cache *c, char *err, size_t errlen);
+
+void ab_cache_close(struct ab_cache *c);
+
+/* The entry's name in the directory: <16 hex digits>.json. */
+void ab_cache_entry_name(const struct ab_hash *h, char *name, size_t len);
 
 /* 0 with the entry's JSON (malloc'ed), -ENOENT when there is none, another negative errno
- * when it cannot be read (the caller treats that as a miss and replaces it). */
-int ab_cache_load(const char *path, char **json);
+ * when it cannot be trusted (not a regular file of the caller's with one link, too large):
+ * the caller treats that as a miss and replaces it. Never blocks on a FIFO. */
+int ab_cache_load(const struct ab_cache *c, const char *name, char **json);
 
 /* Writes the entry atomically (temp file, rename): a reader never sees half of one. */
-int ab_cache_store(const char *path, const char *json, char *err, size_t errlen);
+int ab_cache_store(const struct ab_cache *c, const char *name, const char *json, char *err,
+		   size_t errlen);
 
-/* Takes the entry's lock (PATH.lock), waiting up to timeout_s: concurrent identical sruns
+/* Takes the entry's lock (NAME.lock), waiting up to timeout_s: concurrent identical sruns
  * then probe once, and the others find the decision in the cache. A file descriptor, or a
  * negative errno (the caller then probes without the lock). */
-int ab_cache_lock(const char *path, double timeout_s);
+int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s);
 void ab_cache_unlock(int fd);
 
 #endif

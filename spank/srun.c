@@ -270,57 +270,68 @@ static void cache_key(const struct plan *pl, struct ab_hash *h)
 		ab_hash_add(h, &pl->seen.fingerprint, sizeof(pl->seen.fingerprint));
 }
 
-static bool cache_dir(char *dir, size_t len)
+/* The user's cache, open; c->fd -1 when there is none. An unsafe site directory is the
+ * admin's to fix: said on srun's stderr, and the job goes on without the cache. */
+static void cache_open(struct ab_cache *c)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char dir[AB_PATH_MAX], err[AB_ERR_MAX];
+	int rc = -ENOENT;
 
-	if (ab_state.site.cache_dir[0]) /* a site directory, one subdirectory per user */
-		return mkdir(ab_state.site.cache_dir, 01777) == 0 || errno == EEXIST
-			       ? ab_format(dir, len, "%s/%u", ab_state.site.cache_dir, getuid()) == 0
-			       : false;
-	if (xdg && *xdg == '/')
-		return (mkdir(xdg, 0700) == 0 || errno == EEXIST) &&
-		       ab_format(dir, len, "%s/autobatch", xdg) == 0;
-	if (home && *home == '/' &&
-	    ab_format(dir, len, "%s/.cache", home) == 0 && (mkdir(dir, 0700) == 0 || errno == EEXIST))
-		return ab_format(dir, len, "%s/.cache/autobatch", home) == 0;
-	return false;
+	c->fd = -1;
+	if (!ab_state.site.cache)
+		return;
+	if (ab_state.site.cache_dir[0]) { /* a site directory, one subdirectory per user */
+		if ((rc = ab_cache_open_site(ab_state.site.cache_dir, c, err, sizeof(err))) < 0)
+			slurm_error(AB_LOG_PREFIX "%s; deciding without the cache", err);
+		return;
+	}
+	if (xdg && *xdg == '/' && (mkdir(xdg, 0700) == 0 || errno == EEXIST) &&
+	    ab_format(dir, sizeof(dir), "%s/autobatch", xdg) == 0)
+		rc = ab_cache_open_dir(dir, c, err, sizeof(err));
+	else if (home && *home == '/' && ab_format(dir, sizeof(dir), "%s/.cache", home) == 0 &&
+		 (mkdir(dir, 0700) == 0 || errno == EEXIST) &&
+		 ab_format(dir, sizeof(dir), "%s/.cache/autobatch", home) == 0)
+		rc = ab_cache_open_dir(dir, c, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "neither XDG_CACHE_HOME nor HOME is an absolute path");
+	if (rc < 0)
+		slurm_verbose(AB_LOG_PREFIX "no cache: %s", err);
 }
 
-/* 0 and *json on a hit; -ENOENT on a miss (path then names where the entry goes). */
-static int cache_lookup(const struct plan *pl, char *path, size_t pathlen, struct ab_result *res,
-			char **json)
+/* 0 and *json on a hit; -ENOENT on a miss (name then names where the entry goes). */
+static int cache_lookup(const struct plan *pl, const struct ab_cache *c, char *name,
+			size_t namelen, struct ab_result *res, char **json)
 {
-	char dir[PATH_MAX], err[AB_ERR_MAX];
+	char err[AB_ERR_MAX];
 	struct ab_hash h;
 	int rc;
 
-	path[0] = '\0';
-	if (!ab_state.site.cache || !cache_dir(dir, sizeof(dir)))
+	name[0] = '\0';
+	if (c->fd < 0)
 		return -ENOENT;
 	cache_key(pl, &h);
-	if (ab_cache_path(dir, &h, path, pathlen, err, sizeof(err)) < 0) {
-		slurm_verbose(AB_LOG_PREFIX "no cache: %s", err);
-		path[0] = '\0';
-		return -ENOENT;
-	}
-	if (ab_state.req.refresh || (rc = ab_cache_load(path, json)) == -ENOENT)
+	ab_cache_entry_name(&h, name, namelen);
+	if (ab_state.req.refresh || (rc = ab_cache_load(c, name, json)) == -ENOENT)
 		return -ENOENT;
 	if (rc == 0 && ab_result_parse(*json, strlen(*json), res, err, sizeof(err)) == 0 && res->ok)
 		return 0;
-	slurm_verbose(AB_LOG_PREFIX "ignoring the corrupt cache entry %s; it is replaced", path);
-	free(*json);
+	slurm_verbose(AB_LOG_PREFIX "ignoring the corrupt cache entry %s/%s; it is replaced",
+		      c->dir, name);
+	if (rc == 0)
+		free(*json);
 	*json = NULL;
 	return -ENOENT;
 }
 
-static void cache_store(const char *path, const char *json, long eval_batch)
+static void cache_store(const struct ab_cache *c, const char *name, const char *json,
+			long eval_batch)
 {
 	char err[AB_ERR_MAX], *entry;
 
-	if (!path[0] || !(entry = ab_result_with_eval(json, eval_batch)))
+	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch)))
 		return;
-	if (ab_cache_store(path, entry, err, sizeof(err)) < 0)
+	if (ab_cache_store(c, name, entry, err, sizeof(err)) < 0)
 		slurm_verbose(AB_LOG_PREFIX "%s", err);
 	free(entry);
 }
@@ -349,7 +360,8 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 {
 	struct plan pl;
 	struct ab_result res;
-	char *json = NULL, entry[PATH_MAX];
+	struct ab_cache cache;
+	char *json = NULL, entry[AB_CACHE_NAME_MAX];
 	long eval_batch = 0;
 	int rc, lock = -1;
 	bool hit;
@@ -357,11 +369,12 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 	memset(&pl, 0, sizeof(pl));
 	if ((rc = plan_job(sp, &pl, err, errlen)) < 0)
 		return rc;
-	hit = cache_lookup(&pl, entry, sizeof(entry), &res, &json) == 0;
+	cache_open(&cache);
+	hit = cache_lookup(&pl, &cache, entry, sizeof(entry), &res, &json) == 0;
 	if (!hit && entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
-		lock = ab_cache_lock(entry, ab_state.site.probe_timeout + 60.0);
-		hit = cache_lookup(&pl, entry, sizeof(entry), &res, &json) == 0;
+		lock = ab_cache_lock(&cache, entry, ab_state.site.probe_timeout + 60.0);
+		hit = cache_lookup(&pl, &cache, entry, sizeof(entry), &res, &json) == 0;
 	}
 	if (hit)
 		eval_batch = res.eval_batch;
@@ -371,9 +384,10 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 		res.global_batch = 0; /* the report's product, not a batch the user keeps */
 	pl.cached = hit;
 	if ((rc = apply(&pl, &res, eval_batch, json, err, errlen)) == 0 && !hit)
-		cache_store(entry, json, eval_batch);
+		cache_store(&cache, entry, json, eval_batch);
 done:
 	ab_cache_unlock(lock);
+	ab_cache_close(&cache);
 	free(json);
 	return rc;
 }

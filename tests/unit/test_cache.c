@@ -1,0 +1,201 @@
+/* test_cache.c - the decision cache against what other users can plant: an unsafe or
+ * missing site directory, someone else's subdirectory, symlinks, FIFOs and hard links in
+ * place of entries and locks; and the round trip of an entry.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "unit.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+
+static char err[1024], base[64], site[128], mine[160], entry[AB_CACHE_NAME_MAX];
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
+}
+
+static int setup(void **state)
+{
+	struct ab_hash h;
+
+	(void)state;
+	snprintf(base, sizeof(base), "/tmp/autobatch-test-cache.XXXXXX");
+	if (!mkdtemp(base))
+		return -1;
+	snprintf(site, sizeof(site), "%s/site", base);
+	snprintf(mine, sizeof(mine), "%s/%u", site, (unsigned)getuid());
+	ab_hash_init(&h);
+	ab_hash_str(&h, "a decision");
+	ab_cache_entry_name(&h, entry, sizeof(entry));
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void make_site(mode_t mode)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", site);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(mkdir(site, 0700), 0);
+	assert_int_equal(chmod(site, mode), 0);
+}
+
+/* A user who is neither root nor us: only root can hand a file to one. */
+static bool give_away(const char *path)
+{
+	return geteuid() == 0 && lchown(path, 65534, 65534) == 0;
+}
+
+static void round_trip(void **state)
+{
+	struct ab_cache c;
+	char *json = NULL;
+
+	(void)state;
+	make_site(01777);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_load(&c, entry, &json), -ENOENT);
+	assert_int_equal(ab_cache_store(&c, entry, "{\"status\":\"ok\"}", err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_load(&c, entry, &json), 0);
+	assert_string_equal(json, "{\"status\":\"ok\"}");
+	free(json);
+	int lock = ab_cache_lock(&c, entry, 0);
+
+	assert_true(lock >= 0);
+	ab_cache_unlock(lock);
+	ab_cache_close(&c);
+	/* the subdirectory was made closed to others */
+	struct stat st;
+
+	assert_int_equal(stat(mine, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+}
+
+static void unsafe_site(void **state)
+{
+	struct ab_cache c;
+	char link[160];
+
+	(void)state;
+	/* missing: not created by a user's srun (it would be theirs) */
+	make_site(01777);
+	rmdir(site);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -ENOENT);
+	assert_contains(err, "the admin must create it, owned by root with mode 1777");
+	assert_int_equal(c.fd, -1);
+	struct stat st;
+
+	assert_int_not_equal(stat(site, &st), 0);
+	/* world-writable without the sticky bit: anyone could swap anyone's subdirectory */
+	make_site(0777);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+	assert_contains(err, "is unsafe (owner uid");
+	assert_contains(err, "mode 0777");
+	/* a symlink to a directory: refused, not followed */
+	make_site(01777);
+	snprintf(link, sizeof(link), "%s/link", base);
+	assert_int_equal(symlink(site, link), 0);
+	assert_int_equal(ab_cache_open_site(link, &c, err, sizeof(err)), -ENOTDIR);
+	assert_contains(err, "cannot be opened");
+	unlink(link);
+	/* owned by another user (the first user's srun made it): refused, whatever its mode */
+	if (!give_away(site)) {
+		print_message("# skipped the other-owner cases: they need root\n");
+		return;
+	}
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+	assert_contains(err, "owner uid 65534");
+	/* root's, sticky and open, but someone else made our subdirectory first */
+	make_site(01777);
+	assert_int_equal(mkdir(mine, 0700), 0);
+	assert_true(give_away(mine));
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+	assert_contains(err, "someone else's or an open directory");
+}
+
+static void open_subdirectory(void **state)
+{
+	struct ab_cache c;
+
+	(void)state;
+	make_site(01777);
+	assert_int_equal(mkdir(mine, 0700), 0);
+	assert_int_equal(chmod(mine, 0777), 0); /* others could plant entries */
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+	rmdir(mine);
+	assert_int_equal(symlink("/tmp", mine), 0); /* our name, pointing elsewhere */
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+}
+
+/* What an owner of the directory could plant: none is read, none blocks. */
+static void planted_entries(void **state)
+{
+	struct ab_cache c;
+	char path[256], lock[272], other[256], *json = NULL;
+
+	(void)state;
+	make_site(01777);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/%s", mine, entry);
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	snprintf(other, sizeof(other), "%s/poison.json", base);
+	FILE *f = fopen(other, "w");
+
+	assert_non_null(f);
+	fputs("{\"status\":\"ok\",\"batch_size\":999999}", f);
+	fclose(f);
+	/* a symlink: not followed */
+	assert_int_equal(symlink(other, path), 0);
+	assert_true(ab_cache_load(&c, entry, &json) < 0);
+	unlink(path);
+	/* a hard link to someone's file: not ours alone */
+	assert_int_equal(link(other, path), 0);
+	assert_int_equal(ab_cache_load(&c, entry, &json), -EPROTO);
+	unlink(path);
+	/* a FIFO: neither the entry nor the lock blocks */
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10);
+	assert_int_equal(ab_cache_load(&c, entry, &json), -EPROTO);
+	assert_int_equal(mkfifo(lock, 0600), 0);
+	assert_int_equal(ab_cache_lock(&c, entry, 0), -EPERM);
+	alarm(0);
+	unlink(lock);
+	/* and a store replaces the FIFO with a real entry */
+	assert_int_equal(ab_cache_store(&c, entry, "{}", err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_load(&c, entry, &json), 0);
+	free(json);
+	ab_cache_close(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(round_trip),
+		cmocka_unit_test(unsafe_site),
+		cmocka_unit_test(open_subdirectory),
+		cmocka_unit_test(planted_entries),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
