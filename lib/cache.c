@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "file_replace.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
@@ -138,46 +139,13 @@ int ab_cache_load(const struct ab_cache *c, const char *name, char **json)
 	return 0;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int ab_cache_store(const struct ab_cache *c, const char *name, const char *json, char *err,
 		   size_t errlen)
 {
-	char tmp[AB_CACHE_NAME_MAX + 32];
-	int fd, rc;
+	char shown[AB_PATH_MAX + AB_CACHE_NAME_MAX + 16];
 
-	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", name, (long)getpid());
-	unlinkat(c->fd, tmp, 0);
-	fd = openat(c->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return ab_fail(err, errlen, errno, "cannot write the cache entry %s/%s: %s", c->dir,
-			       tmp, strerror(errno));
-	rc = write_all(fd, json, strlen(json));
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat(c->fd, tmp, c->fd, name) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		unlinkat(c->fd, tmp, 0);
-		return ab_fail(err, errlen, -rc, "cannot write the cache entry %s/%s: %s", c->dir,
-			       name, strerror(-rc));
-	}
-	return 0;
+	snprintf(shown, sizeof(shown), "the cache entry %s/%s", c->dir, name);
+	return ab_file_replace(c->fd, name, json, 0600, shown, err, errlen);
 }
 
 int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s)

@@ -19,6 +19,7 @@
 
 #include "config_edit.h"
 #include "error.h"
+#include "file_replace.h"
 #include "fingerprint.h"
 
 #define BACKUP_SUFFIX ".autobatch~"
@@ -58,7 +59,8 @@ static int read_fd(int fd, const char *name, char **out, size_t *outlen, char *e
 int ab_config_load(const char *path, enum ab_format format, struct ab_config **out, char *err,
 		   size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc;
+	/* O_NONBLOCK: a FIFO in the config's place is refused, not waited on */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rc;
 	char *buf = NULL;
 	size_t len = 0;
 
@@ -95,7 +97,7 @@ static int split(const char *path, struct target *t)
 static int follow_link(const char *path, struct target *t, char *err, size_t errlen)
 {
 	char real[PATH_MAX], realdir[PATH_MAX], named[PATH_MAX];
-	struct stat st;
+	struct stat st, link = {0};
 
 	if (!realpath(path, real))
 		return ab_fail(err, errlen, errno, "%s is a symlink that cannot be followed: %s",
@@ -111,6 +113,15 @@ static int follow_link(const char *path, struct target *t, char *err, size_t err
 			       "regular file of yours: autobatch will not rewrite it; give the "
 			       "real file",
 			       path, real);
+	/* Root owns every file: "of yours" proves nothing. A link counts only where whoever
+	 * made it owns what it points to (the kernel's protected_symlinks rule). */
+	if (geteuid() == 0 && (lstat(path, &link) < 0 || stat(real, &st) < 0 ||
+			       link.st_uid != st.st_uid))
+		return ab_fail(err, errlen, EPERM,
+			       "%s is a symlink made by uid %u to %s, which uid %u owns: as root, "
+			       "autobatch rewrites through a symlink only when the link's owner "
+			       "owns the file; give the real file",
+			       path, (unsigned)link.st_uid, real, (unsigned)st.st_uid);
 	return split(real, t) < 0 ? ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", path)
 				  : 0;
 }
@@ -154,21 +165,6 @@ static int lock_dir(const struct target *t, const char *path, char *err, size_t 
 
 /* ---- writing ----------------------------------------------------------------------- */
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int write_failed(const char *what, const char *path, const struct target *t, int rc,
 			char *err, size_t errlen)
 {
@@ -198,7 +194,7 @@ static int stage(const struct target *t, const char *buf, size_t len, const stru
 	}
 	if (fd < 0)
 		return -EEXIST;
-	rc = write_all(fd, buf, len);
+	rc = ab_write_all(fd, buf, len);
 	if (rc == 0 && (st->st_uid != geteuid() || st->st_gid != getegid()) &&
 	    fchown(fd, st->st_uid, st->st_gid) < 0)
 		rc = -errno;
@@ -283,7 +279,7 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	struct stat st;
 	int fd, rc;
 
-	fd = openat(t->dirfd, t->base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	fd = openat(t->dirfd, t->base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return ab_fail(err, errlen, errno, "cannot read %s: %s", path, strerror(errno));
 	rc = fstat(fd, &st) < 0 ? ab_fail(err, errlen, errno, "%s: %s", path, strerror(errno))

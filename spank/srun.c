@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "file_replace.h"
 #include "error.h"
 #include "plugin.h"
 
@@ -86,24 +87,32 @@ static int export_long(const char *name, long value)
 	return export(name, text);
 }
 
-/* The probe's report beside the job's files, else in $TMPDIR. */
+/* The probe's report beside the job's files, else in $TMPDIR: written whole through a
+ * temp file and a rename, never through what someone planted at its name (a FIFO would
+ * hang srun, a hard link would be truncated). */
 static void write_report(unsigned jobid, unsigned stepid, const char *json, char *path,
 			 size_t pathlen)
 {
 	const char *tmp = getenv("TMPDIR");
-	char cwd[PATH_MAX];
-	int fd = -1;
+	char cwd[PATH_MAX], name[64], err[AB_ERR_MAX] = "";
+	int rc = -ENOENT;
 
-	path[0] = '\0';
-	for (int i = 0; i < 2 && fd < 0; i++) {
+	snprintf(name, sizeof(name), "autobatch-%u.%u.json", jobid, stepid);
+	for (int i = 0; i < 2 && rc < 0; i++) {
 		const char *dir = i == 0 ? getcwd(cwd, sizeof(cwd)) : (tmp && *tmp == '/' ? tmp : "/tmp");
+		int dirfd;
 
-		if (!dir || ab_format(path, pathlen, "%s/autobatch-%u.%u.json", dir, jobid, stepid) < 0)
+		if (!dir || ab_format(path, pathlen, "%s/%s", dir, name) < 0)
 			continue;
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if ((dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			snprintf(err, sizeof(err), "cannot open %s: %s", dir, strerror(errno));
+			continue;
+		}
+		rc = ab_file_replace(dirfd, name, json, 0644, path, err, sizeof(err));
+		close(dirfd);
 	}
-	if (fd < 0 || write(fd, json, strlen(json)) != (ssize_t)strlen(json) || close(fd) < 0) {
-		slurm_error(AB_LOG_PREFIX "cannot write the report %s: %s", path, strerror(errno));
+	if (rc < 0) {
+		slurm_error(AB_LOG_PREFIX "the report was not written: %s", err);
 		path[0] = '\0';
 	}
 }

@@ -138,6 +138,29 @@ config_rewritten() {
 		"$AUTOBATCH_TESTBED/log/slurmd.log"
 }
 
+@test "what is planted at the report's name is left alone: a FIFO does not hang srun, a hard link is not written through" {
+	mkdir tmp
+	echo "precious" >precious
+	run --separate-stderr timeout 120 salloc -N1 -n1 --gpus=1 bash -c '
+		for s in 0 1 2 3; do mkfifo "autobatch-$SLURM_JOB_ID.$s.json"; done
+		TMPDIR=$PWD/tmp srun --autobatch=0.8 --autobatch-config=cfg.yaml \
+			--autobatch-trial-command="toy_train --config cfg.yaml" printenv AUTOBATCH_REPORT
+		echo "first=$?"
+		for s in 0 1 2 3; do [ -p "autobatch-$SLURM_JOB_ID.$s.json" ] || echo "fifo $s is gone"; done
+		for s in 0 1 2 3; do rm "autobatch-$SLURM_JOB_ID.$s.json"; ln precious "autobatch-$SLURM_JOB_ID.$s.json"; done
+		srun --autobatch=0.8 --autobatch-config=cfg.yaml --autobatch-refresh \
+			--autobatch-trial-command="toy_train --config cfg.yaml" printenv AUTOBATCH_REPORT
+		echo "second=$?"'
+	[ "$status" -eq 0 ]
+	assert_line_in "first=0" "$output"
+	assert_line_in "second=0" "$output"
+	# the first report went to $TMPDIR, past the FIFOs; the second replaced the link's name
+	grep -q "^$PWD/tmp/autobatch-[0-9]*\.[0-9]*\.json\$" <<<"$output"
+	[ "$(cat precious)" = "precious" ]
+	grep -q '"status":"ok"' tmp/autobatch-*.json
+	[ "$(grep -c "is gone" <<<"$output")" -eq 0 ]
+}
+
 @test "the start-up allowance and the step hook: plugstack defaults, the user's override, passed to the probe" {
 	set_plugstack 'startup_seconds=2 instrument=off'
 	run srun_t -v --autobatch=0.8 true

@@ -181,7 +181,10 @@ static void planted_entries(void **state)
 	assert_int_equal(ab_cache_lock(&c, entry, 0), -EPERM);
 	alarm(0);
 	unlink(lock);
-	/* and a store replaces the FIFO with a real entry */
+	/* a store leaves what is not an entry of ours alone, and says so */
+	assert_int_equal(ab_cache_store(&c, entry, "{}", err, sizeof(err)), -EEXIST);
+	assert_contains(err, "is not a regular file of yours");
+	unlink(path);
 	assert_int_equal(ab_cache_store(&c, entry, "{}", err, sizeof(err)), 0);
 	assert_int_equal(ab_cache_load(&c, entry, &json), 0);
 	free(json);

@@ -605,6 +605,30 @@ static void file_symlinks(void **state)
 	unlink(link);
 	assert_int_equal(symlink("/dev/null", link), 0);
 	assert_true(set1(link, "bs", "32") < 0);
+
+	/* As root, "a file of yours" holds for every file: a link another user planted (here
+	 * to root's file beside it) is not followed; one root made is. */
+	if (geteuid() == 0) {
+		unlink(link);
+		write_file(real, "bs: 8\n", 0644);
+		assert_int_equal(symlink("real.yaml", link), 0);
+		assert_int_equal(lchown(link, NOBODY, NOBODY), 0);
+		assert_int_equal(set1(link, "bs", "64"), -EPERM);
+		assert_contains(err, "as root, autobatch rewrites through a symlink only when the "
+				     "link's owner owns the file");
+		assert_string_equal(read_file(real), "bs: 8\n");
+		assert_int_equal(lchown(link, 0, 0), 0);
+		assert_int_equal(set1(link, "bs", "64"), 0);
+		assert_string_equal(read_file(real), "bs: 64\n");
+	}
+	/* a FIFO in the config's place is refused at once, not waited on */
+	unlink(link);
+	assert_int_equal(mkfifo(link, 0600), 0);
+	alarm(10);
+	assert_true(set1(link, "bs", "32") < 0);
+	assert_true(ab_config_load(link, AB_FORMAT_AUTO, &(struct ab_config *){NULL}, err,
+				   sizeof(err)) < 0);
+	alarm(0);
 }
 
 /* Writers in several processes take turns: no update is lost, no file is torn. */

@@ -1,0 +1,58 @@
+/* file_replace.c - see file_replace.h. */
+#include "file_replace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+
+int ab_write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int ab_file_replace(int dirfd, const char *name, const char *text, mode_t mode,
+		    const char *shown, char *err, size_t errlen)
+{
+	char tmp[320];
+	struct stat st;
+	int fd, rc;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+		return ab_fail(err, errlen, EEXIST, "%s exists and is not a regular file of yours: "
+						    "it was left alone",
+			       shown);
+	if (ab_format(tmp, sizeof(tmp), ".%.200s.%ld.tmp", name, (long)getpid()) < 0)
+		return ab_fail(err, errlen, ENAMETOOLONG, "%s: name too long", shown);
+	unlinkat(dirfd, tmp, 0);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return ab_fail(err, errlen, errno, "cannot write %s: %s", shown, strerror(errno));
+	rc = ab_write_all(fd, text, strlen(text));
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlinkat(dirfd, tmp, 0);
+		return ab_fail(err, errlen, -rc, "cannot write %s: %s", shown, strerror(-rc));
+	}
+	return 0;
+}
