@@ -27,7 +27,7 @@ expect_failure() {
 	else
 		[ "$status" -ne 0 ]
 		assert_line_in "the step is not launched (on_failure=abort)" "$stderr"
-		! grep -q "toy_train:" <<<"$output"
+		run ! grep -q "toy_train:" <<<"$output"
 	fi
 }
 
@@ -111,7 +111,7 @@ expect_failure() {
 	assert_line_in "the step is not launched (on_failure=abort)" "$stderr"
 	assert_line_in "first=1" "$output"
 	assert_line_in "second-ok" "$output"
-	! grep -q "toy_train:" <<<"$output"
+	refute grep -q "toy_train:" <<<"$output"
 	cmp -s cfg.yaml orig.yaml
 }
 
@@ -120,7 +120,7 @@ expect_failure() {
 	run --separate-stderr srun_t -N1 -n2 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
 		toy_train --config cfg.yaml
 	[ "$status" -ne 0 ]
-	! grep -q "toy_train:" <<<"$output"
+	refute grep -q "toy_train:" <<<"$output"
 	assert_line_in "autobatch: task not started: probing failed and on_failure=abort" "$stderr"
 	cmp -s cfg.yaml orig.yaml
 }

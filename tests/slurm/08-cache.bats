@@ -22,7 +22,7 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	probed
 	b=$(config_batch)
 	toy --autobatch=0.8 toy_train --config cfg.yaml
-	! probed
+	refute probed
 	cached
 	[ "$(config_batch)" = "$b" ]
 	assert_line_in "toy_train: batch $b from cfg.yaml, AUTOBATCH_BATCH_SIZE=$b" "$output"
@@ -31,7 +31,7 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	[ "$(ls "$XDG_CACHE_HOME"/autobatch/*.json | wc -l)" -eq 1 ]
 	# slurmd launched the job's own step and no probe step beside it
 	grep -q "launch task StepId=$job.0 " "$AUTOBATCH_TESTBED/log/slurmd.log"
-	! grep -q "launch task StepId=$job.1 " "$AUTOBATCH_TESTBED/log/slurmd.log"
+	refute grep -q "launch task StepId=$job.1 " "$AUTOBATCH_TESTBED/log/slurmd.log"
 }
 
 @test "the batch values the plugin writes do not change the key" {
@@ -39,7 +39,7 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	b=$(config_batch)
 	sed -i 's/^  batch_size: [0-9]*/  batch_size: 17/' cfg.yaml
 	toy --autobatch=0.8 toy_train --config cfg.yaml
-	! probed
+	refute probed
 	[ "$(config_batch)" = "$b" ]
 }
 
@@ -59,7 +59,7 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	toy --autobatch=0.7 toy_train --config cfg.yaml
 	probed
 	toy --autobatch=0.7 toy_train --config cfg.yaml
-	! probed
+	refute probed
 }
 
 @test "a corrupt entry is ignored and replaced" {
@@ -71,7 +71,7 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	assert_line_in "ignoring the corrupt cache entry" "$stderr"
 	grep -q '"status":"ok"' "$entry"
 	toy --autobatch=0.8 toy_train --config cfg.yaml
-	! probed
+	refute probed
 }
 
 @test "cache=off always probes" {

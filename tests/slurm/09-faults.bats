@@ -23,7 +23,7 @@ nothing_left() {
 		pgrep -f autobatch-fault-marker >/dev/null || break
 		sleep 0.5
 	done
-	! pgrep -af autobatch-fault-marker
+	if pgrep -af autobatch-fault-marker; then echo "a probe process survived" >&2; return 1; fi
 	[ -z "$(ls -A "$TMPDIR")" ] || { echo "left in TMPDIR: $(ls -A "$TMPDIR")" >&2; return 1; }
 	[ -z "$(ls -a | grep '\.autobatch\.')" ] || { echo "temp files: $(ls -a)" >&2; return 1; }
 	no_probe_step_left
@@ -46,7 +46,7 @@ unchanged() {
 	assert_line_in "toy_train: batch 8 from cfg.yaml" "$output"
 	unchanged
 	# the killed probe could not remove its trial directory; the next probe does
-	ls "$TMPDIR" | grep -q '^autobatch-probe\.' || true
+	ls "$TMPDIR" | grep -q '^autobatch-probe\.'
 	run --separate-stderr srun_t -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.yaml \
 		toy_train --config cfg.yaml
 	[ "$status" -eq 0 ]
@@ -61,7 +61,7 @@ unchanged() {
 		toy_train --config cfg.yaml
 	[ "$status" -ne 0 ]
 	assert_line_in "the step is not launched (on_failure=abort)" "$stderr"
-	! grep -q "toy_train:" <<<"$output"
+	refute grep -q "toy_train:" <<<"$output"
 	unchanged
 	rm -rf "${TMPDIR:?}"/autobatch-probe.*
 	nothing_left
@@ -143,7 +143,7 @@ unchanged() {
 	[ "$status" -eq 0 ]
 	b=$(config_batch)
 	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
-	! pgrep -af autobatch-fault-marker
+	refute pgrep -af autobatch-fault-marker
 	nothing_left
 }
 

@@ -17,7 +17,7 @@ setup_file() { require_testbed; }
 	[ "$status" -eq 0 ]
 	ctld2=$(cat "$AUTOBATCH_TESTBED/run/slurmctld.pid")
 	[ "$ctld1" != "$ctld2" ]
-	! kill -0 "$ctld1" 2>/dev/null
+	refute kill -0 "$ctld1" 2>/dev/null
 	run --separate-stderr srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
 	[ "$(tail -n1 <<<"$output")" = "0.7" ]
 }
@@ -35,10 +35,10 @@ setup_file() { require_testbed; }
 	pids="$(cat "$AUTOBATCH_TESTBED"/run/*.pid "$AUTOBATCH_TESTBED/munge/munged.pid")"
 	run "$TESTBED" down
 	[ "$status" -eq 0 ]
-	for pid in $pids; do ! kill -0 "$pid" 2>/dev/null; done
-	! pgrep -f "slurmstepd" >/dev/null
-	! pgrep -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
-	wait || true
+	for pid in $pids; do refute kill -0 "$pid" 2>/dev/null; done
+	refute pgrep -f "slurmstepd" >/dev/null
+	refute pgrep -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
+	wait || true # the srun that testbed down ended: its status is not the test's
 	run "$TESTBED" up
 	[ "$status" -eq 0 ]
 	run srun_t true

@@ -36,6 +36,16 @@ bats_require_minimum_version 1.5.0
 # srun with a bounded wait, so a hang fails the test instead of CI.
 srun_t() { timeout 120 srun "$@"; }
 
+# refute CMD...: fails when CMD succeeds. A bare "! CMD" asserts nothing in bats unless it
+# is a test's last line (errexit ignores negated commands); tests/check-bats-asserts
+# rejects it.
+refute() {
+	if "$@"; then
+		echo "expected to fail: $*" >&2
+		return 1
+	fi
+}
+
 assert_line_in() {
 	local needle=$1 haystack=$2
 	if ! grep -qF -- "$needle" <<<"$haystack"; then

@@ -81,17 +81,21 @@ check "slow steps (1.5 s, budget 3 s): stopped before all its steps, after the w
 	cat "$dir/slowstep.err" >&2
 
 probe accum '{"batch_size": 8, "accum": 3}'
-check "gradient accumulation: one step per optimizer update, and the choice fits a plain run" \
-	sh -c "grep -q '\"fits\":true[^}]*\"steps\":4,' '$dir/accum.report' && ! grep -q '\"steps\":\([5-9]\|1[0-9]\)' '$dir/accum.report'" &&
-	verify accum
+accum_ok() { # four steps seen per fitting trial, never more, and the choice fits plain runs
+	grep -q '"fits":true[^}]*"steps":4,' "$dir/accum.report" &&
+		! grep -q '"steps":\([5-9]\|1[0-9]\)' "$dir/accum.report" && verify accum
+}
+check "gradient accumulation: one step per optimizer update, and the choice fits a plain run" accum_ok
 
 # DataLoader workers: their memory comes and goes with their timing, so one batch's plain
 # runs differ by a few percent; the probe runs its choice twice and keeps a margin
 probe workers '{"batch_size": 8, "workers": 2}'
+workers_ok() { # helpers seen, the choice run twice, a margin kept, and three plain runs fit
+	grep -q '"helpers":true' "$dir/workers.report" && grep -q '"runs":2' "$dir/workers.report" &&
+		! grep -q '"margin_bytes":0' "$dir/workers.report" && verify workers
+}
 check "DataLoader worker processes: their memory counts, the choice ran twice and keeps a margin, and it fits three plain runs" \
-	sh -c "grep -q '\"helpers\":true' '$dir/workers.report' && grep -q '\"runs\":2' '$dir/workers.report' &&
-	       ! grep -q '\"margin_bytes\":0' '$dir/workers.report'" &&
-	verify workers
+	workers_ok || cat "$dir/workers.err" >&2
 
 # a real CPU out-of-memory error from PyTorch (an address-space limit), caught by the hook
 echo '{"batch_size": 8}' >"$dir/oom.json"
