@@ -6,6 +6,19 @@ load helpers
 
 setup_file() { require_testbed; }
 
+# no_cores: no daemon of the testbed dumped core (a crash in our tests is a finding)
+no_cores() {
+	local cores
+	cores=$(ls "$AUTOBATCH_TESTBED"/run/core* "$AUTOBATCH_TESTBED"/cores/* 2>/dev/null)
+	[ -z "$cores" ] || { echo "daemons dumped core: $cores" >&2; return 1; }
+}
+
+@test "no daemon crashed during the suite: no memory image, no segfault in the logs" {
+	no_cores
+	refute grep -E "Segmentation fault|SIGSEGV|fatal:" "$AUTOBATCH_TESTBED"/log/slurmd.log \
+		"$AUTOBATCH_TESTBED"/log/slurmctld.log
+}
+
 @test "testbed up twice restarts cleanly with the new plugstack arguments" {
 	run "$TESTBED" up --plugstack-args "max_fraction=0.6"
 	[ "$status" -eq 0 ]
@@ -36,6 +49,7 @@ setup_file() { require_testbed; }
 	run "$TESTBED" down
 	[ "$status" -eq 0 ]
 	for pid in $pids; do refute kill -0 "$pid" 2>/dev/null; done
+	no_cores # shutting down unloads the plugin: no crash there either
 	refute pgrep -f "slurmstepd" >/dev/null
 	refute pgrep -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
 	wait || true # the srun that testbed down ended: its status is not the test's
