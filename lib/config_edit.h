@@ -90,7 +90,9 @@ struct ab_expect {
 };
 
 /* The same, but only when the file still matches expect (what the decision was made for): a
- * file the user changed meanwhile is refused with -ESTALE, their edit kept. */
+ * file the user changed meanwhile is refused with -ESTALE, their edit kept. Returns 1 when it
+ * wrote the file (the backup is beside the file it rewrote, a symlink's target), 0 when the
+ * file already said so. note also says what a rewrite cannot keep (hard links, ACLs). */
 int ab_config_set_file_expect(const char *path, enum ab_format format,
 			      const struct ab_edit *edits, size_t n, int document,
 			      const struct ab_expect *expect, char *note, size_t notelen,

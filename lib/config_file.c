@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -238,6 +239,17 @@ static int replace_both(const struct target *t, const char *backup, const char *
 	return 0;
 }
 
+static bool in_group(gid_t gid)
+{
+	gid_t groups[256];
+	int n = getgroups(256, groups);
+
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
 static int check_writable(const struct target *t, const char *path, const struct stat *st,
 			  char *err, size_t errlen)
 {
@@ -256,7 +268,37 @@ static int check_writable(const struct target *t, const char *path, const struct
 						    "a backup beside the config (or give a copy "
 						    "elsewhere)",
 			       t->dir, path);
+	/* The new file keeps the config's owner, which only that owner or root can give it. */
+	if (st->st_uid != geteuid() && geteuid() != 0)
+		return ab_fail(err, errlen, EPERM, "%s belongs to uid %u, not to you (uid %u): "
+						   "autobatch rewrites a file with its owner kept, "
+						   "which only that user can do; nothing was changed; "
+						   "give a copy of your own",
+			       path, (unsigned)st->st_uid, (unsigned)geteuid());
+	if (st->st_gid != getegid() && geteuid() != 0 && !in_group(st->st_gid))
+		return ab_fail(err, errlen, EPERM, "%s belongs to group %u, which you are not in: "
+						   "autobatch rewrites a file with its group kept; "
+						   "nothing was changed; give a copy of your own",
+			       path, (unsigned)st->st_gid);
 	return 0;
+}
+
+/* The rewrite is a new file renamed into place: what belonged to the old inode stays with
+ * it. Said in note, so the user hears it. */
+static void lost_on_rename(const struct target *t, const char *path, const struct stat *st,
+			   bool xattrs, char *note, size_t notelen)
+{
+	size_t len = notelen ? strlen(note) : 0;
+
+	(void)t;
+	if (st->st_nlink > 1)
+		ab_append(note, notelen, &len, "%s%s had %lu hard links: the other names keep the "
+					       "old contents",
+			  len ? "; " : "", path, (unsigned long)st->st_nlink);
+	if (xattrs)
+		ab_append(note, notelen, &len, "%s%s had extended attributes (an ACL?): the new "
+					       "file does not have them",
+			  len ? "; " : "", path);
 }
 
 static bool still_expected(const struct ab_config *cfg, const struct ab_expect *expect)
@@ -278,10 +320,12 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	size_t oldlen = 0, newlen = 0;
 	struct stat st;
 	int fd, rc;
+	bool xattrs;
 
 	fd = openat(t->dirfd, t->base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return ab_fail(err, errlen, errno, "cannot read %s: %s", path, strerror(errno));
+	xattrs = flistxattr(fd, NULL, 0) > 0;
 	rc = fstat(fd, &st) < 0 ? ab_fail(err, errlen, errno, "%s: %s", path, strerror(errno))
 				: read_fd(fd, path, &old, &oldlen, err, errlen);
 	close(fd);
@@ -307,6 +351,8 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	if ((rc = replace_both(t, backup, old, oldlen, new, newlen, &st, path, err, errlen)) < 0)
 		goto done;
 	fsync(t->dirfd);
+	lost_on_rename(t, path, &st, xattrs, note, notelen);
+	rc = 1;
 done:
 	ab_config_free(cfg);
 	free(old);
@@ -318,8 +364,10 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 		       size_t n, int document, char *note, size_t notelen, char *err,
 		       size_t errlen)
 {
-	return ab_config_set_file_expect(path, format, edits, n, document, NULL, note, notelen,
-					 err, errlen);
+	int rc = ab_config_set_file_expect(path, format, edits, n, document, NULL, note, notelen,
+					   err, errlen);
+
+	return rc > 0 ? 0 : rc;
 }
 
 int ab_config_set_file_expect(const char *path, enum ab_format format,

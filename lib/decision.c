@@ -185,7 +185,7 @@ size_t ab_plan_edits(const struct ab_keys *k, const struct ab_result *r, long ev
 	return n;
 }
 
-char *ab_result_with_eval(const char *json, long eval_batch)
+char *ab_result_with_eval(const char *json, long eval_batch, const char *cache)
 {
 	struct json_object *o = json_tokener_parse(json);
 	char *text = NULL;
@@ -196,6 +196,8 @@ char *ab_result_with_eval(const char *json, long eval_batch)
 	}
 	if (eval_batch > 0)
 		json_object_object_add(o, "eval_batch_size", json_object_new_int64(eval_batch));
+	if (cache)
+		json_object_object_add(o, "cache", json_object_new_string(cache));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	return text;

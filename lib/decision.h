@@ -24,8 +24,9 @@ struct ab_result {
 	long eval_batch;       /* from a cached entry that also holds the eval decision */
 };
 
-/* The report with the eval batch added, as the cache keeps it (malloc'ed, or NULL). */
-char *ab_result_with_eval(const char *json, long eval_batch);
+/* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for
+ * a report served from the cache), as the cache keeps it (malloc'ed, or NULL). */
+char *ab_result_with_eval(const char *json, long eval_batch, const char *cache);
 
 /* Parses the probe's --json output. -EPROTO with a message when it is not a report. */
 int ab_result_parse(const char *json, size_t len, struct ab_result *out, char *err,

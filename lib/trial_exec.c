@@ -48,46 +48,101 @@ bool ab_text_says_oom(const char *text, size_t len)
 	return false;
 }
 
-static void remove_tree(const char *path)
+/* Empties the directory fd (opened O_NOFOLLOW; closed here), depth first, never following a
+ * link; entry types come from fstatat, so file systems without d_type are emptied too. */
+static void empty_dir(int fd)
 {
-	DIR *d = opendir(path);
+	DIR *d = fdopendir(fd);
 	struct dirent *e;
-	char child[PATH_MAX];
+	struct stat st;
 
 	if (!d) {
-		unlink(path);
+		close(fd);
 		return;
 	}
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-		    snprintf(child, sizeof(child), "%s/%s", path, e->d_name) < (int)sizeof(child)) {
-			if (e->d_type == DT_DIR)
-				remove_tree(child);
-			else
-				unlink(child);
+	while ((e = readdir(d))) {
+		int sub;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode)) {
+			sub = openat(dirfd(d), e->d_name,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				empty_dir(sub);
+			unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+		} else {
+			unlinkat(dirfd(d), e->d_name, 0);
 		}
+	}
 	closedir(d);
-	rmdir(path);
+}
+
+/* Removes parent/name when it is a directory of ours, judged on the opened directory, so a
+ * name swapped for a link meanwhile (a shared $TMPDIR) leads nowhere. */
+static void remove_at(int parent, const char *name)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+		close(fd);
+		return;
+	}
+	empty_dir(fd);
+	unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+static void remove_tree(const char *path)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	int parent;
+
+	if (ab_copy(a, sizeof(a), path) < 0 || ab_copy(b, sizeof(b), path) < 0)
+		return;
+	if ((parent = open(dirname(a), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	remove_at(parent, basename(b));
+	close(parent);
+}
+
+/* This host's name as work directories carry it: a $TMPDIR shared between nodes holds other
+ * hosts' probes, whose pids mean nothing here. */
+static void host_name(char *buf, size_t len)
+{
+	if (gethostname(buf, len) < 0 || !buf[0])
+		snprintf(buf, len, "localhost");
+	buf[len - 1] = '\0';
+	for (char *p = buf; *p; p++)
+		if (*p == '/' || *p == '.')
+			*p = '_';
 }
 
 /* Work directories of probes that were killed (nothing could remove them then): ours by
- * owner and name, their probe's pid gone. A reused pid only delays the removal. */
+ * owner, host and name, their probe's pid gone. A reused pid only delays the removal. */
 static void remove_stale(const char *tmp)
 {
-	DIR *d = opendir(tmp);
+	int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char host[128], prefix[160];
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
-	char path[PATH_MAX];
-	struct stat st;
 	long pid;
 
-	if (!d)
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
+	host_name(host, sizeof(host));
+	snprintf(prefix, sizeof(prefix), "autobatch-probe.%s.", host);
 	while ((e = readdir(d)))
-		if (sscanf(e->d_name, "autobatch-probe.%ld.", &pid) == 1 && pid > 0 &&
-		    kill((pid_t)pid, 0) < 0 && errno == ESRCH &&
-		    snprintf(path, sizeof(path), "%s/%s", tmp, e->d_name) < (int)sizeof(path) &&
-		    lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
-			remove_tree(path);
+		if (!strncmp(e->d_name, prefix, strlen(prefix)) &&
+		    sscanf(e->d_name + strlen(prefix), "%ld.", &pid) == 1 && pid > 0 &&
+		    kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			remove_at(dirfd(d), e->d_name);
 	closedir(d);
 }
 
@@ -96,6 +151,7 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 	const char *tmp = getenv("TMPDIR");
 	struct ab_config *cfg;
 	const struct ab_node *n;
+	char host[128];
 
 	if (!x->argv || !x->argv[0])
 		return ab_fail(err, errlen, EINVAL, "exec mode needs a command after --");
@@ -115,7 +171,8 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 		x->startup_seconds = AB_STARTUP_SECONDS_DEFAULT;
 	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
 	remove_stale(tmp);
-	if (snprintf(workdir, sizeof(workdir), "%s/autobatch-probe.%ld.XXXXXX", tmp,
+	host_name(host, sizeof(host));
+	if (snprintf(workdir, sizeof(workdir), "%s/autobatch-probe.%s.%ld.XXXXXX", tmp, host,
 		     (long)getpid()) >= (int)sizeof(workdir) ||
 	    !mkdtemp(workdir))
 		return ab_fail(err, errlen, errno ? errno : ENAMETOOLONG,

@@ -81,10 +81,13 @@ static int parse_fractions(const char *text, struct run_opts *o)
 	snprintf(buf, sizeof(buf), "%s", text);
 	o->nfractions = 0;
 	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-		if (o->nfractions == MAX_FRACTIONS ||
-		    ab_parse_fraction(item, &o->fractions[o->nfractions++], err, sizeof(err)) < 0) {
-			fprintf(stderr, "autobatch-probe: --fraction: %s\n",
-				o->nfractions > MAX_FRACTIONS - 1 ? "at most 8 fractions" : err);
+		if (o->nfractions == MAX_FRACTIONS) {
+			fprintf(stderr, "autobatch-probe: --fraction: at most %d fractions\n",
+				MAX_FRACTIONS);
+			return -1;
+		}
+		if (ab_parse_fraction(item, &o->fractions[o->nfractions++], err, sizeof(err)) < 0) {
+			fprintf(stderr, "autobatch-probe: --fraction: %s\n", err);
 			return -1;
 		}
 	}

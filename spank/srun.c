@@ -216,27 +216,37 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 	const struct ab_request *req = &ab_state.req;
 	char values[4][32], note[AB_ERR_MAX], report[PATH_MAX];
 	char wrote[2 * PATH_MAX] = "";
+	char *hit = NULL;
 	struct ab_edit edits[4];
 	size_t n;
 	int rc;
 
 	if (req->config[0]) {
-		struct stat before, after;
+		char real[PATH_MAX];
+		struct stat st;
 
-		/* by the name the user gave (srun's cwd is theirs), for messages they know */
+		/* by the name the user gave (srun's cwd is theirs), for messages they know; the
+		 * backup lies beside the file really rewritten (a symlink's target) */
 		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
-		stat(req->config, &before);
 		if ((rc = ab_config_set_file_expect(req->config, AB_FORMAT_AUTO, edits, n, -1,
 						    &pl->seen, note, sizeof(note), err,
 						    errlen)) < 0)
 			return rc;
-		if (stat(req->config, &after) == 0 && after.st_ino == before.st_ino)
+		if (rc == 0)
 			ab_format(wrote, sizeof(wrote), "; %s already says so", req->config);
 		else
-			ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)",
-				  req->config, req->config);
+			ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)%s%s",
+				  req->config,
+				  lstat(req->config, &st) == 0 && S_ISLNK(st.st_mode) &&
+						  realpath(req->config, real)
+					  ? real
+					  : req->config,
+				  note[0] ? "; " : "", note);
 	}
+	if (pl->cached && (hit = ab_result_with_eval(json, 0, "hit")))
+		json = hit; /* the entry was the probe's report: it said "miss" then */
 	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
+	free(hit);
 	if (export_long("AUTOBATCH_BATCH_SIZE", res->batch) < 0 ||
 	    export_long("AUTOBATCH_GRAD_ACCUM", res->grad_accum) < 0 ||
 	    export_long("AUTOBATCH_GLOBAL_BATCH",
@@ -338,7 +348,7 @@ static void cache_store(const struct ab_cache *c, const char *name, const char *
 {
 	char err[AB_ERR_MAX], *entry;
 
-	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch)))
+	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))
 		return;
 	if (ab_cache_store(c, name, entry, err, sizeof(err)) < 0)
 		slurm_verbose(AB_LOG_PREFIX "%s", err);

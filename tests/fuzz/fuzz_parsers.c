@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 1:
 		ab_result_parse((const char *)data + 1, size - 1, &res, err, sizeof(err));
-		free(ab_result_with_eval(text, 3));
+		free(ab_result_with_eval(text, 3, "hit"));
 		break;
 	case 2:
 		plugstack(text);

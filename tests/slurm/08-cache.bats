@@ -28,6 +28,9 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	assert_line_in "toy_train: batch $b from cfg.yaml, AUTOBATCH_BATCH_SIZE=$b" "$output"
 	assert_line_in "cfg.yaml already says so" "$stderr"
 	job=$(ls autobatch-*.json | sort -t- -k2 -n | tail -n1 | sed 's/autobatch-\([0-9]*\)\..*/\1/')
+	# the report of the cached decision says so; the probe's said miss
+	grep -q '"cache":"hit"' autobatch-$job.*.json
+	[ "$(grep -l '"cache":"miss"' autobatch-*.json | wc -l)" -eq 1 ]
 	[ "$(ls "$XDG_CACHE_HOME"/autobatch/*.json | wc -l)" -eq 1 ]
 	# slurmd launched the job's own step and no probe step beside it
 	grep -q "launch task StepId=$job.0 " "$AUTOBATCH_TESTBED/log/slurmd.log"

@@ -62,5 +62,7 @@ check "cuda:0 without a GPU (or without CUDA in the build) says so and names the
 check "bad arguments are usage errors (exit 2) naming the option" \
 	sh -c "'$probe' run --fraction 1.5 2>&1 | grep -q \"fraction '1.5' is more than the whole GPU memory\" &&
 	       { '$probe' run --min 0 2>/dev/null; test \$? -eq 2; } &&
-	       '$probe' run --device sim:total=1GiB 2>&1 | grep -q 'nothing to measure: give the command'"
+	       '$probe' run --device sim:total=1GiB 2>&1 | grep -q 'nothing to measure: give the command' &&
+	       '$probe' run --fraction 0.1,0.2,0.3,0.4,0.5,0.6,0.7,1.5 2>&1 | grep -q \"fraction '1.5' is more than\" &&
+	       '$probe' run --fraction 0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 2>&1 | grep -q 'at most 8 fractions'"
 exit $failed

@@ -457,8 +457,11 @@ static void file_rewrite(void **state)
 		write_file(path, "bs: 36 # keep\nlr: 1\n", 0640);
 		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, &expect,
 							   note, sizeof(note), err, sizeof(err)),
-				 0);
+				 1); /* written */
 		assert_string_equal(read_file(path), "bs: 40 # keep\nlr: 1\n");
+		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, &expect,
+							   note, sizeof(note), err, sizeof(err)),
+				 0); /* already so: nothing written */
 		assert_int_equal(set1(path, "bs", "32"), 0);
 	}
 
@@ -530,6 +533,45 @@ static void file_read_only(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_entries(sub, (const char *const[]){"c.yaml"}, 1);
 	chmod(sub, 0755);
+}
+
+/* What a rewrite cannot do, said precisely: keep another user's ownership (a teammate's
+ * group-writable config), or carry hard links and ACLs over to the new file. */
+static void file_not_kept(void **state)
+{
+	char path[512], other[512];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/team.yaml", dir);
+	write_file(path, "bs: 8\n", 0666);
+	if (geteuid() == 0) {
+		assert_int_equal(chmod(dir, 0777), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			if (setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+				_exit(3);
+			if (set1(path, "bs", "16") != -EPERM ||
+			    !strstr(err, "team.yaml belongs to uid 0, not to you"))
+				_exit(1);
+			_exit(strcmp(read_file(path), "bs: 8\n") == 0 ? 0 : 2);
+		}
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		chmod(dir, 0755);
+	}
+	/* a second name for the file keeps the old bytes, and the note says so */
+	snprintf(other, sizeof(other), "%s/team-link.yaml", dir);
+	assert_int_equal(link(path, other), 0);
+	assert_int_equal(ab_config_set_file(path, AB_FORMAT_AUTO, &(struct ab_edit){"bs", "24"}, 1,
+					    -1, note, sizeof(note), err, sizeof(err)),
+			 0);
+	assert_string_equal(read_file(path), "bs: 24\n");
+	assert_string_equal(read_file(other), "bs: 8\n");
+	assert_contains(note, "team.yaml had 2 hard links: the other names keep the old contents");
 }
 
 /* The disk fills (here: a file size limit, the same EFBIG/ENOSPC path) while the new file is
@@ -729,6 +771,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(file_read_only, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_write_fails, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_symlinks, make_dir, remove_dir),
+		cmocka_unit_test_setup_teardown(file_not_kept, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_concurrent, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_not_regular, make_dir, remove_dir),
 	};

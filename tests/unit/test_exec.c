@@ -326,28 +326,53 @@ static void nvml_absent(void **state)
 }
 
 /* a probe killed by SIGKILL could not remove its work directory: the next probe does, and
- * leaves a live probe's alone */
+ * leaves a live probe's alone, another host's alone (a $TMPDIR shared between nodes), and
+ * follows no link: neither one inside a stale directory nor one planted in its place */
 static void stale_workdirs_removed(void **state)
 {
-	char tmp[] = "/tmp/autobatch-test-stale.XXXXXX", dead[128], live[128], file[160];
+	char tmp[] = "/tmp/autobatch-test-stale.XXXXXX", dead[256], live[256], other[256];
+	char planted[256], victim[256], file[300], host[128];
 	char *argv[] = {(char *)"true", NULL};
 	struct ab_exec x;
 
 	(void)state;
 	assert_non_null(mkdtemp(tmp));
-	snprintf(dead, sizeof(dead), "%s/autobatch-probe.999999999.AbCdEf", tmp);
-	snprintf(live, sizeof(live), "%s/autobatch-probe.%ld.AbCdEf", tmp, (long)getppid());
+	assert_int_equal(gethostname(host, sizeof(host)), 0);
+	for (char *p = host; *p; p++)
+		if (*p == '.' || *p == '/')
+			*p = '_';
+	snprintf(dead, sizeof(dead), "%s/autobatch-probe.%s.999999999.AbCdEf", tmp, host);
+	snprintf(live, sizeof(live), "%s/autobatch-probe.%s.%ld.AbCdEf", tmp, host, (long)getppid());
+	snprintf(other, sizeof(other), "%s/autobatch-probe.elsewhere.999999999.AbCdEf", tmp);
+	snprintf(planted, sizeof(planted), "%s/autobatch-probe.%s.999999998.AbCdEf", tmp, host);
+	snprintf(victim, sizeof(victim), "%s/victim", tmp);
 	assert_int_equal(mkdir(dead, 0700), 0);
 	assert_int_equal(mkdir(live, 0700), 0);
-	snprintf(file, sizeof(file), "%s/trial.log", dead);
+	assert_int_equal(mkdir(other, 0700), 0);
+	assert_int_equal(mkdir(victim, 0700), 0);
+	snprintf(file, sizeof(file), "%s/keep", victim);
 	close(open(file, O_CREAT | O_WRONLY, 0600));
+	assert_int_equal(symlink(victim, planted), 0);
+	snprintf(file, sizeof(file), "%s/trial-1", dead);
+	assert_int_equal(mkdir(file, 0700), 0);
+	snprintf(file, sizeof(file), "%s/trial-1/trial.log", dead);
+	close(open(file, O_CREAT | O_WRONLY, 0600));
+	snprintf(file, sizeof(file), "%s/trial-1/link", dead);
+	assert_int_equal(symlink(victim, file), 0);
 	setenv("TMPDIR", tmp, 1);
 	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 5);
 	unsetenv("TMPDIR");
 	assert_int_equal(access(dead, F_OK), -1);
 	assert_int_equal(access(live, F_OK), 0);
+	assert_int_equal(access(other, F_OK), 0);
+	snprintf(file, sizeof(file), "%s/keep", victim);
+	assert_int_equal(access(file, F_OK), 0); /* through neither link */
 	ab_exec_cleanup(&x);
 	rmdir(live);
+	rmdir(other);
+	unlink(planted);
+	unlink(file);
+	rmdir(victim);
 	assert_int_equal(rmdir(tmp), 0); /* nothing else was left in it */
 }
 
