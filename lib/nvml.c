@@ -107,7 +107,7 @@ static void comm_of(unsigned int pid, char *buf, size_t len)
 int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *others, char *desc,
 		  size_t desclen)
 {
-	struct nvml_process procs[MAX_PROCS];
+	struct nvml_process stack[MAX_PROCS], *procs = stack, *heap = NULL;
 	unsigned int count = MAX_PROCS;
 	size_t len = 0;
 	nvml_return rc = nv->processes(nv->dev, &count, procs);
@@ -115,9 +115,21 @@ int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *othe
 	*ours = *others = 0;
 	if (desc && desclen)
 		desc[0] = '\0';
-	if (rc != 0 && rc != NVML_INSUFFICIENT_SIZE)
+	/* Too small a buffer: NVML says how many there are and fills none; ask again with
+	 * room for that many (and a few that start meanwhile). */
+	for (int tries = 0; rc == NVML_INSUFFICIENT_SIZE && tries < 3; tries++) {
+		count += 16;
+		free(heap);
+		if (!(procs = heap = calloc(count, sizeof(*heap))))
+			return ab_fail(desc, desclen, ENOMEM, "NVML: out of memory for %u processes",
+				       count);
+		rc = nv->processes(nv->dev, &count, procs);
+	}
+	if (rc != 0) {
+		free(heap);
 		return ab_fail(desc, desclen, EIO, "NVML: %s", nv->error_string(rc));
-	for (unsigned int i = 0; i < count && i < MAX_PROCS; i++) {
+	}
+	for (unsigned int i = 0; i < count; i++) {
 		uint64_t used = procs[i].used_gpu_memory;
 		char comm[32], size[32], safe[32];
 
@@ -134,6 +146,7 @@ int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *othe
 				  procs[i].pid, ab_printable(comm, safe, sizeof(safe)),
 				  ab_format_size(used, size, sizeof(size)));
 	}
+	free(heap);
 	return 0;
 }
 

@@ -17,6 +17,8 @@
 #include "error.h"
 #include "clock.h"
 
+#define POLL_MS 200 /* how often a silent child is checked for having ended */
+#define DRAIN_S 2.0 /* output still read after the child ended */
 
 static void child(const struct ab_subprocess *p, int out[2], int errp[2])
 {
@@ -87,26 +89,45 @@ static bool stop(pid_t pid, double grace_s, int *status)
 	return false;
 }
 
-/* Returns true when the child was already reaped (after a stop). */
+/* True once the child has ended (left a zombie for the caller to reap, or reaped). */
+static bool ended(pid_t pid, bool reaped)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	return reaped || (waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			  si.si_pid == pid);
+}
+
+/* Returns true when the child was already reaped (after a stop). Reads its output until
+ * both pipes close or, once it has ended, for DRAIN_S more: a process it left behind that
+ * holds the pipes open must not keep us waiting forever. */
 static bool pump(struct ab_subprocess *p, pid_t pid, int outfd, int errfd, double grace_s)
 {
 	bool reaped = false;
 
 	struct pollfd fds[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
-	double deadline = p->timeout_s > 0 ? ab_now() + p->timeout_s : 0;
+	double deadline = p->timeout_s > 0 ? ab_now() + p->timeout_s : 0, drain = 0;
 	struct lines l = {.len = 0};
 	char buf[8192];
 
 	while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-		int wait_ms = deadline ? (int)((deadline - ab_now()) * 1000) : -1;
+		double now = ab_now();
+		int wait_ms = POLL_MS;
 
-		if (deadline && wait_ms <= 0 && !p->timed_out) {
+		if (deadline && now >= deadline && !p->timed_out) {
 			p->timed_out = true;
 			reaped = stop(pid, grace_s, &p->status);
 			deadline = 0;
 			continue;
 		}
-		if (poll(fds, 2, wait_ms < 0 ? -1 : wait_ms) < 0 && errno != EINTR)
+		if (!drain && ended(pid, reaped))
+			drain = now + DRAIN_S;
+		if (drain && now >= drain)
+			break;
+		if (deadline && (deadline - now) * 1000 < wait_ms)
+			wait_ms = (int)((deadline - now) * 1000) + 1;
+		if (poll(fds, 2, wait_ms) < 0 && errno != EINTR)
 			break;
 		for (int i = 0; i < 2; i++) {
 			ssize_t n;
@@ -124,6 +145,9 @@ static bool pump(struct ab_subprocess *p, pid_t pid, int outfd, int errfd, doubl
 			}
 		}
 	}
+	for (int i = 0; i < 2; i++)
+		if (fds[i].fd >= 0)
+			close(fds[i].fd);
 	if (l.len)
 		feed(p, &l, "\n", 1);
 	return reaped;

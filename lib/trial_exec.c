@@ -590,13 +590,24 @@ static void wait_trial(const struct ab_exec *x, long batch, pid_t pid, struct re
 
 	memset(&ru, 0, sizeof(ru));
 	for (;;) {
-		pid_t r = wait4(pid, &o->status, killed ? 0 : WNOHANG, &ru);
+		siginfo_t si;
 		double now = ab_now();
 
-		if (r == pid || (r < 0 && errno != EINTR))
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno != EINTR)
 			break;
-		if (killed)
+		if (si.si_pid == pid) {
+			/* the leader is a zombie, so its pid (the group's id) is not reused yet:
+			 * the group is ended before the leader is reaped, never after */
+			kill(-pid, SIGKILL);
+			while (wait4(pid, &o->status, 0, &ru) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		if (killed) {
+			nanosleep(&pause, NULL);
 			continue;
+		}
 		bool over = sample_memory(x, pid, o);
 
 		watch_report(w, false);
@@ -616,8 +627,7 @@ static void wait_trial(const struct ab_exec *x, long batch, pid_t pid, struct re
 		}
 		nanosleep(&pause, NULL);
 	}
-	kill(-pid, SIGKILL); /* no child of the trial outlives it */
-	scan_processes(&(struct ab_group_peak){.leader = 0});
+	scan_processes(&(struct ab_group_peak){.leader = 0}); /* and those that left the group */
 	watch_report(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = first > 0 ? first - start : 0;
