@@ -48,8 +48,6 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 
 	json_object_object_add(o, "fraction", json_object_new_double(f->fraction));
 	json_object_object_add(o, "limit_bytes", json_object_new_int64((int64_t)d->limit_bytes));
-	/* kept under the limit where helper processes' memory varied between runs */
-	json_object_object_add(o, "margin_bytes", json_object_new_int64((int64_t)d->margin_bytes));
 	json_object_object_add(o, "batch_size", f->ok ? json_object_new_int64(d->batch) : NULL);
 	json_object_object_add(o, "grad_accum", f->ok ? json_object_new_int64(d->grad_accum) : NULL);
 	json_object_object_add(o, "global_batch",
@@ -59,6 +57,8 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 										(r->devices ? r->devices : 1))
 				     : NULL);
 	json_object_object_add(o, "confidence", f->ok ? json_object_new_int(d->confidence) : NULL);
+	/* kept under the limit where helper processes' memory varied between runs */
+	json_object_object_add(o, "margin_bytes", json_object_new_int64((int64_t)d->margin_bytes));
 }
 
 /* Predicted data-parallel step at the decision: accumulation x the measured step, plus the

@@ -13,7 +13,7 @@ section = readme[readme.index("## Troubleshooting"):]
 section = section[:section.index("\n## ", 5)]
 section = re.sub(r"\s+", " ", re.sub(r"[`*\\]", "", section))
 n = failed = 0
-for path in sorted(glob.glob(f"{src}/spank/*.c")) + [f"{src}/lib/{f}.c" for f in ("settings", "decision", "cache")]:
+for path in sorted(glob.glob(f"{src}/spank/*.c")) + [f"{src}/lib/{f}.c" for f in ("settings", "decision", "cache", "file_replace")]:
     text = open(path).read()
     for m in re.finditer(r"\b(?:ab_fail|slurm_error|slurm_info|slurm_spank_log)\s*\(", text):
         i, depth = m.end(), 1
