@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/kcmp.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -378,23 +380,80 @@ static uint64_t read_private(long pid)
 	return proc_kib(pid, "smaps_rollup", "Private_Dirty:");
 }
 
+/* True when pid runs in its parent's memory: a vfork()ed child before its exec (Python's
+ * subprocess and multiprocessing start helpers so), whose "private" pages are its parent's,
+ * counted already (measured: a resource tracker read 6 MiB, then 235 MiB, in one run of
+ * eight). kcmp(2) answers exactly; without it, no process is taken for such a child. */
+static bool same_memory(pid_t pid, pid_t parent)
+{
+	return parent > 0 && syscall(SYS_kcmp, pid, parent, KCMP_VM, 0, 0) == 0;
+}
+
 /* A process's own peak resident memory, kept by the kernel: no sample misses it. */
 static uint64_t read_hwm(long pid)
 {
 	return proc_kib(pid, "status", "VmHWM:");
 }
 
-/* One sample of the group led by g->leader (the trial may fork DataLoader workers): the
- * leader's resident memory plus what each other member holds privately; returns that sum
- * and keeps each member's largest. With no group (leader 0), kills and reaps every child of
- * ours instead: after a trial, those are its descendants that escaped the group (we are
- * their subreaper). */
+/* A member's own memory. One forked from another member without exec (a worker of Python's
+ * forkserver), or one that has such children (the forkserver), shares its dirty pages with
+ * them: each is counted by its proportional share (Pss_Dirty), so the family's pages count
+ * once whether its members live or not. Any other member (a worker forked by the leader,
+ * whose shared pages are in the leader's resident size; a helper the leader started) counts
+ * what only it wrote (Private_Dirty). A kernel without Pss_Dirty gives Private_Dirty. */
+static uint64_t member_bytes(long pid, bool family)
+{
+	uint64_t pss = family ? proc_kib(pid, "smaps_rollup", "Pss_Dirty:") : 0;
+
+	return pss ? pss : read_private(pid);
+}
+
+struct member {
+	pid_t pid, ppid;
+};
+
+static bool in_members(const struct member *m, size_t n, pid_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].pid == pid)
+			return true;
+	return false;
+}
+
+static bool has_member_child(const struct member *m, size_t n, pid_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].ppid == pid)
+			return true;
+	return false;
+}
+
+/* Keeps member pid's largest, for ab_group_helpers. */
+static void keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own)
+{
+	size_t i = 0;
+
+	while (i < g->n && g->pid[i] != pid)
+		i++;
+	if (i == g->n && g->n < AB_GROUP_TRACKED)
+		g->pid[g->n++] = pid;
+	if (i < g->n)
+		g->max[i] = own > g->max[i] ? own : g->max[i];
+}
+
+/* One sample of the group led by g->leader (the trial may start DataLoader workers): the
+ * leader's resident memory plus the other members' own (member_bytes); returns that sum and
+ * keeps the leader's largest and the members' largest sum. With no group (leader 0), kills
+ * and reaps every child of ours instead: after a trial, those are its descendants that
+ * escaped the group (we are their subreaper). */
 static uint64_t scan_processes(struct ab_group_peak *g)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	uint64_t total = 0, page = (uint64_t)sysconf(_SC_PAGESIZE), untracked = 0;
+	struct member m[4 * AB_GROUP_TRACKED];
+	uint64_t total = 0, members = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
 	long ppid, pgrp, rss;
+	size_t n = 0;
 
 	if (!d)
 		return 0;
@@ -403,26 +462,15 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 
 		if (e->d_name[0] < '0' || e->d_name[0] > '9' || read_stat(pid, &ppid, &pgrp, &rss) < 0)
 			continue;
-		if (g->leader > 0 && pgrp == (long)g->leader && rss > 0) {
-			uint64_t own = pid == g->leader ? (uint64_t)rss * page : read_private(pid);
-			size_t i = 0;
+		if (g->leader > 0 && pid == g->leader) {
+			uint64_t own = (uint64_t)rss * page, hwm = read_hwm(pid);
 
 			total += own;
-			if (pid == g->leader) {
-				uint64_t hwm = read_hwm(pid);
-
-				own = hwm > own ? hwm : own;
-				g->leader_max = own > g->leader_max ? own : g->leader_max;
-				continue;
-			}
-			while (i < g->n && g->pid[i] != pid)
-				i++;
-			if (i == g->n && g->n < AB_GROUP_TRACKED)
-				g->pid[g->n++] = pid;
-			if (i < g->n)
-				g->max[i] = own > g->max[i] ? own : g->max[i];
-			else
-				untracked += own;
+			g->leader_max = hwm > g->leader_max ? hwm : g->leader_max;
+			g->leader_max = own > g->leader_max ? own : g->leader_max;
+		} else if (g->leader > 0 && pgrp == (long)g->leader && rss > 0 &&
+			   n < sizeof(m) / sizeof(m[0]) && !same_memory(pid, (pid_t)ppid)) {
+			m[n++] = (struct member){pid, (pid_t)ppid};
 		}
 		if (g->leader == 0 && ppid == (long)getpid()) {
 			kill(pid, SIGKILL);
@@ -430,8 +478,16 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 		}
 	}
 	closedir(d);
-	g->untracked_max = untracked > g->untracked_max ? untracked : g->untracked_max;
-	return total;
+	for (size_t i = 0; i < n; i++) {
+		bool family = has_member_child(m, n, m[i].pid) ||
+			      (m[i].ppid != g->leader && in_members(m, n, m[i].ppid));
+		uint64_t own = member_bytes(m[i].pid, family);
+
+		members += own;
+		keep_member_max(g, m[i].pid, own);
+	}
+	g->members_max = members > g->members_max ? members : g->members_max;
+	return total + members;
 }
 
 uint64_t ab_group_sample(struct ab_group_peak *g)
@@ -439,19 +495,16 @@ uint64_t ab_group_sample(struct ab_group_peak *g)
 	return g->leader > 0 ? scan_processes(g) : 0;
 }
 
-/* The leader's peak and every other member's own peak, added: never below the group's
- * peak at any moment, and steady from run to run (a worker's prefetched batches come and go
- * between samples; their largest does not). The leader's ru_maxrss, exact but covering its
- * waited-for children too, counts only where no other member was seen (a shell's child
- * would otherwise be counted twice). */
+/* The leader's peak (its kernel-kept high-water mark: no sample misses it) and the members'
+ * largest sum. The leader's ru_maxrss, exact but covering its waited-for children too,
+ * counts only where no other member was seen (a shell's child would otherwise be counted
+ * twice). */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss)
 {
-	bool alone = g->n == 0 && g->untracked_max == 0;
+	bool alone = g->n == 0;
 	uint64_t total = alone && leader_maxrss > g->leader_max ? leader_maxrss : g->leader_max;
 
-	for (size_t i = 0; i < g->n; i++)
-		total += g->max[i];
-	return total + g->untracked_max;
+	return total + g->members_max;
 }
 
 /* A process holding less than this (and 2% of the peak) is a wrapper, not a helper. */
@@ -460,7 +513,7 @@ uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxr
 bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak)
 {
 	uint64_t least = peak / 50 > HELPER_MIN_BYTES ? peak / 50 : HELPER_MIN_BYTES;
-	int holders = (g->leader_max >= least) + (g->untracked_max >= least);
+	int holders = g->leader_max >= least;
 
 	for (size_t i = 0; i < g->n; i++)
 		holders += g->max[i] >= least;
