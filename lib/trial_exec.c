@@ -428,8 +428,9 @@ static bool has_member_child(const struct member *m, size_t n, pid_t pid)
 	return false;
 }
 
-/* Keeps member pid's largest, for ab_group_helpers. */
-static void keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own)
+/* Keeps member pid's largest; false when the table is full (the caller then counts it in
+ * the sample's sum). */
+static bool keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own, bool family)
 {
 	size_t i = 0;
 
@@ -437,13 +438,18 @@ static void keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own)
 		i++;
 	if (i == g->n && g->n < AB_GROUP_TRACKED)
 		g->pid[g->n++] = pid;
-	if (i < g->n)
-		g->max[i] = own > g->max[i] ? own : g->max[i];
+	if (i == g->n)
+		return false;
+	g->max[i] = own > g->max[i] ? own : g->max[i];
+	g->family[i] = g->family[i] || family;
+	return true;
 }
 
 /* One sample of the group led by g->leader (the trial may start DataLoader workers): the
  * leader's resident memory plus the other members' own (member_bytes); returns that sum and
- * keeps the leader's largest and the members' largest sum. With no group (leader 0), kills
+ * keeps the leader's largest, each member's largest, and the largest one-sample sum of the
+ * forked families (whose shares move between members as they come and go) and of members
+ * beyond the table. With no group (leader 0), kills
  * and reaps every child of ours instead: after a trial, those are its descendants that
  * escaped the group (we are their subreaper). */
 static uint64_t scan_processes(struct ab_group_peak *g)
@@ -451,7 +457,7 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 	DIR *d = opendir("/proc");
 	struct dirent *e;
 	struct member m[4 * AB_GROUP_TRACKED];
-	uint64_t total = 0, members = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t total = 0, members = 0, shared = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
 	long ppid, pgrp, rss;
 	size_t n = 0;
 
@@ -484,9 +490,10 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 		uint64_t own = member_bytes(m[i].pid, family);
 
 		members += own;
-		keep_member_max(g, m[i].pid, own);
+		if (!keep_member_max(g, m[i].pid, own, family) || family)
+			shared += own;
 	}
-	g->members_max = members > g->members_max ? members : g->members_max;
+	g->shared_max = shared > g->shared_max ? shared : g->shared_max;
 	return total + members;
 }
 
@@ -495,16 +502,21 @@ uint64_t ab_group_sample(struct ab_group_peak *g)
 	return g->leader > 0 ? scan_processes(g) : 0;
 }
 
-/* The leader's peak (its kernel-kept high-water mark: no sample misses it) and the members'
- * largest sum. The leader's ru_maxrss, exact but covering its waited-for children too,
- * counts only where no other member was seen (a shell's child would otherwise be counted
- * twice). */
+/* The leader's peak (its kernel-kept high-water mark: no sample misses it), each other
+ * member's largest (steady from run to run: a worker's prefetched batches come and go between
+ * samples, their largest does not), and the families' largest one-sample sum (a member's
+ * share grows as its family's others exit: each one's largest would count the shared pages
+ * again). The leader's ru_maxrss, exact but covering its waited-for children too, counts
+ * only where no other member was seen (a shell's child would otherwise be counted twice). */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss)
 {
-	bool alone = g->n == 0;
+	bool alone = g->n == 0 && g->shared_max == 0;
 	uint64_t total = alone && leader_maxrss > g->leader_max ? leader_maxrss : g->leader_max;
 
-	return total + g->members_max;
+	for (size_t i = 0; i < g->n; i++)
+		if (!g->family[i])
+			total += g->max[i];
+	return total + g->shared_max;
 }
 
 /* A process holding less than this (and 2% of the peak) is a wrapper, not a helper. */

@@ -64,22 +64,23 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 
 /* How a host trial's memory is measured: samples of its process group (the leader's
  * resident memory; each other member's own dirty pages, a forked family's shared ones
- * counted once), the leader's largest and the members' largest sum kept. */
+ * counted once), the leader's and each member's largest kept, families' summed per sample. */
 #define AB_GROUP_TRACKED 64
 struct ab_group_peak {
 	pid_t leader;
 	uint64_t leader_max;
-	uint64_t members_max;      /* the largest sum of the other members, one sample's */
 	pid_t pid[AB_GROUP_TRACKED];
-	uint64_t max[AB_GROUP_TRACKED]; /* each member's largest, to tell helpers apart */
+	uint64_t max[AB_GROUP_TRACKED]; /* each member's largest */
+	bool family[AB_GROUP_TRACKED];  /* shares pages with other members: summed per sample */
 	size_t n;
+	uint64_t shared_max; /* the largest one-sample sum of families and untracked members */
 };
 
 /* One sample; returns the group's memory now. */
 uint64_t ab_group_sample(struct ab_group_peak *g);
 
-/* The peak to judge: the leader's (its high-water mark or ru_maxrss) plus the members'
- * largest sum. */
+/* The peak to judge: the leader's (its high-water mark or ru_maxrss), each other member's
+ * largest, and the families' largest one-sample sum. */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss);
 
 /* True when at least two processes of the group each held a real share of its peak (a
