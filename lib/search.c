@@ -25,11 +25,12 @@
 #define TIE 0.01         /* throughputs this close are equal: prefer the smaller batch */
 #define THROUGHPUT_EXTRA_TRIALS 4
 /* Helper processes' memory differs between runs of one batch. The margin kept under the
- * limit for it: the spread two runs of the choice showed, and at least NOISE_FLOOR of the
- * limit, over what plain runs with two DataLoader workers measured (Debian 12, fork: 406 to
- * 414 MiB in six runs of one batch, 1.9%; Python 3.14, forkserver: 788 to 812 MiB in three,
- * 3.0%). */
-#define NOISE_FLOOR 0.04
+ * limit for it: twice the spread two runs of the choice showed (two readings understate the
+ * range), and at least NOISE_FLOOR of the limit, what plain runs with two DataLoader workers
+ * spread over (Python 3.14, forkserver: 788 to 812 MiB in three runs of one batch, 3.0%;
+ * Debian 12, fork: up to 17 MiB of 409 within a session). A larger floor costs programs
+ * whose samples are small most of their batch (an HF job at 5 MiB a sample). */
+#define NOISE_FLOOR 0.03
 #define NOISE_ROUNDS 3 /* lowerings of the target before giving up on a margin */
 
 /* ---- candidates: the batch sizes the constraints allow ----------------------------- */
@@ -205,8 +206,8 @@ static int measure(struct run *r, long b)
 	return 0;
 }
 
-/* The margin the helpers' noise asks for: the largest spread seen, at least the floor; none
- * while no trial had helpers. */
+/* The margin the helpers' noise asks for: twice the largest spread seen, at least the floor;
+ * none while no trial had helpers. */
 static uint64_t noise_margin(const struct run *r, uint64_t target)
 {
 	uint64_t spread = 0, floor_bytes = (uint64_t)(NOISE_FLOOR * (double)target);
@@ -219,7 +220,7 @@ static uint64_t noise_margin(const struct run *r, uint64_t target)
 	}
 	if (!helpers)
 		return 0;
-	return spread > floor_bytes ? spread : floor_bytes;
+	return 2 * spread > floor_bytes ? 2 * spread : floor_bytes;
 }
 
 /* From the first trial with helpers on, the search aims under the margin. */
