@@ -285,12 +285,11 @@ static int check_writable(const struct target *t, const char *path, const struct
 
 /* The rewrite is a new file renamed into place: what belonged to the old inode stays with
  * it. Said in note, so the user hears it. */
-static void lost_on_rename(const struct target *t, const char *path, const struct stat *st,
-			   bool xattrs, char *note, size_t notelen)
+static void lost_on_rename(const char *path, const struct stat *st, bool xattrs, char *note,
+			   size_t notelen)
 {
 	size_t len = notelen ? strlen(note) : 0;
 
-	(void)t;
 	if (st->st_nlink > 1)
 		ab_append(note, notelen, &len, "%s%s had %lu hard links: the other names keep the "
 					       "old contents",
@@ -351,7 +350,7 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	if ((rc = replace_both(t, backup, old, oldlen, new, newlen, &st, path, err, errlen)) < 0)
 		goto done;
 	fsync(t->dirfd);
-	lost_on_rename(t, path, &st, xattrs, note, notelen);
+	lost_on_rename(path, &st, xattrs, note, notelen);
 	rc = 1;
 done:
 	ab_config_free(cfg);

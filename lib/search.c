@@ -175,6 +175,14 @@ static const struct ab_trial *find(const struct run *r, long b)
 
 static void keep_margin(struct run *r);
 
+/* Tells the caller of a run of trial tr; runs are numbered in order, repeats included. */
+static void progress(const struct run *r, const struct ab_trial *tr)
+{
+	if (r->p->progress)
+		r->p->progress(r->p->progress_arg, r->trials->n - 1 + r->trials->repeats, tr,
+			       fits(r, tr), r->target, r->target - r->limit);
+}
+
 static int measure(struct run *r, long b)
 {
 	struct ab_trials *t = r->trials;
@@ -200,9 +208,7 @@ static int measure(struct run *r, long b)
 	t->v[t->n++] = tr;
 	r->new_trials++;
 	keep_margin(r);
-	if (r->p->progress)
-		r->p->progress(r->p->progress_arg, t->n - 1 + t->repeats, &tr, fits(r, &tr),
-			       r->target, r->target - r->limit);
+	progress(r, &tr);
 	return 0;
 }
 
@@ -263,9 +269,7 @@ static int repeat(struct run *r, size_t i)
 									   : tr->spread_bytes;
 	}
 	keep_margin(r);
-	if (r->p->progress)
-		r->p->progress(r->p->progress_arg, t->n - 1 + t->repeats, tr, fits(r, tr),
-			       r->target, r->target - r->limit);
+	progress(r, tr);
 	return 0;
 }
 

@@ -89,14 +89,14 @@ static bool stop(pid_t pid, double grace_s, int *status)
 	return false;
 }
 
-/* True once the child has ended (left a zombie for the caller to reap, or reaped). */
-static bool ended(pid_t pid, bool reaped)
+int ab_child_ended(pid_t pid)
 {
 	siginfo_t si;
 
 	memset(&si, 0, sizeof(si));
-	return reaped || (waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-			  si.si_pid == pid);
+	if (waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == EINTR ? 0 : -errno;
+	return si.si_pid == pid;
 }
 
 /* Returns true when the child was already reaped (after a stop). Reads its output until
@@ -121,7 +121,7 @@ static bool pump(struct ab_subprocess *p, pid_t pid, int outfd, int errfd, doubl
 			deadline = 0;
 			continue;
 		}
-		if (!drain && ended(pid, reaped))
+		if (!drain && (reaped || ab_child_ended(pid) == 1))
 			drain = now + DRAIN_S;
 		if (drain && now >= drain)
 			break;

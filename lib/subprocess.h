@@ -6,6 +6,7 @@
 #define AUTOBATCH_SUBPROCESS_H
 
 #include <signal.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -33,5 +34,10 @@ struct ab_subprocess {
 int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t errlen);
 
 void ab_subprocess_free(struct ab_subprocess *p);
+
+/* 1 once child pid has ended, 0 while it runs (or on EINTR), a negative errno when it cannot
+ * be asked. The child is not reaped: its pid, and so its process group's id, stays ours until
+ * the caller reaps it. */
+int ab_child_ended(pid_t pid);
 
 #endif

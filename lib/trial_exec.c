@@ -24,6 +24,7 @@
 
 #include "error.h"
 #include "clock.h"
+#include "subprocess.h"
 #include "trial_report.h"
 
 #define POLL_MS 20
@@ -125,10 +126,10 @@ static void host_name(char *buf, size_t len)
 
 /* Work directories of probes that were killed (nothing could remove them then): ours by
  * owner, host and name, their probe's pid gone. A reused pid only delays the removal. */
-static void remove_stale(const char *tmp)
+static void remove_stale(const char *tmp, const char *host)
 {
 	int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	char host[128], prefix[160];
+	char prefix[160];
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
 	long pid;
@@ -138,7 +139,6 @@ static void remove_stale(const char *tmp)
 			close(fd);
 		return;
 	}
-	host_name(host, sizeof(host));
 	snprintf(prefix, sizeof(prefix), "autobatch-probe.%s.", host);
 	while ((e = readdir(d)))
 		if (!strncmp(e->d_name, prefix, strlen(prefix)) &&
@@ -172,8 +172,8 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 	if (!(x->startup_seconds > 0))
 		x->startup_seconds = AB_STARTUP_SECONDS_DEFAULT;
 	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
-	remove_stale(tmp);
 	host_name(host, sizeof(host));
+	remove_stale(tmp, host);
 	if (snprintf(workdir, sizeof(workdir), "%s/autobatch-probe.%s.%ld.XXXXXX", tmp, host,
 		     (long)getpid()) >= (int)sizeof(workdir) ||
 	    !mkdtemp(workdir))
@@ -449,9 +449,8 @@ static bool keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own, bo
  * leader's resident memory plus the other members' own (member_bytes); returns that sum and
  * keeps the leader's largest, each member's largest, and the largest one-sample sum of the
  * forked families (whose shares move between members as they come and go) and of members
- * beyond the table. With no group (leader 0), kills
- * and reaps every child of ours instead: after a trial, those are its descendants that
- * escaped the group (we are their subreaper). */
+ * beyond the table. With no group (leader 0), kills and reaps every child of ours instead:
+ * after a trial, those are its descendants that escaped the group (we are their subreaper). */
 static uint64_t scan_processes(struct ab_group_peak *g)
 {
 	DIR *d = opendir("/proc");
@@ -655,13 +654,12 @@ static void wait_trial(const struct ab_exec *x, long batch, pid_t pid, struct re
 
 	memset(&ru, 0, sizeof(ru));
 	for (;;) {
-		siginfo_t si;
+		int ended = ab_child_ended(pid);
 		double now = ab_now();
 
-		memset(&si, 0, sizeof(si));
-		if (waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno != EINTR)
+		if (ended < 0)
 			break;
-		if (si.si_pid == pid) {
+		if (ended) {
 			/* the leader is a zombie, so its pid (the group's id) is not reused yet:
 			 * the group is ended before the leader is reaped, never after */
 			kill(-pid, SIGKILL);

@@ -216,7 +216,7 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 	const struct ab_request *req = &ab_state.req;
 	char values[4][32], note[AB_ERR_MAX], report[PATH_MAX];
 	char wrote[2 * PATH_MAX] = "";
-	char *hit = NULL;
+	char *marked = NULL;
 	struct ab_edit edits[4];
 	size_t n;
 	int rc;
@@ -243,10 +243,10 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 					  : req->config,
 				  note[0] ? "; " : "", note);
 	}
-	if (pl->cached && (hit = ab_result_with_eval(json, 0, "hit")))
-		json = hit; /* the entry was the probe's report: it said "miss" then */
+	if (pl->cached && (marked = ab_result_with_eval(json, 0, "hit")))
+		json = marked; /* the entry was the probe's report: it said "miss" then */
 	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
-	free(hit);
+	free(marked);
 	if (export_long("AUTOBATCH_BATCH_SIZE", res->batch) < 0 ||
 	    export_long("AUTOBATCH_GRAD_ACCUM", res->grad_accum) < 0 ||
 	    export_long("AUTOBATCH_GLOBAL_BATCH",
