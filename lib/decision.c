@@ -99,7 +99,8 @@ int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err
 	if (strcmp(status, "ok") == 0) {
 		rc = read_ok(o, r, err, errlen);
 		r->ok = rc == 0;
-	} else if (strcmp(status, "failed") == 0) {
+	} else if (strcmp(status, "failed") == 0 || strcmp(status, "interrupted") == 0) {
+		r->interrupted = status[0] == 'i';
 		get_text(o, "error", r->error, sizeof(r->error));
 		if (!r->error[0])
 			snprintf(r->error, sizeof(r->error), "the probe failed without saying why");

@@ -100,7 +100,9 @@ char *ab_report_json(const struct ab_report *r)
 	json_c_set_serialization_double_format("%.10g", JSON_C_OPTION_THREAD);
 
 	json_object_object_add(o, "autobatch_version", json_object_new_string(PACKAGE_VERSION));
-	json_object_object_add(o, "status", json_object_new_string(r->ok ? "ok" : "failed"));
+	json_object_object_add(o, "status", json_object_new_string(r->ok ? "ok"
+								   : r->interrupted ? "interrupted"
+										    : "failed"));
 	if (!r->ok)
 		json_object_object_add(o, "error", json_object_new_string(r->error));
 	json_object_object_add(o, "mode", json_object_new_string(r->mode));

@@ -473,6 +473,7 @@ int cmd_run(int argc, char **argv)
 	r.others = s.dev.others[0] ? s.dev.others : NULL;
 	r.comm = s.comm.gpus ? &s.comm : NULL;
 	r.elapsed_s = ab_now() - t0;
+	r.interrupted = !r.ok && run_interrupted;
 	if (!r.ok && !r.error[0])
 		snprintf(r.error, sizeof(r.error), "the probe failed");
 	ab_report_decision_line(&r, line, sizeof(line));

@@ -218,8 +218,12 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 			       "cancelled",
 			       ab_state.site.probe_timeout);
 	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
-	/* a report wins over srun's "interrupt" lines, not over the probe's own exit by SIGINT */
-	if ((WIFEXITED(p->status) && WEXITSTATUS(p->status) == 130) ||
+	/* a report wins over srun's "interrupt" lines, not over the probe's own exit by SIGINT
+	 * or its report saying so. Slurm 26.05's srun no longer passes the probe's exit status
+	 * 130 on after a Ctrl-C ("Timed out waiting for job step to complete"): the report's
+	 * "interrupted" is what tells. */
+	if ((parsed && res->interrupted) ||
+	    (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 130) ||
 	    (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGINT) || (!parsed && r->interrupted))
 		return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe "
 						   "step was cancelled");

@@ -9,16 +9,18 @@ setup_file() {
 	# The same cluster seen through a slurm.conf whose plugstack is empty.
 	NOPLUG=$BATS_FILE_TMPDIR/noplugin
 	mkdir -p "$NOPLUG"
-	: >"$NOPLUG/plugstack.conf"
+	# gres.conf, and cgroup.conf from 23.02 on (contrib/testbed): beside slurm.conf
+	cp "$(dirname "$SLURM_CONF")"/*.conf "$NOPLUG/"
 	sed "s|^PlugStackConfig=.*|PlugStackConfig=$NOPLUG/plugstack.conf|" "$SLURM_CONF" >"$NOPLUG/slurm.conf"
-	cp "$(dirname "$SLURM_CONF")/gres.conf" "$NOPLUG/"
+	: >"$NOPLUG/plugstack.conf"
 	export NOPLUG
 }
 
-# A task's view, minus what differs from one step to the next anyway.
+# A task's view, minus what differs from one step to the next anyway (SLURM_JOB_SLUID: a
+# new id per job from Slurm 26.05 on).
 task_view() {
 	SLURM_CONF=$1 timeout 60 srun -n2 --gres=gpu:2 bash -c 'env; echo "args: $*"; exit 3' _ a "b c" 2>&1 |
-		grep -vE '^SLURM_(JOB_ID|JOBID|STEP_ID|STEPID|TASK_PID|LAUNCH_NODE_IPADDR|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_START_TIME|JOB_END_TIME|CONF)=|^_=' |
+		grep -vE '^SLURM_(JOB_ID|JOBID|JOB_SLUID|STEP_ID|STEPID|TASK_PID|LAUNCH_NODE_IPADDR|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_START_TIME|JOB_END_TIME|CONF)=|^_=' |
 		sort
 }
 

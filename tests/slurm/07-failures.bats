@@ -89,6 +89,10 @@ expect_failure() {
 	run --separate-stderr timeout -s INT 4 srun -N1 -n1 --gpus=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
 	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
+	# never a launch after a Ctrl-C, whatever srun does with the probe step's exit status
+	refute grep -q "toy_train:" <<<"$output"
+	refute grep -q "launching with the original settings" <<<"$stderr"
+	[ "$status" -ne 0 ]
 	cmp -s cfg.yaml orig.yaml
 	[ ! -e cfg.yaml.autobatch~ ]
 	no_probe_step_left

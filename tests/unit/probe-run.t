@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..12"
+echo "1..13"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -52,6 +52,14 @@ check "the gain over the config's own batch is reported" \
 "$probe" run --device host --trial-seconds 5 --json "$dir/crash.json" -- "$prog" crash 2>"$dir/crash.err"
 check "a crash stops the search with its output, exit 1" \
 	sh -c "test $? -eq 1 && grep -q 'exited with status 3, which is not an out-of-memory error' '$dir/crash.err' && grep -q 'ValueError: mismatched shapes' '$dir/crash.err'"
+
+"$probe" run --device host --startup-seconds 60 --json "$dir/int.json" -- "$prog" hang 2>/dev/null &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+check "interrupted (SIGINT) mid-trial: exit 130 and the report's status says so (the plugin's cancel)" \
+	sh -c "test $? -eq 130 && grep -q '\"status\":\"interrupted\",\"error\":\"interrupted during trial 1' '$dir/int.json'"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --plot "$dir/p.svg" 2>/dev/null
 check "--plot writes an SVG with the limit and the chosen batch" \
