@@ -98,6 +98,23 @@ expect_failure() {
 	no_probe_step_left
 }
 
+@test "a report that says interrupted is a cancel whatever the exit status (Slurm 26.05 loses 130)" {
+	# what srun 26.05 hands back when the probe step outlives its wait after a Ctrl-C: the
+	# probe's report, and not the probe's exit status 130
+	printf '#!/bin/sh\necho %s\nexit 1\n' "'{\"autobatch_version\":\"0.1.0\",\"status\":\"interrupted\",\"error\":\"interrupted during trial 1 (batch 8); the trial was stopped\"}'" \
+		>"$BATS_TEST_TMPDIR/probe"
+	chmod 0755 "$BATS_TEST_TMPDIR/probe"
+	set_plugstack "probe=$BATS_TEST_TMPDIR/probe"
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		toy_train --config cfg.yaml
+	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
+	refute grep -q "launching with the original settings" <<<"$stderr"
+	refute grep -q "toy_train:" <<<"$output"
+	[ "$status" -ne 0 ]
+	cmp -s cfg.yaml orig.yaml
+	no_probe_step_left
+}
+
 @test "the probe step's own srun leaves autobatch alone (no recursion), a stray guard does not" {
 	set_plugstack ""
 	AUTOBATCH_PROBE_GUARD=1 run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 \

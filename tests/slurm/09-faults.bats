@@ -12,7 +12,7 @@ teardown() {
 	reset_plugstack
 	chmod -R u+w "$BATS_TEST_TMPDIR" 2>/dev/null || true
 	scontrol update nodename=node1 state=resume >/dev/null 2>&1 || true
-	pkill -f "autobatch-fault-marker" 2>/dev/null || true
+	pkill_here -f "autobatch-fault-marker" 2>/dev/null || true
 }
 
 # nothing of the probe left: no process with the marker, no trial directory, no temp file
@@ -20,10 +20,10 @@ teardown() {
 nothing_left() {
 	local i
 	for i in $(seq 20); do
-		pgrep -f autobatch-fault-marker >/dev/null || break
+		pgrep_here -f autobatch-fault-marker >/dev/null || break
 		sleep 0.5
 	done
-	if pgrep -af autobatch-fault-marker; then echo "a probe process survived" >&2; return 1; fi
+	if pgrep_here -af autobatch-fault-marker; then echo "a probe process survived" >&2; return 1; fi
 	[ -z "$(ls -A "$TMPDIR")" ] || { echo "left in TMPDIR: $(ls -A "$TMPDIR")" >&2; return 1; }
 	[ -z "$(ls -a | grep '\.autobatch\.')" ] || { echo "temp files: $(ls -a)" >&2; return 1; }
 	no_probe_step_left
@@ -143,7 +143,7 @@ unchanged() {
 	[ "$status" -eq 0 ]
 	b=$(config_batch)
 	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
-	refute pgrep -af autobatch-fault-marker
+	refute pgrep_here -af autobatch-fault-marker
 	nothing_left
 }
 

@@ -52,8 +52,8 @@ no_cores() {
 	[ "$status" -eq 0 ]
 	for pid in $pids; do refute kill -0 "$pid" 2>/dev/null; done
 	no_cores # shutting down unloads the plugin: no crash there either
-	refute pgrep -f "slurmstepd" >/dev/null
-	refute pgrep -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
+	refute pgrep_here -f "slurmstepd" >/dev/null
+	refute pgrep_here -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
 	wait || true # the srun that testbed down ended: its status is not the test's
 	run "$TESTBED" up
 	[ "$status" -eq 0 ]

@@ -66,6 +66,11 @@ use_toy_config() {
 # The batch the config file says now.
 config_batch() { sed -n 's/^  batch_size: \([0-9]*\).*/\1/p' "${1:-cfg.yaml}"; }
 
+# pgrep and pkill for this PID namespace only: CI runs other Slurm releases' suites beside
+# this one (tests/slurm-release), each in a namespace of its own whose processes the host sees.
+pgrep_here() { pgrep --ns $$ --nslist pid "$@"; }
+pkill_here() { pkill --ns $$ --nslist pid "$@"; }
+
 # No step of ours left behind in the queue.
 no_probe_step_left() {
 	local i
