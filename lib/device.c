@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "number.h"
 #include "nvml.h"
 #include "size.h"
 
@@ -46,12 +47,9 @@ void ab_device_set_cuda(const struct ab_cuda_ops *ops)
 
 static int parse_index(const char *text, int *out)
 {
-	char *end;
 	long v;
 
-	errno = 0;
-	v = strtol(text, &end, 10);
-	if (errno || end == text || *end || v < 0 || v > 1023)
+	if (ab_parse_whole(text, 0, 1023, &v) < 0)
 		return -EINVAL;
 	*out = (int)v;
 	return 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "number.h"
 #include "settings.h"
 
 #define DIM_MAX (1L << 20) /* any dimension; keeps every product below 2^63 */
@@ -45,12 +46,10 @@ static long *field_of(struct ab_model *m, const struct field *f)
 
 static int parse_dim(const char *name, const char *text, long *out, char *err, size_t errlen)
 {
-	char *end, buf[48];
+	char buf[48];
 	long v;
 
-	errno = 0;
-	v = strtol(text, &end, 10);
-	if (errno || end == text || *end || v < 1 || v > DIM_MAX)
+	if (ab_parse_whole(text, 1, DIM_MAX, &v) < 0)
 		return ab_fail(err, errlen, EINVAL, "model %s=%s: give a whole number from 1 to %ld",
 			       name, ab_printable(text, buf, sizeof(buf)), DIM_MAX);
 	*out = v;

@@ -11,13 +11,15 @@
 
 #include "error.h"
 #include "size.h"
+#include "number.h"
+
+#define FRACTION_DIGITS 15 /* exact in a double */
 
 #ifndef AB_DEFAULT_PROBE
 #define AB_DEFAULT_PROBE "/usr/libexec/autobatch/autobatch-probe"
 #endif
 
 #define FRACTION_HINT "give a number greater than 0 and at most 1, such as 0.8 or 80%"
-#define MAX_DIGITS 15 /* exact in a double */
 
 const struct ab_option_info ab_options[AB_OPT_COUNT] = {
 	[AB_OPT_AUTOBATCH] = {"autobatch", "[FRACTION]", 2,
@@ -51,33 +53,6 @@ static const char *source_name(enum ab_source s)
 
 /* ---- fraction ---------------------------------------------------------------------- */
 
-static int parse_decimal(const char *p, double *out, const char **end)
-{
-	uint64_t mantissa = 0;
-	unsigned digits = 0, decimals = 0;
-	bool dot = false;
-
-	for (; *p; p++) {
-		if (*p == '.' && !dot) {
-			dot = true;
-		} else if (*p >= '0' && *p <= '9') {
-			if (++digits > MAX_DIGITS)
-				return -ERANGE;
-			mantissa = mantissa * 10 + (uint64_t)(*p - '0');
-			decimals += dot;
-		} else {
-			break;
-		}
-	}
-	if (digits == 0)
-		return -EINVAL;
-	*out = (double)mantissa;
-	while (decimals--)
-		*out /= 10.0;
-	*end = p;
-	return 0;
-}
-
 int ab_parse_fraction(const char *text, double *out, char *err, size_t errlen)
 {
 	char shown[AB_FRACTION_TEXT_MAX + 4];
@@ -90,7 +65,7 @@ int ab_parse_fraction(const char *text, double *out, char *err, size_t errlen)
 		return ab_fail(err, errlen, EINVAL, "fraction '%s' is too long: %s",
 			       ab_printable(text, shown, 16), FRACTION_HINT);
 	ab_printable(text, shown, sizeof(shown));
-	if (parse_decimal(text, &v, &end) < 0 || (*end && strcmp(end, "%") != 0))
+	if (ab_parse_decimal_prefix(text, FRACTION_DIGITS, &v, &end) < 0 || (*end && strcmp(end, "%") != 0))
 		return ab_fail(err, errlen, EINVAL, "invalid fraction '%s': %s", shown,
 			       FRACTION_HINT);
 	if (*end == '%')
@@ -168,19 +143,12 @@ static bool has_control_chars(const char *s)
 
 static int parse_seconds(const char *v, unsigned *out)
 {
-	unsigned long n = 0;
+	long n;
+	int rc = ab_parse_whole(v, 1, AB_TIMEOUT_MAX, &n);
 
-	if (!*v || strlen(v) > 9)
-		return -EINVAL;
-	for (; *v; v++) {
-		if (*v < '0' || *v > '9')
-			return -EINVAL;
-		n = n * 10 + (unsigned long)(*v - '0');
-	}
-	if (n == 0 || n > AB_TIMEOUT_MAX)
-		return -ERANGE;
-	*out = (unsigned)n;
-	return 0;
+	if (rc == 0)
+		*out = (unsigned)n;
+	return rc;
 }
 
 static int parse_choice(const char *v, const char *const names[], int n)
@@ -452,21 +420,9 @@ static int set_preset(struct ab_request *req, const char *v, char *err, size_t e
 static int set_global_batch(struct ab_request *req, const char *v, char *err, size_t errlen)
 {
 	char shown[64];
-	long n = 0;
-	const char *p = v;
 
-	if (!v || !*v || strlen(v) > 10)
-		goto bad;
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9')
-			goto bad;
-		n = n * 10 + (*p - '0');
-	}
-	if (n < 1 || n > AB_GLOBAL_BATCH_MAX)
-		goto bad;
-	req->global_batch = n;
-	return 0;
-bad:
+	if (ab_parse_whole(v, 1, AB_GLOBAL_BATCH_MAX, &req->global_batch) == 0)
+		return 0;
 	return ab_fail(err, errlen, EINVAL,
 		       "--autobatch-global-batch=%s is invalid: give a whole number of samples "
 		       "from 1 to %ld",

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "number.h"
 #include "size.h"
 
 #define CURVE_MAX_POINTS 100000
@@ -98,12 +99,12 @@ done:
 	return rc;
 }
 
+/* a plain decimal; 16 digits hold every seed below 2^53 */
 static int parse_number(const char *v, double *out)
 {
-	char *end;
+	const char *end;
 
-	*out = strtod(v, &end);
-	return *v && !*end && isfinite(*out) && *out >= 0 ? 0 : -EINVAL;
+	return ab_parse_decimal_prefix(v, 16, out, &end) == 0 && !*end ? 0 : -EINVAL;
 }
 
 static int set_key(struct ab_sim *sim, const char *key, const char *v, char *err, size_t errlen)

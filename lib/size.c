@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "number.h"
 
 #define SIZE_MAX_BYTES (1ULL << 60)
 
@@ -35,22 +36,15 @@ static int unit_multiplier(const char *u, double *mult)
 
 int ab_parse_size(const char *text, uint64_t *out, char *err, size_t errlen)
 {
-	double whole = 0, frac = 0, scale = 1, mult, v;
-	const char *p = text;
-	int digits = 0;
+	double num, mult, v;
+	const char *p;
 
-	if (!text || strlen(text) > 32)
+	if (!text || strlen(text) > 32 || ab_parse_decimal_prefix(text, 18, &num, &p) < 0 ||
+	    unit_multiplier(p, &mult) < 0)
 		goto bad;
-	for (; *p >= '0' && *p <= '9'; p++, digits++)
-		whole = whole * 10 + (*p - '0');
-	if (*p == '.')
-		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-			frac += (*p - '0') * (scale /= 10);
-	if (!digits || digits > 18 || unit_multiplier(p, &mult) < 0)
-		goto bad;
-	if (mult == 1 && frac > 0)
+	if (mult == 1 && num != (double)(uint64_t)num)
 		goto bad; /* a fraction of a byte */
-	v = (whole + frac) * mult;
+	v = num * mult;
 	if (v > (double)SIZE_MAX_BYTES)
 		return ab_fail(err, errlen, ERANGE, "size '%s' is too large", text);
 	*out = (uint64_t)v;

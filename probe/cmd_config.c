@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "config_edit.h"
+#include "number.h"
 #include "presets.h"
 #include "settings.h"
 
@@ -32,12 +33,9 @@ static int usage(void)
 
 static int parse_document(const char *text, int *out)
 {
-	char *end;
 	long v;
 
-	errno = 0;
-	v = strtol(text, &end, 10);
-	if (errno || *end || end == text || v < 0 || v > 1000000) {
+	if (ab_parse_whole(text, 0, 1000000, &v) < 0) {
 		fprintf(stderr, "autobatch-probe: --document %s: give a document number (from 0)\n",
 			text);
 		return -1;

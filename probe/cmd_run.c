@@ -17,6 +17,7 @@
 #include "device.h"
 #include "error.h"
 #include "nvml.h"
+#include "number.h"
 #include "presets.h"
 #include "report.h"
 #include "search.h"
@@ -60,12 +61,9 @@ static int usage(void)
 
 static int parse_long(const char *text, long min, long max, const char *name, long *out)
 {
-	char *end;
 	long v;
 
-	errno = 0;
-	v = strtol(text, &end, 10);
-	if (errno || *end || end == text || v < min || v > max) {
+	if (ab_parse_whole(text, min, max, &v) < 0) {
 		fprintf(stderr, "autobatch-probe: --%s %s: give a whole number from %ld to %ld\n",
 			name, text, min, max);
 		return -1;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "number.h"
 #include "settings.h"
 
 #define ARGV(...) ((char *const[]){__VA_ARGS__})
@@ -33,6 +34,53 @@ static void assert_contains(const char *haystack, const char *needle)
 }
 
 /* ---- fractions --------------------------------------------------------------------- */
+
+/* The one number parser: digits only, the range, every overflow. */
+static void numbers(void **state)
+{
+	static const struct {
+		const char *text;
+		int rc;
+	} whole[] = {
+		{"0", 0}, {"42", 0}, {"007", 0}, {"9223372036854775807", 0},
+		{"9223372036854775808", -ERANGE}, {"99999999999999999999", -ERANGE},
+		{"99999999999999999999x", -EINVAL}, {"", -EINVAL}, {"-1", -EINVAL}, {"+1", -EINVAL},
+		{" 1", -EINVAL}, {"1 ", -EINVAL}, {"0x10", -EINVAL}, {"1e3", -EINVAL}, {"1.0", -EINVAL},
+	};
+	const char *end;
+	double d;
+	long v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
+		v = -7;
+		assert_int_equal(ab_parse_whole(whole[i].text, 0, 9223372036854775807L, &v),
+				 whole[i].rc);
+		if (whole[i].rc < 0)
+			assert_int_equal(v, -7); /* nothing written on a refusal */
+	}
+	assert_int_equal(ab_parse_whole(NULL, 0, 1, &v), -EINVAL);
+	assert_int_equal(ab_parse_whole("5", 6, 9, &v), -ERANGE);
+	assert_int_equal(ab_parse_whole("10", 6, 9, &v), -ERANGE);
+	assert_int_equal(ab_parse_whole("9", 6, 9, &v), 0);
+	assert_int_equal(v, 9);
+	assert_int_equal(ab_parse_decimal_prefix("1.5GiB", 18, &d, &end), 0);
+	assert_true(d == 1.5);
+	assert_string_equal(end, "GiB");
+	assert_int_equal(ab_parse_decimal_prefix(".25", 18, &d, &end), 0);
+	assert_true(d == 0.25);
+	assert_int_equal(ab_parse_decimal_prefix("1.2.3", 18, &d, &end), 0);
+	assert_string_equal(end, ".3");
+	assert_int_equal(ab_parse_decimal_prefix("1234567890123456", 15, &d, &end), -ERANGE);
+	assert_int_equal(ab_parse_decimal_prefix("12345678901234567890", 30, &d, &end), -ERANGE);
+	assert_int_equal(ab_parse_decimal_prefix("GiB", 18, &d, &end), -EINVAL);
+	assert_int_equal(ab_parse_decimal_prefix("-1", 18, &d, &end), -EINVAL);
+	assert_int_equal(ab_parse_decimal("0.8", 0, 1, &d), 0);
+	assert_true(d == 0.8);
+	assert_int_equal(ab_parse_decimal("1.5", 0, 1, &d), -ERANGE);
+	assert_int_equal(ab_parse_decimal("0.8%", 0, 1, &d), -EINVAL);
+	assert_int_equal(ab_parse_decimal("1e-3", 0, 1, &d), -EINVAL);
+}
 
 static void fraction_accepts(void **state)
 {
@@ -433,6 +481,7 @@ static void describe(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(numbers),
 		cmocka_unit_test(fraction_accepts),
 		cmocka_unit_test(fraction_refuses),
 		cmocka_unit_test(site_defaults),

@@ -1,0 +1,78 @@
+/* number.c - strict whole and decimal numbers (see number.h). */
+#include "number.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+
+#define EXACT_DIGITS 15 /* exact in a double */
+#define UINT64_DIGITS 19 /* 10^19 - 1 fits in a uint64_t */
+
+int ab_parse_whole(const char *text, long min, long max, long *out)
+{
+	long v = 0;
+	const char *p = text;
+
+	if (!p || !*p)
+		return -EINVAL;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		if (v > (LONG_MAX - (*p - '0')) / 10) {
+			/* keep reading: "12x" with many digits is not a number, not too large */
+			while (*p >= '0' && *p <= '9')
+				p++;
+			return *p ? -EINVAL : -ERANGE;
+		}
+		v = v * 10 + (*p - '0');
+	}
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int ab_parse_decimal_prefix(const char *text, unsigned max_digits, double *out,
+			    const char **end)
+{
+	uint64_t mantissa = 0;
+	unsigned digits = 0, decimals = 0;
+	int dot = 0;
+	const char *p = text;
+
+	for (; p && *p; p++) {
+		if (*p == '.' && !dot) {
+			dot = 1;
+		} else if (*p >= '0' && *p <= '9') {
+			if (++digits > max_digits || digits > UINT64_DIGITS)
+				return -ERANGE;
+			mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+			decimals += (unsigned)dot;
+		} else {
+			break;
+		}
+	}
+	if (digits == 0)
+		return -EINVAL;
+	*out = (double)mantissa;
+	while (decimals--)
+		*out /= 10.0;
+	*end = p;
+	return 0;
+}
+
+int ab_parse_decimal(const char *text, double min, double max, double *out)
+{
+	const char *end;
+	double v;
+	int rc = ab_parse_decimal_prefix(text, EXACT_DIGITS, &v, &end);
+
+	if (rc < 0)
+		return rc;
+	if (*end)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}

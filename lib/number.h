@@ -1,0 +1,22 @@
+/* number.h - the one strict parser of numbers people and files write: whole numbers and
+ * plain decimals, digits only, every overflow caught. Used wherever a number is read.
+ */
+#ifndef AUTOBATCH_NUMBER_H
+#define AUTOBATCH_NUMBER_H
+
+/* A whole number in decimal digits only (no sign, space or base prefix) from min to max:
+ * 0, -EINVAL when text is not one, -ERANGE when it is out of [min, max] or overflows. */
+int ab_parse_whole(const char *text, long min, long max, long *out);
+
+/* The decimal at the start of text ("0.8", "12", "1.5" of "1.5GiB"): digits with at most one
+ * dot and at most max_digits digits (15 are exact in a double; at most 19), no sign or
+ * exponent. *end is where it stops. 0, -EINVAL when no digit starts text, -ERANGE when it has
+ * more digits. */
+int ab_parse_decimal_prefix(const char *text, unsigned max_digits, double *out,
+			    const char **end);
+
+/* A whole text as a decimal of at most 15 digits: 0, -EINVAL, or -ERANGE (too many digits,
+ * or outside [min, max]). */
+int ab_parse_decimal(const char *text, double min, double max, double *out);
+
+#endif
