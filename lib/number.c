@@ -5,7 +5,6 @@
 #include <limits.h>
 #include <stdint.h>
 
-#define EXACT_DIGITS 15 /* exact in a double */
 #define UINT64_DIGITS 19 /* 10^19 - 1 fits in a uint64_t */
 
 int ab_parse_whole(const char *text, long min, long max, long *out)
@@ -61,11 +60,12 @@ int ab_parse_decimal_prefix(const char *text, unsigned max_digits, double *out,
 	return 0;
 }
 
-int ab_parse_decimal(const char *text, double min, double max, double *out)
+int ab_parse_decimal(const char *text, unsigned max_digits, double min, double max,
+		     double *out)
 {
 	const char *end;
 	double v;
-	int rc = ab_parse_decimal_prefix(text, EXACT_DIGITS, &v, &end);
+	int rc = ab_parse_decimal_prefix(text, max_digits, &v, &end);
 
 	if (rc < 0)
 		return rc;

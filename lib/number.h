@@ -4,6 +4,8 @@
 #ifndef AUTOBATCH_NUMBER_H
 #define AUTOBATCH_NUMBER_H
 
+#define AB_EXACT_DIGITS 15 /* a decimal of this many digits is exact in a double */
+
 /* A whole number in decimal digits only (no sign, space or base prefix) from min to max:
  * 0, -EINVAL when text is not one, -ERANGE when it is out of [min, max] or overflows. */
 int ab_parse_whole(const char *text, long min, long max, long *out);
@@ -15,8 +17,9 @@ int ab_parse_whole(const char *text, long min, long max, long *out);
 int ab_parse_decimal_prefix(const char *text, unsigned max_digits, double *out,
 			    const char **end);
 
-/* A whole text as a decimal of at most 15 digits: 0, -EINVAL, or -ERANGE (too many digits,
- * or outside [min, max]). */
-int ab_parse_decimal(const char *text, double min, double max, double *out);
+/* A whole text as such a decimal: 0, -EINVAL, or -ERANGE (too many digits, or outside
+ * [min, max]). */
+int ab_parse_decimal(const char *text, unsigned max_digits, double min, double max,
+		     double *out);
 
 #endif

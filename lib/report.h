@@ -27,7 +27,7 @@ struct ab_report_comm {
 
 struct ab_report {
 	bool ok;
-	bool interrupted; /* stopped by SIGINT or SIGTERM: "status": "interrupted" */
+	bool interrupted; /* stopped by SIGINT, SIGTERM or SIGHUP: "status": "interrupted" */
 	char error[1024];
 	const char *mode;      /* "exec" or "model" */
 	const char *objective; /* "memory" or "throughput" */

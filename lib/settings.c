@@ -13,8 +13,6 @@
 #include "size.h"
 #include "number.h"
 
-#define FRACTION_DIGITS 15 /* exact in a double */
-
 #ifndef AB_DEFAULT_PROBE
 #define AB_DEFAULT_PROBE "/usr/libexec/autobatch/autobatch-probe"
 #endif
@@ -65,7 +63,8 @@ int ab_parse_fraction(const char *text, double *out, char *err, size_t errlen)
 		return ab_fail(err, errlen, EINVAL, "fraction '%s' is too long: %s",
 			       ab_printable(text, shown, 16), FRACTION_HINT);
 	ab_printable(text, shown, sizeof(shown));
-	if (ab_parse_decimal_prefix(text, FRACTION_DIGITS, &v, &end) < 0 || (*end && strcmp(end, "%") != 0))
+	if (ab_parse_decimal_prefix(text, AB_EXACT_DIGITS, &v, &end) < 0 ||
+	    (*end && strcmp(end, "%") != 0))
 		return ab_fail(err, errlen, EINVAL, "invalid fraction '%s': %s", shown,
 			       FRACTION_HINT);
 	if (*end == '%')

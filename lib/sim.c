@@ -99,13 +99,6 @@ done:
 	return rc;
 }
 
-/* a plain decimal; 16 digits hold every seed below 2^53 */
-static int parse_number(const char *v, double *out)
-{
-	const char *end;
-
-	return ab_parse_decimal_prefix(v, 16, out, &end) == 0 && !*end ? 0 : -EINVAL;
-}
 
 static int set_key(struct ab_sim *sim, const char *key, const char *v, char *err, size_t errlen)
 {
@@ -129,7 +122,8 @@ static int set_key(struct ab_sim *sim, const char *key, const char *v, char *err
 	}
 	if (!strcmp(key, "curve"))
 		return load_curve(sim, v, err, errlen);
-	if (parse_number(v, &num) < 0)
+	/* a plain decimal; 16 digits hold every seed below 2^53 */
+	if (ab_parse_decimal(v, 16, 0, 1e16, &num) < 0)
 		return ab_fail(err, errlen, EINVAL, "sim: %s=%s is not a number", key, v);
 	if (!strcmp(key, "step_s"))
 		sim->step_s = num;

@@ -75,11 +75,11 @@ static void numbers(void **state)
 	assert_int_equal(ab_parse_decimal_prefix("12345678901234567890", 30, &d, &end), -ERANGE);
 	assert_int_equal(ab_parse_decimal_prefix("GiB", 18, &d, &end), -EINVAL);
 	assert_int_equal(ab_parse_decimal_prefix("-1", 18, &d, &end), -EINVAL);
-	assert_int_equal(ab_parse_decimal("0.8", 0, 1, &d), 0);
+	assert_int_equal(ab_parse_decimal("0.8", AB_EXACT_DIGITS, 0, 1, &d), 0);
 	assert_true(d == 0.8);
-	assert_int_equal(ab_parse_decimal("1.5", 0, 1, &d), -ERANGE);
-	assert_int_equal(ab_parse_decimal("0.8%", 0, 1, &d), -EINVAL);
-	assert_int_equal(ab_parse_decimal("1e-3", 0, 1, &d), -EINVAL);
+	assert_int_equal(ab_parse_decimal("1.5", AB_EXACT_DIGITS, 0, 1, &d), -ERANGE);
+	assert_int_equal(ab_parse_decimal("0.8%", AB_EXACT_DIGITS, 0, 1, &d), -EINVAL);
+	assert_int_equal(ab_parse_decimal("1e-3", AB_EXACT_DIGITS, 0, 1, &d), -EINVAL);
 }
 
 static void fraction_accepts(void **state)
