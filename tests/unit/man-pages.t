@@ -4,12 +4,18 @@
 . "$(dirname "$0")/tap.sh"
 settings=$(dirname "$0")/../../lib/settings.c
 warnings=$(mktemp)
-trap 'rm -f "$warnings"' EXIT
+trap 'rm -f "$warnings" "$warnings.page"' EXIT
 text() { LC_ALL=C groff -man -Tascii -P-cbu "$1" 2>/dev/null; }
-echo "1..5"
+echo "1..7"
 for page in doc/autobatch.8 doc/autobatch-probe.1; do
 	check "$page renders without warnings" \
 		sh -c "test -n \"\$(LC_ALL=C.UTF-8 groff -ww -man -Tutf8 '$page' 2>'$warnings')\" && test ! -s '$warnings'"
+	# Installed paths are substituted into the pages: make distcheck's prefix is long
+	# (/home/.../autobatch-0.1.0/_inst), and a path that cannot be filled is a warning.
+	long=$(printf '/%s' deep deeper deepest distcheck autobatch-0.1.0 _build _inst long-prefix)
+	sed "s|^\(\.BR* \)/|\1$long/|" "$page" >"$warnings.page"
+	check "$page renders without warnings under a long install prefix" \
+		sh -c "test -n \"\$(LC_ALL=C.UTF-8 groff -ww -man -Tutf8 '$warnings.page' 2>'$warnings')\" && test ! -s '$warnings'"
 done
 options=$(sed -n 's/.*\[AB_OPT_[A-Z_]*\] = {"\([a-z-]*\)".*/\1/p' "$settings")
 args=$(sed -n 's/^[[:space:]]*{"\([a-z_]*\)", ARG_.*/\1/p' "$settings")
