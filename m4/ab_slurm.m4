@@ -16,3 +16,41 @@ AC_DEFUN([AB_CHECK_SLURM_VERSION], [
   AC_DEFINE_UNQUOTED([AB_SLURM_VERSION], ["$ab_slurm_version"],
     [the Slurm release the plugin is built against])
 ])
+
+# AB_WITH_SLURM
+# --with-slurm[=DIR] (default: yes) and --with-slurm-plugindir=DIR. Finds slurm/spank.h and
+# the release (AB_CHECK_SLURM_VERSION), and the directory Slurm loads plugins from: Debian's
+# multiarch slurm-wlm, /usr/lib64/slurm, /usr/lib/slurm, else LIBDIR/slurm. Sets
+# SLURM_CPPFLAGS, SLURM_PLUGINDIR and the HAVE_SLURM conditional; --without-slurm builds the
+# probe and its tests alone.
+AC_DEFUN([AB_WITH_SLURM], [
+  AC_ARG_WITH([slurm],
+    [AS_HELP_STRING([--with-slurm=DIR], [Slurm installation prefix (default: /usr)])],
+    [], [with_slurm=yes])
+  AC_ARG_WITH([slurm-plugindir],
+    [AS_HELP_STRING([--with-slurm-plugindir=DIR],
+      [where Slurm loads plugins from (default: detected, else LIBDIR/slurm)])],
+    [SLURM_PLUGINDIR="$withval"], [SLURM_PLUGINDIR=""])
+
+  AS_IF([test "x$with_slurm" != xno], [
+    AS_IF([test "x$with_slurm" != xyes], [SLURM_CPPFLAGS="-I$with_slurm/include"])
+    ab_save_CPPFLAGS="$CPPFLAGS"
+    CPPFLAGS="$CPPFLAGS $SLURM_CPPFLAGS"
+    AC_CHECK_HEADER([slurm/spank.h], [],
+      [AC_MSG_ERROR([slurm/spank.h not found: install Slurm's headers (Debian: apt-get install libslurm-dev), give --with-slurm=DIR, or build without the plugin with --without-slurm])])
+    AB_CHECK_SLURM_VERSION
+    CPPFLAGS="$ab_save_CPPFLAGS"
+    AS_IF([test -z "$SLURM_PLUGINDIR"], [
+      AC_MSG_CHECKING([for the Slurm plugin directory])
+      ab_multiarch=`$CC -print-multiarch 2>/dev/null`
+      for ab_dir in ${ab_multiarch:+"/usr/lib/$ab_multiarch/slurm-wlm"} /usr/lib64/slurm /usr/lib/slurm; do
+        AS_IF([test -d "$ab_dir"], [SLURM_PLUGINDIR="$ab_dir"; break])
+      done
+      AS_IF([test -z "$SLURM_PLUGINDIR"], [SLURM_PLUGINDIR='${libdir}/slurm'])
+      AC_MSG_RESULT([$SLURM_PLUGINDIR])
+    ])
+  ])
+  AM_CONDITIONAL([HAVE_SLURM], [test "x$with_slurm" != xno])
+  AC_SUBST([SLURM_CPPFLAGS])
+  AC_SUBST([SLURM_PLUGINDIR])
+])

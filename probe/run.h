@@ -16,7 +16,7 @@
 #include "trial_exec.h"
 #include "trial_model.h"
 #ifdef HAVE_CUDA
-#include "kernels/gpt.h"
+#include "gpt.h"
 #endif
 
 #define MAX_FRACTIONS 8

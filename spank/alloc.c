@@ -14,7 +14,7 @@ int ab_alloc_post_opt(spank_t sp, int ac, char **av)
 		return 0;
 	/* No ab_request_check here: a batch script may set --autobatch-config for the job
 	 * and leave --autobatch to each srun inside it. */
-	if (ab_request_from_env(&ab_state.req, getenv("AUTOBATCH"), err, sizeof(err)) < 0) {
+	if (ab_request_from_env(&ab_state.req, getenv(AB_ENV_REQUEST), err, sizeof(err)) < 0) {
 		slurm_error(AB_LOG_PREFIX "%s", err);
 		return -1;
 	}

@@ -16,7 +16,7 @@ struct ab_plugin ab_state;
  * sbatch --autobatch job) is the user's explicit choice and stays. */
 static void alias_env_option(void)
 {
-	const char *value = getenv("AUTOBATCH");
+	const char *value = getenv(AB_ENV_REQUEST);
 
 	if (!value || getenv(AB_OPTION_ENV))
 		return;

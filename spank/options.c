@@ -11,8 +11,7 @@
  * first call after we aliased AUTOBATCH is the environment's value, named as such. */
 static int set_autobatch(const char *optarg, char *err, size_t errlen)
 {
-	if (optarg && strcmp(optarg, "(null)") == 0)
-		optarg = NULL;
+	optarg = ab_option_value(optarg);
 	if (ab_state.env_alias) {
 		ab_state.env_alias = false;
 		return ab_request_from_env(&ab_state.req, optarg ? optarg : "", err, errlen);

@@ -8,17 +8,10 @@
 #include <stdbool.h>
 
 #include "decision.h"
+#include "protocol.h"
 #include "settings.h"
 
 #define AB_LOG_PREFIX "autobatch: "
-/* The environment form of --autobatch that srun and sbatch read (see dispatch.c). */
-#define AB_OPTION_ENV_PREFIX "SLURM_SPANK__SLURM_SPANK_OPTION_autobatch_"
-#define AB_OPTION_ENV AB_OPTION_ENV_PREFIX "autobatch"
-/* Set to the probing srun's pid for the nested srun, whose copy of the plugin then does
- * nothing: only a direct child of that srun matches, so no user trips it by accident. */
-#define AB_GUARD_ENV "AUTOBATCH_PROBE_GUARD"
-/* Set to JOB.STEP when the launch is refused: that step's tasks end before the command. */
-#define AB_ABORT_ENV "SLURM_AUTOBATCH_ABORT"
 
 struct ab_plugin {
 	bool site_ok;                /* plugstack arguments parsed and consistent */

@@ -10,8 +10,8 @@
 #include "plugin.h"
 
 static const char *const decision_vars[] = {
-	"AUTOBATCH_BATCH_SIZE", "AUTOBATCH_GRAD_ACCUM", "AUTOBATCH_GLOBAL_BATCH",
-	"AUTOBATCH_EVAL_BATCH_SIZE", "AUTOBATCH_FRACTION",
+	AB_ENV_BATCH_SIZE, AB_ENV_GRAD_ACCUM, AB_ENV_GLOBAL_BATCH, AB_ENV_EVAL_BATCH_SIZE,
+	AB_ENV_FRACTION,
 };
 
 /* Hostile input: only short decimal numbers are copied. */
@@ -32,8 +32,8 @@ static void reexport(spank_t sp)
 	char twin[64], value[64], mine[64];
 
 	for (size_t i = 0; i < sizeof(decision_vars) / sizeof(decision_vars[0]); i++) {
-		snprintf(twin, sizeof(twin), "SLURM_%s", decision_vars[i]);
-		if (spank_getenv(sp, twin, value, sizeof(value)) != ESPANK_SUCCESS ||
+		if (ab_env_twin(decision_vars[i], twin, sizeof(twin)) < 0 ||
+		    spank_getenv(sp, twin, value, sizeof(value)) != ESPANK_SUCCESS ||
 		    !plain_number(value))
 			continue;
 		if (spank_getenv(sp, decision_vars[i], mine, sizeof(mine)) == ESPANK_SUCCESS)
@@ -65,7 +65,7 @@ static void mps_limit(spank_t sp, double fraction)
 		p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p);
 	}
 	if (len)
-		spank_setenv(sp, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit, 1);
+		spank_setenv(sp, AB_ENV_MPS_LIMIT, limit, 1);
 }
 
 /* The cap comes from the option and the site policy, resolved again here: a variable the
@@ -81,15 +81,13 @@ static void enforce(spank_t sp)
 	if (spank_option_getopt(sp, &opt, &arg) != ESPANK_SUCCESS)
 		return; /* not an --autobatch step */
 	ab_request_init(&req);
-	if (arg && strcmp(arg, "(null)") == 0)
-		arg = NULL;
-	if (ab_request_set(&req, AB_OPT_AUTOBATCH, arg, err, sizeof(err)) < 0 ||
+	if (ab_request_set(&req, AB_OPT_AUTOBATCH, ab_option_value(arg), err, sizeof(err)) < 0 ||
 	    ab_resolve_fraction(&ab_state.site, &req, &fraction, note, sizeof(note), err,
 				sizeof(err)) < 0)
 		fraction = ab_state.site.max_fraction; /* srun refused it already; be strict */
 	snprintf(value, sizeof(value), "%g", fraction);
-	spank_setenv(sp, "AUTOBATCH_MEM_FRACTION", value, 1);
-	spank_setenv(sp, "XLA_PYTHON_CLIENT_MEM_FRACTION", value, 1);
+	spank_setenv(sp, AB_ENV_MEM_FRACTION, value, 1);
+	spank_setenv(sp, AB_ENV_XLA_MEM_FRACTION, value, 1);
 	mps_limit(sp, fraction);
 }
 

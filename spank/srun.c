@@ -51,7 +51,7 @@ int ab_srun_post_opt(spank_t sp, int ac, char **av)
 	(void)sp, (void)ac, (void)av;
 	if (!ab_state.site_ok || ab_state.failed || ab_is_probe_step())
 		return 0; /* already reported; nothing of ours may act */
-	if (ab_request_from_env(&ab_state.req, getenv("AUTOBATCH"), err, sizeof(err)) < 0)
+	if (ab_request_from_env(&ab_state.req, getenv(AB_ENV_REQUEST), err, sizeof(err)) < 0)
 		return refuse(err);
 	if (ab_request_check(&ab_state.req, err, sizeof(err)) < 0)
 		return refuse(err);
@@ -71,8 +71,8 @@ static int export(const char *name, const char *value)
 {
 	char twin[128];
 
-	snprintf(twin, sizeof(twin), "SLURM_%s", name);
-	if (setenv(name, value, 1) < 0 || setenv(twin, value, 1) < 0) {
+	if (ab_env_twin(name, twin, sizeof(twin)) < 0 || setenv(name, value, 1) < 0 ||
+	    setenv(twin, value, 1) < 0) {
 		slurm_error(AB_LOG_PREFIX "cannot export %s: %s", name, strerror(errno));
 		return -1;
 	}
@@ -247,14 +247,14 @@ static int apply(struct plan *pl, const struct ab_result *res, long eval_batch,
 		json = marked; /* the entry was the probe's report: it said "miss" then */
 	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
 	free(marked);
-	if (export_long("AUTOBATCH_BATCH_SIZE", res->batch) < 0 ||
-	    export_long("AUTOBATCH_GRAD_ACCUM", res->grad_accum) < 0 ||
-	    export_long("AUTOBATCH_GLOBAL_BATCH",
-			res->global_batch ? res->global_batch : res->batch * (long)pl->job.ntasks) < 0 ||
-	    (eval_batch && export_long("AUTOBATCH_EVAL_BATCH_SIZE", eval_batch) < 0) ||
-	    (res->total_bytes && export_long("AUTOBATCH_DEVICE_BYTES", (long)res->total_bytes) < 0) ||
-	    (report[0] && export("AUTOBATCH_REPORT", report) < 0) ||
-	    (req->config[0] && export("AUTOBATCH_CONFIG", pl->config) < 0))
+	if (export_long(AB_ENV_BATCH_SIZE, res->batch) < 0 ||
+	    export_long(AB_ENV_GRAD_ACCUM, res->grad_accum) < 0 ||
+	    export_long(AB_ENV_GLOBAL_BATCH, ab_global_batch(res->global_batch, res->batch,
+							      res->grad_accum, pl->job.ntasks)) < 0 ||
+	    (eval_batch && export_long(AB_ENV_EVAL_BATCH_SIZE, eval_batch) < 0) ||
+	    (res->total_bytes && export_long(AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
+	    (report[0] && export(AB_ENV_REPORT, report) < 0) ||
+	    (req->config[0] && export(AB_ENV_CONFIG, pl->config) < 0))
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks");
 	decision_line(pl, res, eval_batch, wrote);
 	return 0;
@@ -453,7 +453,7 @@ int ab_srun_user_init(spank_t sp, int ac, char **av)
 		return 0;
 	describe(); /* here, not earlier: srun applies -v only after init_post_opt */
 	snprintf(value, sizeof(value), "%g", ab_state.fraction);
-	if (export("AUTOBATCH_FRACTION", value) < 0)
+	if (export(AB_ENV_FRACTION, value) < 0)
 		return -1;
 	if ((rc = probe_and_apply(sp, err, sizeof(err))) < 0)
 		return follow_policy(err, rc);

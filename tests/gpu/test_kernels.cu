@@ -18,7 +18,7 @@
 #include "gpt.h"
 #include "layers.cuh"
 extern "C" {
-#include "kernels/reference.h"
+#include "reference.h"
 }
 
 typedef std::vector<float> vec;

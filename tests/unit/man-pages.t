@@ -2,7 +2,7 @@
 # man-pages.t - autobatch(8) and autobatch-probe(1) render with groff -ww without a warning,
 # and autobatch(8) names every option and plugstack argument the code knows (TAP).
 . "$(dirname "$0")/tap.sh"
-settings=$(dirname "$0")/../../lib/settings.c
+settings=$(dirname "$0")/../../lib/core/settings.c
 warnings=$(mktemp)
 trap 'rm -f "$warnings" "$warnings.page"' EXIT
 text() { LC_ALL=C groff -man -Tascii -P-cbu "$1" 2>/dev/null; }

@@ -1,5 +1,5 @@
 /* test_config.c - the config editor: dot paths, every YAML/JSON feature it must keep byte
- * for byte, every refusal with its message, and the safe file rewrite (lib/config_*.c).
+ * for byte, every refusal with its message, and the safe file rewrite (lib/core/config_*.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>

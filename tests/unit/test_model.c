@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "config_edit.h"
-#include "kernels/reference.h"
+#include "reference.h"
 #include "model.h"
 #include "presets.h"
 

@@ -476,7 +476,7 @@ static void sim_specs(void **state)
 	assert_int_equal(ab_sim_parse("total=lots", &s, err, sizeof(err)), -EINVAL);
 	assert_int_equal(ab_sim_parse("total=1GiB,jitter=0.9", &s, err, sizeof(err)), -EINVAL);
 	/* fuzzing found: a seed beyond 2^64 was cast (undefined behaviour); numbers are plain
-	 * decimals (lib/number.c), so an exponent is not one, and 2^53 or more is refused */
+	 * decimals (lib/core/number.c), so an exponent is not one, and 2^53 or more is refused */
 	assert_int_equal(ab_sim_parse("total=1GiB,seed=7.8e73", &s, err, sizeof(err)), -EINVAL);
 	assert_contains(err, "seed=7.8e73 is not a number");
 	assert_int_equal(ab_sim_parse("total=1GiB,seed=9999999999999999", &s, err, sizeof(err)),

@@ -1,5 +1,5 @@
 /* test_settings.c - fraction parsing, plugstack arguments, user options and the site
- * policy that resolves them (lib/settings.c).
+ * policy that resolves them (lib/core/settings.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>

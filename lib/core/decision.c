@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "protocol.h"
 #include "settings.h"
 
 static bool get_long(struct json_object *o, const char *key, long min, long max, long *out)
@@ -48,26 +49,27 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	double total = 0;
 	long conf = 0;
 
-	if (!get_long(o, "batch_size", 1, AB_GLOBAL_BATCH_MAX, &r->batch))
+	if (!get_long(o, AB_FIELD_BATCH_SIZE, 1, AB_GLOBAL_BATCH_MAX, &r->batch))
 		return ab_fail(err, errlen, EPROTO, "the probe's report has no valid batch_size");
-	if (!get_long(o, "grad_accum", 1, AB_GLOBAL_BATCH_MAX, &r->grad_accum))
+	if (!get_long(o, AB_FIELD_GRAD_ACCUM, 1, AB_GLOBAL_BATCH_MAX, &r->grad_accum))
 		r->grad_accum = 1;
-	if (!get_long(o, "global_batch", 1, AB_GLOBAL_BATCH_MAX, &r->global_batch))
+	if (!get_long(o, AB_FIELD_GLOBAL_BATCH, 1, AB_GLOBAL_BATCH_MAX, &r->global_batch))
 		r->global_batch = 0;
-	if (!get_double(o, "fraction", &r->fraction) || !(r->fraction > 0 && r->fraction <= 1))
+	if (!get_double(o, AB_FIELD_FRACTION, &r->fraction) ||
+	    !(r->fraction > 0 && r->fraction <= 1))
 		return ab_fail(err, errlen, EPROTO, "the probe's report has no valid fraction");
-	if (get_long(o, "confidence", 0, 100, &conf))
+	if (get_long(o, AB_FIELD_CONFIDENCE, 0, 100, &conf))
 		r->confidence = (int)conf;
-	if (!get_long(o, "eval_batch_size", 1, AB_GLOBAL_BATCH_MAX, &r->eval_batch))
+	if (!get_long(o, AB_FIELD_EVAL_BATCH_SIZE, 1, AB_GLOBAL_BATCH_MAX, &r->eval_batch))
 		r->eval_batch = 0;
-	get_double(o, "elapsed_s", &r->elapsed_s);
-	if (json_object_object_get_ex(o, "trials", &trials) &&
+	get_double(o, AB_FIELD_ELAPSED_S, &r->elapsed_s);
+	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);
-	if (json_object_object_get_ex(o, "device", &dev) &&
+	if (json_object_object_get_ex(o, AB_FIELD_DEVICE, &dev) &&
 	    json_object_is_type(dev, json_type_object)) {
-		get_text(dev, "name", r->device, sizeof(r->device));
-		if (get_double(dev, "total_bytes", &total) && total > 0 && total < 9.2e18)
+		get_text(dev, AB_FIELD_DEVICE_NAME, r->device, sizeof(r->device));
+		if (get_double(dev, AB_FIELD_TOTAL_BYTES, &total) && total > 0 && total < 9.2e18)
 			r->total_bytes = (uint64_t)total;
 	}
 	return 0;
@@ -95,13 +97,14 @@ int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err
 		json_object_put(o);
 		return ab_fail(err, errlen, EPROTO, "the probe printed no JSON report");
 	}
-	get_text(o, "status", status, sizeof(status));
-	if (strcmp(status, "ok") == 0) {
+	get_text(o, AB_FIELD_STATUS, status, sizeof(status));
+	if (strcmp(status, AB_STATUS_OK) == 0) {
 		rc = read_ok(o, r, err, errlen);
 		r->ok = rc == 0;
-	} else if (strcmp(status, "failed") == 0 || strcmp(status, "interrupted") == 0) {
+	} else if (strcmp(status, AB_STATUS_FAILED) == 0 ||
+		   strcmp(status, AB_STATUS_INTERRUPTED) == 0) {
 		r->interrupted = status[0] == 'i';
-		get_text(o, "error", r->error, sizeof(r->error));
+		get_text(o, AB_FIELD_ERROR, r->error, sizeof(r->error));
 		if (!r->error[0])
 			snprintf(r->error, sizeof(r->error), "the probe failed without saying why");
 		rc = 0;
@@ -196,9 +199,10 @@ char *ab_result_with_eval(const char *json, long eval_batch, const char *cache)
 		return NULL;
 	}
 	if (eval_batch > 0)
-		json_object_object_add(o, "eval_batch_size", json_object_new_int64(eval_batch));
+		json_object_object_add(o, AB_FIELD_EVAL_BATCH_SIZE,
+				       json_object_new_int64(eval_batch));
 	if (cache)
-		json_object_object_add(o, "cache", json_object_new_string(cache));
+		json_object_object_add(o, AB_FIELD_CACHE, json_object_new_string(cache));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	return text;

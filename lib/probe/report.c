@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "protocol.h"
 #include "size.h"
 
 #ifndef PACKAGE_VERSION
@@ -46,17 +47,18 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 {
 	const struct ab_decision *d = &f->decision;
 
-	json_object_object_add(o, "fraction", json_object_new_double(f->fraction));
+	json_object_object_add(o, AB_FIELD_FRACTION, json_object_new_double(f->fraction));
 	json_object_object_add(o, "limit_bytes", json_object_new_int64((int64_t)d->limit_bytes));
-	json_object_object_add(o, "batch_size", f->ok ? json_object_new_int64(d->batch) : NULL);
-	json_object_object_add(o, "grad_accum", f->ok ? json_object_new_int64(d->grad_accum) : NULL);
-	json_object_object_add(o, "global_batch",
-			       f->ok ? json_object_new_int64(r->global_batch
-								      ? r->global_batch
-								      : d->batch * d->grad_accum *
-										(r->devices ? r->devices : 1))
+	json_object_object_add(o, AB_FIELD_BATCH_SIZE,
+			       f->ok ? json_object_new_int64(d->batch) : NULL);
+	json_object_object_add(o, AB_FIELD_GRAD_ACCUM,
+			       f->ok ? json_object_new_int64(d->grad_accum) : NULL);
+	json_object_object_add(o, AB_FIELD_GLOBAL_BATCH,
+			       f->ok ? json_object_new_int64(ab_global_batch(r->global_batch, d->batch,
+									     d->grad_accum, r->devices))
 				     : NULL);
-	json_object_object_add(o, "confidence", f->ok ? json_object_new_int(d->confidence) : NULL);
+	json_object_object_add(o, AB_FIELD_CONFIDENCE,
+			       f->ok ? json_object_new_int(d->confidence) : NULL);
 	/* kept under the limit where helper processes' memory varied between runs */
 	json_object_object_add(o, "margin_bytes", json_object_new_int64((int64_t)d->margin_bytes));
 }
@@ -100,19 +102,21 @@ char *ab_report_json(const struct ab_report *r)
 	json_c_set_serialization_double_format("%.10g", JSON_C_OPTION_THREAD);
 
 	json_object_object_add(o, "autobatch_version", json_object_new_string(PACKAGE_VERSION));
-	json_object_object_add(o, "status", json_object_new_string(r->ok ? "ok"
-								   : r->interrupted ? "interrupted"
-										    : "failed"));
+	json_object_object_add(o, AB_FIELD_STATUS,
+			       json_object_new_string(r->ok ? AB_STATUS_OK
+						      : r->interrupted ? AB_STATUS_INTERRUPTED
+								       : AB_STATUS_FAILED));
 	if (!r->ok)
-		json_object_object_add(o, "error", json_object_new_string(r->error));
+		json_object_object_add(o, AB_FIELD_ERROR, json_object_new_string(r->error));
 	json_object_object_add(o, "mode", json_object_new_string(r->mode));
 	json_object_object_add(o, "objective", json_object_new_string(r->objective));
 	if (strcmp(r->phase, "train") != 0)
 		json_object_object_add(o, "phase", json_object_new_string(r->phase));
 	json_object_object_add(dev, "kind", json_object_new_string(r->device_kind));
-	json_object_object_add(dev, "name", json_object_new_string(r->device_name));
-	json_object_object_add(dev, "total_bytes", json_object_new_int64((int64_t)r->total_bytes));
-	json_object_object_add(o, "device", dev);
+	json_object_object_add(dev, AB_FIELD_DEVICE_NAME, json_object_new_string(r->device_name));
+	json_object_object_add(dev, AB_FIELD_TOTAL_BYTES,
+			       json_object_new_int64((int64_t)r->total_bytes));
+	json_object_object_add(o, AB_FIELD_DEVICE, dev);
 	if (r->model)
 		json_object_object_add(o, "model", json_object_new_string(r->model));
 	if (r->reserve_bytes)
@@ -126,7 +130,7 @@ char *ab_report_json(const struct ab_report *r)
 		add_decision(o, r, &r->fractions[0]);
 	for (size_t i = 0; r->trials && i < r->trials->n; i++)
 		json_object_array_add(trials, trial_json(&r->trials->v[i], limit));
-	json_object_object_add(o, "trials", trials);
+	json_object_object_add(o, AB_FIELD_TRIALS, trials);
 	if (r->nfractions > 1) {
 		struct json_object *by = json_object_new_array();
 
@@ -138,8 +142,8 @@ char *ab_report_json(const struct ab_report *r)
 		}
 		json_object_object_add(o, "by_fraction", by);
 	}
-	json_object_object_add(o, "elapsed_s", json_object_new_double(r->elapsed_s));
-	json_object_object_add(o, "cache", json_object_new_string("miss"));
+	json_object_object_add(o, AB_FIELD_ELAPSED_S, json_object_new_double(r->elapsed_s));
+	json_object_object_add(o, AB_FIELD_CACHE, json_object_new_string("miss"));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							      JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);

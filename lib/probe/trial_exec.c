@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "protocol.h"
 #include "clock.h"
 #include "subprocess.h"
 #include "trial_report.h"
@@ -305,14 +306,14 @@ static void child(const struct ab_exec *x, long batch, const struct files *f, ch
 	if (logfd < 0 || null < 0 || dup2(null, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
 		_exit(126);
 	snprintf(value, sizeof(value), "%ld", batch);
-	setenv("AUTOBATCH_TRIAL", "1", 1);
-	setenv("AUTOBATCH_BATCH_SIZE", value, 1);
+	setenv(AB_ENV_TRIAL, "1", 1);
+	setenv(AB_ENV_BATCH_SIZE, value, 1);
 	snprintf(value, sizeof(value), "%d", x->steps);
-	setenv("AUTOBATCH_TRIAL_STEPS", value, 1);
-	setenv("AUTOBATCH_TRIAL_REPORT", f->report, 1);
-	setenv("AUTOBATCH_TRIAL_PHASE", x->phase, 1);
+	setenv(AB_ENV_TRIAL_STEPS, value, 1);
+	setenv(AB_ENV_TRIAL_REPORT, f->report, 1);
+	setenv(AB_ENV_TRIAL_PHASE, x->phase, 1);
 	if (f->config[0])
-		setenv("AUTOBATCH_CONFIG", f->config, 1);
+		setenv(AB_ENV_CONFIG, f->config, 1);
 	if (x->hook_dir && python_path(x->hook_dir) < 0)
 		_exit(126);
 	execvp(argv[0], argv);

@@ -13,7 +13,7 @@
 
 #include "error.h"
 #include "clock.h"
-#include "kernels/reference.h"
+#include "reference.h"
 #include "trial_report.h"
 
 #define EXIT_OOM 3

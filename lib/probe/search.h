@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "settings.h"
+#include "protocol.h"
 #include "trial.h"
 
 #define AB_SEARCH_TOLERANCE 0.03 /* the chosen batch is within 3% of the best */

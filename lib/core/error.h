@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#define AB_ERR_MAX 512 /* size of every error/message buffer */
+
 /* Formats into err (always NUL-terminated, truncated if needed) and returns -code, so a
  * failure path reads `return ab_fail(err, errlen, EINVAL, "...", ...);`. err may be NULL. */
 int ab_fail(char *err, size_t errlen, int code, const char *fmt, ...)

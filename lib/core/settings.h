@@ -11,7 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AB_ERR_MAX 512     /* size of every error/message buffer */
+#include "error.h"
+#include "protocol.h"
+
 #define AB_PATH_MAX 4096
 #define AB_ARGS_MAX 1024   /* probe_args */
 #define AB_NAME_MAX 64     /* preset names */
@@ -23,8 +25,6 @@
 
 enum ab_over_max { AB_OVER_MAX_CLAMP, AB_OVER_MAX_DENY };
 enum ab_on_failure { AB_ON_FAILURE_CONTINUE, AB_ON_FAILURE_ABORT };
-enum ab_objective { AB_OBJECTIVE_MEMORY, AB_OBJECTIVE_THROUGHPUT };
-enum ab_mode { AB_MODE_EXEC, AB_MODE_MODEL };
 
 /* Where the requested fraction came from, so messages can name what the user typed. */
 enum ab_source { AB_SOURCE_DEFAULT, AB_SOURCE_OPTION, AB_SOURCE_ENV };

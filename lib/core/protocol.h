@@ -1,0 +1,83 @@
+/* protocol.h - the names the processes of autobatch share (srun, slurmstepd, the probe, a
+ * trial): environment variables, the JSON report's fields, and the rules over them.
+ *
+ * A name is written here once; the Python step hook (contrib/python) and the man pages
+ * repeat the ones users see, and tests check them against each other.
+ */
+#ifndef AUTOBATCH_PROTOCOL_H
+#define AUTOBATCH_PROTOCOL_H
+
+#include <stddef.h>
+
+/* ---- what the user sets ---- */
+#define AB_ENV_REQUEST "AUTOBATCH" /* AUTOBATCH=0.8: --autobatch=0.8 */
+/* The environment form of --autobatch that srun and sbatch read (spank/dispatch.c). */
+#define AB_OPTION_ENV_PREFIX "SLURM_SPANK__SLURM_SPANK_OPTION_autobatch_"
+#define AB_OPTION_ENV AB_OPTION_ENV_PREFIX "autobatch"
+
+/* ---- what the plugin exports to the job's tasks (each with its SLURM_ twin) ---- */
+#define AB_ENV_BATCH_SIZE "AUTOBATCH_BATCH_SIZE"
+#define AB_ENV_GRAD_ACCUM "AUTOBATCH_GRAD_ACCUM"
+#define AB_ENV_GLOBAL_BATCH "AUTOBATCH_GLOBAL_BATCH"
+#define AB_ENV_EVAL_BATCH_SIZE "AUTOBATCH_EVAL_BATCH_SIZE"
+#define AB_ENV_FRACTION "AUTOBATCH_FRACTION"
+#define AB_ENV_DEVICE_BYTES "AUTOBATCH_DEVICE_BYTES"
+#define AB_ENV_REPORT "AUTOBATCH_REPORT"
+#define AB_ENV_CONFIG "AUTOBATCH_CONFIG"
+/* slurmstepd, for frameworks that cap their own allocator */
+#define AB_ENV_MEM_FRACTION "AUTOBATCH_MEM_FRACTION"
+#define AB_ENV_XLA_MEM_FRACTION "XLA_PYTHON_CLIENT_MEM_FRACTION"
+#define AB_ENV_MPS_LIMIT "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+
+/* ---- between the plugin's own processes ---- */
+/* Set to the probing srun's pid for the nested srun, whose copy of the plugin then does
+ * nothing: only a direct child of that srun matches, so no user trips it by accident. */
+#define AB_GUARD_ENV "AUTOBATCH_PROBE_GUARD"
+/* Set to JOB.STEP when the launch is refused: that step's tasks end before the command. */
+#define AB_ABORT_ENV "SLURM_AUTOBATCH_ABORT"
+
+/* ---- the trial protocol: what the probe gives a trial (the hook reads these) ---- */
+#define AB_ENV_TRIAL "AUTOBATCH_TRIAL"
+#define AB_ENV_TRIAL_STEPS "AUTOBATCH_TRIAL_STEPS"
+#define AB_ENV_TRIAL_REPORT "AUTOBATCH_TRIAL_REPORT"
+#define AB_ENV_TRIAL_PHASE "AUTOBATCH_TRIAL_PHASE"
+/* and AB_ENV_BATCH_SIZE, AB_ENV_CONFIG (the trial's copy of the config) */
+
+/* ---- the probe's JSON report (autobatch-probe(1), design "JSON report") ---- */
+#define AB_FIELD_STATUS "status"
+#define AB_STATUS_OK "ok"
+#define AB_STATUS_FAILED "failed"
+#define AB_STATUS_INTERRUPTED "interrupted"
+#define AB_FIELD_ERROR "error"
+#define AB_FIELD_BATCH_SIZE "batch_size"
+#define AB_FIELD_GRAD_ACCUM "grad_accum"
+#define AB_FIELD_GLOBAL_BATCH "global_batch"
+#define AB_FIELD_EVAL_BATCH_SIZE "eval_batch_size"
+#define AB_FIELD_FRACTION "fraction"
+#define AB_FIELD_CONFIDENCE "confidence"
+#define AB_FIELD_ELAPSED_S "elapsed_s"
+#define AB_FIELD_TRIALS "trials"
+#define AB_FIELD_DEVICE "device"
+#define AB_FIELD_DEVICE_NAME "name"
+#define AB_FIELD_TOTAL_BYTES "total_bytes"
+#define AB_FIELD_CACHE "cache"
+
+/* What the search optimizes: named on the probe's command line and in the report. */
+enum ab_objective { AB_OBJECTIVE_MEMORY, AB_OBJECTIVE_THROUGHPUT };
+/* How a trial runs: the user's command, or the proxy training step of the model. */
+enum ab_mode { AB_MODE_EXEC, AB_MODE_MODEL };
+
+/* The name of NAME's twin, "SLURM_NAME", which srun exports beside it: Slurm keeps SLURM_*
+ * through --export=NONE, and slurmstepd copies it back (spank/remote.c). 0 or
+ * -ENAMETOOLONG. */
+int ab_env_twin(const char *name, char *buf, size_t buflen);
+
+/* An option's value as Slurm hands it over: sbatch propagates a bare --autobatch as the
+ * text "(null)", which means no value. */
+const char *ab_option_value(const char *arg);
+
+/* The global batch of a decision: the one the user asked for, else micro-batch x
+ * accumulation x data-parallel width (devices <= 0 counts as 1); 0 when it overflows. */
+long ab_global_batch(long requested, long batch, long grad_accum, long devices);
+
+#endif
