@@ -1,5 +1,6 @@
-/* run.h - what `autobatch-probe run` parsed and what it set up: shared by cmd_run.c (exec,
- * sim, the search, the report) and run_model.c (model mode, the GPU, NCCL).
+/* run.h - what `autobatch-probe run` parsed and what it set up: shared by cmd_run.c (the
+ * set-up and the main loop), run_opts.c (options), run_config.c (the batch key),
+ * run_output.c (progress, the report's files) and run_model.c (model mode, the GPU, NCCL).
  */
 #ifndef AUTOBATCH_PROBE_RUN_H
 #define AUTOBATCH_PROBE_RUN_H
@@ -53,6 +54,29 @@ struct setup {
 };
 
 extern volatile sig_atomic_t run_interrupted;
+
+/* run_opts.c: parses the options into o; 0, or -1 after one line on stderr. */
+int run_parse_opts(int argc, char **argv, struct run_opts *o);
+int run_usage(void); /* prints the usage, returns 2 */
+
+/* DIR when it holds the step hook (sitecustomize.py), else NULL with *missing = DIR. */
+const char *run_hook_dir(const char *dir, const char **missing);
+
+/* run_config.c: the batch key (--key, the preset named or detected) into o->key, and *start
+ * from the config's value at it. */
+int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen);
+
+/* run_output.c: the progress line of a trial (arg: a struct progress) and of a slow trial. */
+struct progress {
+	uint64_t total;
+};
+void run_print_trial(void *arg, size_t index, const struct ab_trial *t, bool fits,
+		     uint64_t limit, uint64_t margin);
+void run_print_note(void *arg, const char *line);
+
+/* The report to FILE (- for stdout) and the plot; 0, or -1 after one line on stderr. */
+int run_write_json(const char *path, const char *text);
+int run_write_plot(const char *path, const struct ab_report *r);
 
 /* The config's own batch (value, as the file says it) is where the search starts and what
  * the gain is measured against; a *start already set, or a value that is no batch, is kept. */

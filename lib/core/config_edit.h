@@ -1,4 +1,4 @@
-/* config.h - format-preserving edits of YAML and JSON training configs: load a file into a
+/* config_edit.h - format-preserving edits of YAML and JSON training configs: load a file into a
  * tree that remembers every value's bytes, look keys up by dot path, splice new values in.
  *
  * Functions return 0 or a negative errno value and describe failures, naming the file, the

@@ -1,5 +1,5 @@
-/* decision.h - what the plugin does with the probe's answer: read its JSON report (bytes
- * from another process: validated, bounded), and plan the config edits it implies.
+/* decision.h - the probe's answer as the plugin reads it: its JSON report (bytes from
+ * another process: validated, bounded), and the report as the cache keeps it.
  */
 #ifndef AUTOBATCH_DECISION_H
 #define AUTOBATCH_DECISION_H
@@ -8,8 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config_edit.h"
-#include "presets.h"
 
 struct ab_result {
 	bool ok;
@@ -32,21 +30,5 @@ char *ab_result_with_eval(const char *json, long eval_batch, const char *cache);
 /* Parses the probe's --json output. -EPROTO with a message when it is not a report. */
 int ab_result_parse(const char *json, size_t len, struct ab_result *out, char *err,
 		    size_t errlen);
-
-/* Which keys of the config hold what: the micro-batch key always; the accumulation and
- * global keys when the preset names them and the file has them. */
-struct ab_keys {
-	const char *micro, *accum, *global, *eval;
-	long file_global; /* the global batch the file already states (0: none) */
-};
-
-/* Finds the keys: key_override (--autobatch-key) or the preset (named or detected). */
-int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
-		 const char *key_override, struct ab_keys *keys, char *err, size_t errlen);
-
-/* The edits for a decision: micro-batch, and with a global batch the accumulation and the
- * global batch; values written into the caller's buffers. Returns the number of edits. */
-size_t ab_plan_edits(const struct ab_keys *keys, const struct ab_result *r, long eval_batch,
-		     struct ab_edit edits[4], char values[4][32]);
 
 #endif

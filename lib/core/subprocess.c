@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,22 +18,193 @@
 #include "error.h"
 #include "clock.h"
 
-#define POLL_MS 200 /* how often a silent child is checked for having ended */
-#define DRAIN_S 2.0 /* output still read after the child ended */
+#define POLL_MS 200   /* how often a silent child is checked for having ended */
+#define DRAIN_S 2.0   /* output still read after the child ended */
+#define SIGINT2_S 0.3 /* srun aborts a step on two SIGINTs within a second */
 
-static void child(const struct ab_subprocess *p, int out[2], int errp[2])
+/* ---- one child, watched ------------------------------------------------------------ */
+
+int ab_proc_start(struct ab_proc *p, unsigned flags, void (*body)(void *arg), void *arg,
+		  char *err, size_t errlen)
 {
 	sigset_t none;
-	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-	sigemptyset(&none);
+	memset(p, 0, sizeof(*p));
+	p->flags = flags;
+	if ((p->pid = fork()) < 0)
+		return ab_fail(err, errlen, errno, "cannot fork: %s", strerror(errno));
+	if (p->pid > 0) {
+		if (flags & AB_PROC_GROUP)
+			setpgid(p->pid, p->pid); /* both sides: whichever runs first */
+		return 0;
+	}
+	if (flags & AB_PROC_GROUP)
+		setpgid(0, 0);
+	if (flags & AB_PROC_PDEATHSIG) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getppid() == 1)
+			_exit(126); /* the parent died before prctl */
+	}
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
+	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(errp[1], 2) < 0)
+	body(arg);
+	_exit(127);
+}
+
+int ab_child_ended(pid_t pid)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == EINTR ? 0 : -errno;
+	return si.si_pid == pid;
+}
+
+static void signal_child(const struct ab_proc *p, int sig)
+{
+	kill(p->flags & AB_PROC_GROUP ? -p->pid : p->pid, sig);
+}
+
+/* What a stop has sent so far: SIGINT, the second SIGINT, SIGKILL. */
+struct stopping {
+	enum ab_stop why;
+	double at;
+	bool sigint2, killed;
+};
+
+static void stop_begin(const struct ab_proc *p, const struct ab_proc_watch *w,
+		       struct stopping *s, enum ab_stop why, double now)
+{
+	s->why = why;
+	s->at = now;
+	s->killed = w->grace_s <= 0;
+	signal_child(p, s->killed ? SIGKILL : SIGINT);
+}
+
+static void stop_escalate(const struct ab_proc *p, const struct ab_proc_watch *w,
+			  struct stopping *s, double now)
+{
+	if (!s->sigint2 && !s->killed && now >= s->at + SIGINT2_S) {
+		s->sigint2 = true;
+		signal_child(p, SIGINT);
+	}
+	if (!s->killed && now >= s->at + w->grace_s) {
+		s->killed = true;
+		signal_child(p, SIGKILL);
+	}
+}
+
+/* Why to stop the child now, if at all. */
+static enum ab_stop should_stop(const struct ab_proc *p, const struct ab_proc_watch *w,
+				double elapsed, double *next_sample)
+{
+	if (w->interrupted && *w->interrupted)
+		return AB_STOP_INTERRUPT;
+	if (w->deadline_s > 0 && elapsed >= w->deadline_s)
+		return AB_STOP_DEADLINE;
+	if (w->sample && elapsed >= *next_sample) {
+		*next_sample = elapsed + w->period_s;
+		if (w->sample(w->arg, p->pid, elapsed))
+			return AB_STOP_WATCH;
+	}
+	return AB_STOP_NONE;
+}
+
+/* Reads what the pipes hold, for at most wait_ms; closes one at its end. */
+static void read_pipes(const struct ab_proc_watch *w, struct pollfd fds[2], int wait_ms)
+{
+	char buf[8192];
+
+	if (fds[0].fd < 0 && fds[1].fd < 0) {
+		struct timespec pause = {wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L};
+
+		nanosleep(&pause, NULL);
+		return;
+	}
+	if (poll(fds, 2, wait_ms) < 0)
+		return; /* EINTR: the caller's loop comes back */
+	for (int i = 0; i < 2; i++) {
+		ssize_t n;
+
+		if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		if ((n = read(fds[i].fd, buf, sizeof(buf))) <= 0) {
+			close(fds[i].fd);
+			fds[i].fd = -1;
+		} else if (w->on_data) {
+			w->on_data(w->arg, i, buf, (size_t)n);
+		}
+	}
+}
+
+/* Milliseconds to the next thing to do: a sample, the deadline, a step of a stop. */
+static int wait_ms(const struct ab_proc_watch *w, double elapsed, double next_sample,
+		   const struct stopping *s)
+{
+	double until = w->period_s > 0 ? w->period_s : POLL_MS / 1000.0;
+
+	if (w->sample && !s->why && next_sample - elapsed < until)
+		until = next_sample - elapsed;
+	if (w->deadline_s > 0 && !s->why && w->deadline_s - elapsed < until)
+		until = w->deadline_s - elapsed;
+	if (s->why && !s->killed)
+		until = until < 0.05 ? until : 0.05;
+	return until > 0 ? (int)(until * 1000) + 1 : 0;
+}
+
+enum ab_stop ab_proc_wait(struct ab_proc *p, const struct ab_proc_watch *w)
+{
+	struct pollfd fds[2] = {{w->fds[0], POLLIN, 0}, {w->fds[1], POLLIN, 0}};
+	struct stopping s = {AB_STOP_NONE, 0, false, false};
+	double start = ab_now(), next_sample = 0, ended = 0;
+
+	for (;;) {
+		double now = ab_now(), elapsed = now - start;
+		int r;
+
+		if (!ended && (r = ab_child_ended(p->pid)) != 0)
+			ended = now; /* ended, or cannot be asked (r < 0): reap it below */
+		if (ended && ((fds[0].fd < 0 && fds[1].fd < 0) || now >= ended + w->drain_s))
+			break;
+		if (!ended && !s.why) {
+			enum ab_stop why = should_stop(p, w, elapsed, &next_sample);
+
+			if (why)
+				stop_begin(p, w, &s, why, now);
+		} else if (!ended) {
+			stop_escalate(p, w, &s, now);
+		}
+		read_pipes(w, fds, ended ? POLL_MS : wait_ms(w, elapsed, next_sample, &s));
+	}
+	for (int i = 0; i < 2; i++)
+		if (fds[i].fd >= 0)
+			close(fds[i].fd);
+	if (p->flags & AB_PROC_GROUP)
+		kill(-p->pid, SIGKILL); /* what the leader left behind */
+	while (wait4(p->pid, &p->status, 0, &p->ru) < 0 && errno == EINTR)
+		;
+	return s.why;
+}
+
+/* ---- a program, its output collected ----------------------------------------------- */
+
+struct program {
+	struct ab_subprocess *p;
+	int out[2], err[2];
+};
+
+static void program_body(void *arg)
+{
+	const struct program *g = arg;
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	if (null < 0 || dup2(null, 0) < 0 || dup2(g->out[1], 1) < 0 || dup2(g->err[1], 2) < 0)
 		_exit(126);
-	execve(p->argv[0], p->argv, p->envp);
-	dprintf(2, "cannot run %s: %s\n", p->argv[0], strerror(errno));
+	execve(g->p->argv[0], g->p->argv, g->p->envp);
+	dprintf(2, "cannot run %s: %s\n", g->p->argv[0], strerror(errno));
 	_exit(127);
 }
 
@@ -71,118 +243,61 @@ static void collect(struct ab_subprocess *p, const char *data, size_t n)
 	p->out[p->out_len] = '\0';
 }
 
-/* Returns true when the child was reaped here (its status in *status). */
-static bool stop(pid_t pid, double grace_s, int *status)
+struct output {
+	struct ab_subprocess *p;
+	struct lines lines;
+};
+
+static void on_output(void *arg, int index, const char *buf, size_t n)
 {
-	struct timespec pause = {0, 300 * 1000 * 1000};
-	double until = ab_now() + grace_s;
+	struct output *o = arg;
 
-	kill(pid, SIGINT);
-	nanosleep(&pause, NULL);
-	kill(pid, SIGINT);
-	while (ab_now() < until) {
-		if (waitpid(pid, status, WNOHANG) == pid)
-			return true;
-		nanosleep(&pause, NULL);
-	}
-	kill(pid, SIGKILL);
-	return false;
-}
-
-int ab_child_ended(pid_t pid)
-{
-	siginfo_t si;
-
-	memset(&si, 0, sizeof(si));
-	if (waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-		return errno == EINTR ? 0 : -errno;
-	return si.si_pid == pid;
-}
-
-/* Returns true when the child was already reaped (after a stop). Reads its output until
- * both pipes close or, once it has ended, for DRAIN_S more: a process it left behind that
- * holds the pipes open must not keep us waiting forever. */
-static bool pump(struct ab_subprocess *p, pid_t pid, int outfd, int errfd, double grace_s)
-{
-	bool reaped = false;
-
-	struct pollfd fds[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
-	double deadline = p->timeout_s > 0 ? ab_now() + p->timeout_s : 0, drain = 0;
-	struct lines l = {.len = 0};
-	char buf[8192];
-
-	while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-		double now = ab_now();
-		int wait_ms = POLL_MS;
-
-		if (deadline && now >= deadline && !p->timed_out) {
-			p->timed_out = true;
-			reaped = stop(pid, grace_s, &p->status);
-			deadline = 0;
-			continue;
-		}
-		if (!drain && (reaped || ab_child_ended(pid) == 1))
-			drain = now + DRAIN_S;
-		if (drain && now >= drain)
-			break;
-		if (deadline && (deadline - now) * 1000 < wait_ms)
-			wait_ms = (int)((deadline - now) * 1000) + 1;
-		if (poll(fds, 2, wait_ms) < 0 && errno != EINTR)
-			break;
-		for (int i = 0; i < 2; i++) {
-			ssize_t n;
-
-			if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			n = read(fds[i].fd, buf, sizeof(buf));
-			if (n <= 0) {
-				close(fds[i].fd);
-				fds[i].fd = -1;
-			} else if (i == 0) {
-				collect(p, buf, (size_t)n);
-			} else {
-				feed(p, &l, buf, (size_t)n);
-			}
-		}
-	}
-	for (int i = 0; i < 2; i++)
-		if (fds[i].fd >= 0)
-			close(fds[i].fd);
-	if (l.len)
-		feed(p, &l, "\n", 1);
-	return reaped;
+	if (index == 0)
+		collect(o->p, buf, n);
+	else
+		feed(o->p, &o->lines, buf, n);
 }
 
 int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t errlen)
 {
-	int out[2] = {-1, -1}, errp[2] = {-1, -1};
-	pid_t pid;
+	struct program g = {p, {-1, -1}, {-1, -1}};
+	struct output o = {.p = p};
+	struct ab_proc proc;
+	int rc;
 
 	p->out_len = 0;
 	p->timed_out = p->out_truncated = false;
 	if (!(p->out = malloc(AB_SUBPROCESS_STDOUT_MAX + 1)))
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
 	p->out[0] = '\0';
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-		int e = errno;
-
-		close(out[0]), close(out[1]);
-		return ab_fail(err, errlen, e, "cannot create a pipe: %s", strerror(e));
+	if (pipe2(g.out, O_CLOEXEC) < 0 || pipe2(g.err, O_CLOEXEC) < 0) {
+		rc = ab_fail(err, errlen, errno, "cannot create a pipe: %s", strerror(errno));
+		goto fail;
 	}
-	if ((pid = fork()) < 0) {
-		int e = errno;
-
-		close(out[0]), close(out[1]), close(errp[0]), close(errp[1]);
-		return ab_fail(err, errlen, e, "cannot fork: %s", strerror(e));
-	}
-	if (pid == 0)
-		child(p, out, errp);
-	close(out[1]);
-	close(errp[1]);
-	if (!pump(p, pid, out[0], errp[0], grace_s))
-		while (waitpid(pid, &p->status, 0) < 0 && errno == EINTR)
-			;
+	if ((rc = ab_proc_start(&proc, 0, program_body, &g, err, errlen)) < 0)
+		goto fail;
+	close(g.out[1]);
+	close(g.err[1]);
+	p->timed_out = ab_proc_wait(&proc, &(struct ab_proc_watch){
+						   .deadline_s = p->timeout_s,
+						   .fds = {g.out[0], g.err[0]},
+						   .on_data = on_output,
+						   .arg = &o,
+						   .grace_s = grace_s,
+						   .drain_s = DRAIN_S,
+					   }) == AB_STOP_DEADLINE;
+	if (o.lines.len)
+		feed(p, &o.lines, "\n", 1);
+	p->status = proc.status;
 	return 0;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (g.out[i] >= 0)
+			close(g.out[i]);
+		if (g.err[i] >= 0)
+			close(g.err[i]);
+	}
+	return rc;
 }
 
 void ab_subprocess_free(struct ab_subprocess *p)

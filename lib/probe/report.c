@@ -59,6 +59,10 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 				     : NULL);
 	json_object_object_add(o, AB_FIELD_CONFIDENCE,
 			       f->ok ? json_object_new_int(d->confidence) : NULL);
+	/* the code above is a tier, not a probability: its name */
+	json_object_object_add(o, "confidence_tier",
+			       f->ok ? json_object_new_string(ab_confidence_tier(d->confidence))
+				     : NULL);
 	/* kept under the limit where helper processes' memory varied between runs */
 	json_object_object_add(o, "margin_bytes", json_object_new_int64((int64_t)d->margin_bytes));
 }
@@ -209,7 +213,7 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
 											(double)d->start_batch,
 			  d->start_batch);
-	ab_append(buf, buflen, &len, "; confidence %d", d->confidence);
+	ab_append(buf, buflen, &len, "; confidence: %s", ab_confidence_tier(d->confidence));
 	if (d->margin_bytes) {
 		char m[32];
 

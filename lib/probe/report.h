@@ -1,4 +1,4 @@
-/* report.h - the probe's result: the JSON report of design section 8 (through json-c) and
+/* report.h - the probe's result: the JSON report of autobatch-probe(1) (through json-c) and
  * the progress and decision lines people read on stderr.
  */
 #ifndef AUTOBATCH_REPORT_H

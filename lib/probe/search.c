@@ -413,6 +413,20 @@ static long choose(const struct run *r, const struct bracket *k, double pred)
 	return next;
 }
 
+const char *ab_confidence_tier(int confidence)
+{
+	static const struct {
+		int code;
+		const char *name;
+	} tiers[] = {{99, "largest allowed"}, {98, "next size fails"}, {95, "bracketed"},
+		     {85, "extrapolated"},    {75, "extrapolated from two trials"}};
+
+	for (size_t i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++)
+		if (tiers[i].code == confidence)
+			return tiers[i].name;
+	return "unknown";
+}
+
 static int confidence(const struct run *r, const struct bracket *k)
 {
 	if (k->lo->batch == c_last(&r->c))

@@ -44,7 +44,7 @@ struct ab_decision {
 	long start_batch;     /* the first batch tried, for the gain */
 	uint64_t limit_bytes;
 	uint64_t margin_bytes; /* kept under the limit for helper processes' varying memory */
-	int confidence;       /* 0-99: how sure no larger (faster) batch fits */
+	int confidence;       /* a tier, not a probability: see ab_confidence_tier */
 	size_t trials_used;   /* new trials this search ran */
 	size_t chosen;        /* index in ab_trials of the chosen trial */
 };
@@ -55,5 +55,12 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	      void *ctx, struct ab_decision *out, char *err, size_t errlen);
 
 void ab_trials_free(struct ab_trials *trials);
+
+/* The confidence is a tier code, not a probability: how the search knows that no larger
+ * batch fits. 99 "largest allowed" (no larger candidate exists), 98 "next size fails" (the
+ * next candidate was measured not to fit), 95 "bracketed" (a larger one was measured not to
+ * fit), 85 "extrapolated" (none larger was run; three or more fits on the memory line), 75
+ * "extrapolated from two trials". */
+const char *ab_confidence_tier(int confidence);
 
 #endif

@@ -7,6 +7,7 @@
 #ifndef AUTOBATCH_TRIAL_EXEC_H
 #define AUTOBATCH_TRIAL_EXEC_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <sys/types.h>
 
 #include "config_edit.h"
+#include "group_memory.h"
 #include "trial.h"
 
 #define AB_STARTUP_SECONDS_DEFAULT 600 /* loading, building a dataset, compiling */
@@ -41,7 +43,6 @@ struct ab_exec {
 	 * is absent, and the peak comes from the trial's {"peak_bytes": N} */
 	uint64_t (*gpu_usage)(void *arg, pid_t pgid);
 	void *gpu_arg;
-	const char *workdir;    /* where trial directories go; created, then removed */
 	bool keep;              /* keep trial directories (logs) */
 	volatile sig_atomic_t *interrupted; /* set by the caller's signal handler */
 	/* a directory with our sitecustomize (the Python step hook), put first on the trial's
@@ -53,6 +54,7 @@ struct ab_exec {
 	void *note_arg;
 	/* internal */
 	int count;
+	char workdir[PATH_MAX]; /* where trial directories go; created, then removed */
 };
 
 /* Creates the work directory (under $TMPDIR) and checks the command and config. */
@@ -61,34 +63,5 @@ void ab_exec_cleanup(struct ab_exec *x);
 
 /* The trial function: ctx is a struct ab_exec. */
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen);
-
-/* How a host trial's memory is measured: samples of its process group (the leader's
- * resident memory; each other member's own dirty pages, a forked family's shared ones
- * counted once), the leader's and each member's largest kept, families' summed per sample. */
-#define AB_GROUP_TRACKED 64
-struct ab_group_peak {
-	pid_t leader;
-	uint64_t leader_max;
-	pid_t pid[AB_GROUP_TRACKED];
-	uint64_t max[AB_GROUP_TRACKED]; /* each member's largest */
-	bool family[AB_GROUP_TRACKED];  /* shares pages with other members: summed per sample */
-	size_t n;
-	uint64_t shared_max; /* the largest one-sample sum of families and untracked members */
-};
-
-/* One sample; returns the group's memory now. */
-uint64_t ab_group_sample(struct ab_group_peak *g);
-
-/* The peak to judge: the leader's (its high-water mark or ru_maxrss), each other member's
- * largest, and the families' largest one-sample sum. */
-uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss);
-
-/* True when at least two processes of the group each held a real share of its peak (a
- * trainer and its DataLoader workers), not a shell and its one child. */
-bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak);
-
-/* True when the text has one of the out-of-memory messages of PyTorch, JAX/XLA,
- * TensorFlow, CUDA or the C++/C runtime. */
-bool ab_text_says_oom(const char *text, size_t len);
 
 #endif

@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "subprocess.h"
 #include "clock.h"
 #include "reference.h"
 #include "trial_report.h"
 
 #define EXIT_OOM 3
-#define POLL_NS (20 * 1000 * 1000)
 
 
 /* The steps timed after the warm-up. */
@@ -27,8 +27,18 @@ static int timed_steps(const struct ab_model_host *h)
 }
 
 /* In the child: allocate, warm up, time the steps, write the median step time. */
-static void run_child(const struct ab_model_host *h, long batch, int fd)
+struct model_child {
+	const struct ab_model_host *h;
+	long batch;
+	int fd; /* the pipe the median step time is written to */
+};
+
+static void run_child(void *arg)
 {
+	const struct model_child *c = arg;
+	const struct ab_model_host *h = c->h;
+	long batch = c->batch;
+	int fd = c->fd;
 	struct rlimit lim = {h->capacity, h->capacity};
 	double times[64], t0, median;
 	int steps = timed_steps(h);
@@ -60,59 +70,47 @@ static void run_child(const struct ab_model_host *h, long batch, int fd)
 }
 
 /* Waits for the child within the deadline; SIGKILL on timeout or interrupt. */
-static int wait_child(const struct ab_model_host *h, pid_t pid, int *status, struct rusage *ru,
-		      char *err, size_t errlen)
+static int wait_child(const struct ab_model_host *h, struct ab_proc *proc, char *err,
+		      size_t errlen)
 {
-	struct timespec pause = {0, POLL_NS};
-	double start = ab_now();
+	enum ab_stop why = ab_proc_wait(proc, &(struct ab_proc_watch){
+						      .deadline_s = h->trial_seconds,
+						      .interrupted = h->interrupted,
+						      .period_s = 0.02, /* steps of small models */
+						      .fds = {-1, -1},
+					      });
 
-	for (;;) {
-		pid_t r = wait4(pid, status, WNOHANG, ru);
-
-		if (r == pid)
-			return 0;
-		if (r < 0 && errno != EINTR)
-			return ab_fail(err, errlen, errno, "waiting for the model trial: %s",
-				       strerror(errno));
-		if ((h->interrupted && *h->interrupted) || ab_now() - start > h->trial_seconds) {
-			kill(pid, SIGKILL);
-			wait4(pid, status, 0, ru);
-			if (h->interrupted && *h->interrupted)
-				return ab_fail(err, errlen, EINTR, "interrupted during a model trial");
-			return ab_fail(err, errlen, ETIMEDOUT,
-				       "the CPU reference step did not finish in %.0f s: the model is "
-				       "too large for model mode on the host; use a GPU "
-				       "(--device cuda:N) or raise --trial-seconds",
-				       h->trial_seconds);
-		}
-		nanosleep(&pause, NULL);
-	}
+	if (why == AB_STOP_INTERRUPT)
+		return ab_fail(err, errlen, EINTR, "interrupted during a model trial");
+	if (why == AB_STOP_DEADLINE)
+		return ab_fail(err, errlen, ETIMEDOUT,
+			       "the CPU reference step did not finish in %.0f s: the model is too "
+			       "large for model mode on the host; use a GPU (--device cuda:N) or "
+			       "raise --trial-seconds",
+			       h->trial_seconds);
+	return 0;
 }
 
 int ab_model_host_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen)
 {
 	const struct ab_model_host *h = ctx;
-	struct rusage ru;
+	struct ab_proc proc;
 	double start = ab_now(), step = 0;
 	int fds[2], status, rc;
-	pid_t pid;
 
 	memset(out, 0, sizeof(*out));
 	out->batch = batch;
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return ab_fail(err, errlen, errno, "pipe: %s", strerror(errno));
-	if ((pid = fork()) < 0) {
-		rc = errno;
+	if ((rc = ab_proc_start(&proc, 0, run_child, &(struct model_child){h, batch, fds[1]}, err,
+				errlen)) < 0) {
 		close(fds[0]);
 		close(fds[1]);
-		return ab_fail(err, errlen, rc, "fork: %s", strerror(rc));
-	}
-	if (pid == 0) {
-		close(fds[0]);
-		run_child(h, batch, fds[1]);
+		return rc;
 	}
 	close(fds[1]);
-	rc = wait_child(h, pid, &status, &ru, err, errlen);
+	rc = wait_child(h, &proc, err, errlen);
+	status = proc.status;
 	if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 	    read(fds[0], &step, sizeof(step)) != sizeof(step))
 		rc = ab_fail(err, errlen, EPROTO, "the model trial reported no step time");
@@ -129,7 +127,7 @@ int ab_model_host_trial(void *ctx, long batch, struct ab_trial *out, char *err, 
 			       WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
 			       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	out->has_peak = true;
-	out->peak_bytes = (uint64_t)ru.ru_maxrss * 1024;
+	out->peak_bytes = (uint64_t)proc.ru.ru_maxrss * 1024;
 	out->has_step = isfinite(step) && step > 0;
 	out->steps = 1 + timed_steps(h);
 	out->step_s = step;

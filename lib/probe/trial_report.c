@@ -111,3 +111,18 @@ bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double 
 	*samples_per_s = ab_median(rates, n);
 	return true;
 }
+
+bool ab_text_says_oom(const char *text, size_t len)
+{
+	static const char *const needles[] = {
+		"CUDA out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation",
+		"RESOURCE_EXHAUSTED", "OutOfMemoryError", "OOM when allocating",
+		"DefaultCPUAllocator: can't allocate memory", "std::bad_alloc", "MemoryError",
+		"out of memory",
+	};
+
+	for (size_t i = 0; i < sizeof(needles) / sizeof(needles[0]); i++)
+		if (memmem(text, len, needles[i], strlen(needles[i])))
+			return true;
+	return false;
+}

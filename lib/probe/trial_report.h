@@ -1,6 +1,7 @@
-/* trial_report.h - the JSON lines a trial command appends to $AUTOBATCH_TRIAL_REPORT:
- * {"step_s": S, "samples": N} per step, {"peak_bytes": N}, {"oom": true}. Hostile input:
- * bounded, and anything malformed is counted and skipped, never trusted.
+/* trial_report.h - what a trial says: the JSON lines it appends to $AUTOBATCH_TRIAL_REPORT
+ * ({"step_s": S, "samples": N} per step, {"peak_bytes": N}, {"oom": true}), and the
+ * out-of-memory messages of frameworks in its output. Hostile input: bounded, and anything
+ * malformed is counted and skipped, never trusted.
  */
 #ifndef AUTOBATCH_TRIAL_REPORT_H
 #define AUTOBATCH_TRIAL_REPORT_H
@@ -36,5 +37,9 @@ bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double 
 
 /* The median of n > 0 values (sorts v); the mean of the middle two when n is even. */
 double ab_median(double *v, size_t n);
+
+/* True when the text has one of the out-of-memory messages of PyTorch, JAX/XLA,
+ * TensorFlow, CUDA or the C++/C runtime. */
+bool ab_text_says_oom(const char *text, size_t len);
 
 #endif

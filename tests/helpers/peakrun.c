@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trial_exec.h"
+#include "group_memory.h"
 
 int main(int argc, char **argv)
 {

@@ -20,12 +20,6 @@
 
 static char err[1024], base[64], site[128], mine[160], entry[AB_CACHE_NAME_MAX];
 
-static void assert_contains(const char *haystack, const char *needle)
-{
-	if (!strstr(haystack, needle))
-		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
-}
-
 static int setup(void **state)
 {
 	struct ab_hash h;

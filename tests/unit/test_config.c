@@ -29,12 +29,6 @@
 
 static char err[1024], note[1024];
 
-static void assert_contains(const char *haystack, const char *needle)
-{
-	if (!strstr(haystack, needle))
-		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
-}
-
 static struct ab_config *parse(const char *name, const char *text)
 {
 	struct ab_config *cfg = NULL;

@@ -38,12 +38,6 @@ static const char *prog(void)
 	return p ? p : "tests/helpers/trialprog";
 }
 
-static void assert_contains(const char *haystack, const char *needle)
-{
-	if (!strstr(haystack, needle))
-		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
-}
-
 /* Our own trialprog processes (children of this test, which is the subreaper of anything
  * a trial leaves), other than zombies: none may outlive a trial. Other tests running in
  * parallel have their own. */
@@ -378,32 +372,6 @@ static void stale_workdirs_removed(void **state)
 	assert_int_equal(rmdir(tmp), 0); /* nothing else was left in it */
 }
 
-/* The plugin's process runner: a child that leaves a process holding its pipes open must not
- * keep the plugin (srun) waiting for the pipes to close, before or after its deadline. */
-static void subprocess_left_behind(void **state)
-{
-	char *left[] = {(char *)"/bin/sh", (char *)"-c", (char *)"(sleep 30 &); echo hi", NULL};
-	char *hung[] = {(char *)"/bin/sh", (char *)"-c", (char *)"sleep 40 & exec sleep 60", NULL};
-	char *env[] = {(char *)"PATH=/usr/bin:/bin", NULL};
-	struct ab_subprocess p = {.argv = left, .envp = env};
-	double t0 = ab_now();
-
-	(void)state;
-	assert_int_equal(ab_subprocess_run(&p, 1, err, sizeof(err)), 0);
-	assert_true(ab_now() - t0 < 10);
-	assert_string_equal(p.out, "hi\n");
-	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
-	ab_subprocess_free(&p);
-	p = (struct ab_subprocess){.argv = hung, .envp = env, .timeout_s = 1};
-	t0 = ab_now();
-	assert_int_equal(ab_subprocess_run(&p, 1, err, sizeof(err)), 0);
-	assert_true(p.timed_out);
-	assert_true(ab_now() - t0 < 10);
-	ab_subprocess_free(&p);
-	if (system("pkill -f '^sleep (30|40)$'") < 0)
-		fail_msg("cannot run pkill");
-}
-
 static void hung_trial_killed(void **state)
 {
 	char *argv[] = {(char *)prog(), "hang", NULL};
@@ -575,7 +543,6 @@ int main(void)
 		cmocka_unit_test(gpu_memory_polled),
 		cmocka_unit_test(nvml_absent),
 		cmocka_unit_test(stale_workdirs_removed),
-		cmocka_unit_test(subprocess_left_behind),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),

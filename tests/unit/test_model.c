@@ -20,12 +20,6 @@
 
 static char err[1024];
 
-static void assert_contains(const char *haystack, const char *needle)
-{
-	if (!strstr(haystack, needle))
-		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
-}
-
 static void parse_spec(void **state)
 {
 	struct ab_model m;
@@ -136,8 +130,9 @@ static void from_configs(void **state)
 	ab_config_free(cfg);
 }
 
-/* The buffers the step allocates, against the paper's count: within 5% for shapes from
- * GPT-2 small to a 7B, with and without recompute, fp32 and bf16. */
+/* The buffers the step allocates, against the paper's count: from 5% under to 10% over it
+ * (the layout adds workspaces the count leaves out) for shapes from GPT-2 small to a 7B,
+ * with and without recompute, fp32 and bf16. */
 static void layout_matches_analytic(void **state)
 {
 	static const char *const shapes[] = {

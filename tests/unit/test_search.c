@@ -23,12 +23,6 @@
 
 static char err[1024];
 
-static void assert_contains(const char *haystack, const char *needle)
-{
-	if (!strstr(haystack, needle))
-		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
-}
-
 /* A sim from a function of the batch, sampled densely (the search sees only trials). */
 static void make_sim(struct ab_sim *s, double total, double (*peak)(double b, const double *a),
 		     const double *args, double jitter, double granule)
@@ -218,6 +212,7 @@ static void constraints(void **state)
 	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .max = 64});
 	assert_int_equal(c.d.batch, 64);
 	assert_int_equal(c.d.confidence, 99);
+	assert_string_equal(ab_confidence_tier(c.d.confidence), "largest allowed");
 	c = run_checked(&s, (struct ab_search_params){.fraction = 0.8, .min = 16, .max = 100,
 						      .multiple_of = 3});
 	assert_int_equal(c.d.batch, 99);

@@ -27,12 +27,6 @@ static int site_parse(int argc, char *const argv[])
 	return ab_site_parse(&site, argc, argv, err, sizeof(err));
 }
 
-static void assert_contains(const char *haystack, const char *needle)
-{
-	if (!strstr(haystack, needle))
-		fail_msg("expected \"%s\" in \"%s\"", needle, haystack);
-}
-
 /* ---- fractions --------------------------------------------------------------------- */
 
 /* The one number parser: digits only, the range, every overflow. */

@@ -1,0 +1,230 @@
+/* group_memory.c - a process group's memory from /proc (see group_memory.h). */
+#include "group_memory.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/kcmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* /proc/PID/NAME into buf, NUL-terminated; its length, or -1 (the process is gone). */
+static ssize_t read_proc(long pid, const char *name, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/%s", pid, name);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* A process's parent, process group and resident pages, from /proc/PID/stat. */
+static int read_stat(long pid, long *ppid, long *pgrp, long *rss)
+{
+	char buf[1024], *p;
+
+	if (read_proc(pid, "stat", buf, sizeof(buf)) < 0)
+		return -1;
+	/* after "pid (comm)", which may hold anything: state ppid pgrp ... rss is field 24 */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %ld %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+			  "%*d %*d %*u %*u %ld",
+		   ppid, pgrp, rss) != 3)
+		return -1;
+	return 0;
+}
+
+/* The sum, in bytes, of the "FIELD...: N kB" lines of a /proc file whose name starts with
+ * field; 0 when the process is gone. */
+static uint64_t proc_kib(long pid, const char *name, const char *field)
+{
+	char buf[4096], key[32], *p;
+	unsigned long long kib, total = 0;
+
+	if (read_proc(pid, name, buf, sizeof(buf)) < 0)
+		return 0;
+	snprintf(key, sizeof(key), "\n%s", field);
+	for (p = buf; (p = strstr(p, key)); p++)
+		if (strchr(p, ':') && sscanf(strchr(p, ':') + 1, " %llu kB", &kib) == 1)
+			total += kib;
+	return (uint64_t)total * 1024;
+}
+
+/* The memory only this process holds and wrote: a forked worker shares the pages of its
+ * parent's libraries and heap, which its resident size would count a second time. Clean
+ * private pages are files' (libraries) mapped by no other process at the moment: a helper
+ * that outlives the trainer (Python's forkserver) would otherwise count all of torch's
+ * libraries again the instant the trainer exits (measured: 163 MiB, then 269 MiB). */
+static uint64_t read_private(long pid)
+{
+	return proc_kib(pid, "smaps_rollup", "Private_Dirty:");
+}
+
+/* True when pid runs in its parent's memory: a vfork()ed child before its exec (Python's
+ * subprocess and multiprocessing start helpers so), whose "private" pages are its parent's,
+ * counted already (measured: a resource tracker read 6 MiB, then 235 MiB, in one run of
+ * eight). kcmp(2) answers exactly; without it, no process is taken for such a child. */
+static bool same_memory(pid_t pid, pid_t parent)
+{
+	return parent > 0 && syscall(SYS_kcmp, pid, parent, KCMP_VM, 0, 0) == 0;
+}
+
+/* A process's own peak resident memory, kept by the kernel: no sample misses it. */
+static uint64_t read_hwm(long pid)
+{
+	return proc_kib(pid, "status", "VmHWM:");
+}
+
+/* A member's own memory. One forked from another member without exec (a worker of Python's
+ * forkserver), or one that has such children (the forkserver), shares its dirty pages with
+ * them: each is counted by its proportional share (Pss_Dirty), so the family's pages count
+ * once whether its members live or not. Any other member (a worker forked by the leader,
+ * whose shared pages are in the leader's resident size; a helper the leader started) counts
+ * what only it wrote (Private_Dirty). A kernel without Pss_Dirty gives Private_Dirty. */
+static uint64_t member_bytes(long pid, bool family)
+{
+	uint64_t pss = family ? proc_kib(pid, "smaps_rollup", "Pss_Dirty:") : 0;
+
+	return pss ? pss : read_private(pid);
+}
+
+struct member {
+	pid_t pid, ppid;
+};
+
+static bool in_members(const struct member *m, size_t n, pid_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].pid == pid)
+			return true;
+	return false;
+}
+
+static bool has_member_child(const struct member *m, size_t n, pid_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].ppid == pid)
+			return true;
+	return false;
+}
+
+/* Keeps member pid's largest; false when the table is full (the caller then counts it in
+ * the sample's sum). */
+static bool keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own, bool family)
+{
+	size_t i = 0;
+
+	while (i < g->n && g->pid[i] != pid)
+		i++;
+	if (i == g->n && g->n < AB_GROUP_TRACKED)
+		g->pid[g->n++] = pid;
+	if (i == g->n)
+		return false;
+	g->max[i] = own > g->max[i] ? own : g->max[i];
+	g->family[i] = g->family[i] || family;
+	return true;
+}
+
+/* One sample of the group led by g->leader (the trial may start DataLoader workers): the
+ * leader's resident memory plus the other members' own (member_bytes); returns that sum and
+ * keeps the leader's largest, each member's largest, and the largest one-sample sum of the
+ * forked families (whose shares move between members as they come and go) and of members
+ * beyond the table. With no group (leader 0), kills and reaps every child of ours instead
+ * (ab_group_reap_escaped). */
+static uint64_t scan_processes(struct ab_group_peak *g)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	struct member m[4 * AB_GROUP_TRACKED];
+	uint64_t total = 0, members = 0, shared = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	long ppid, pgrp, rss;
+	size_t n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		pid_t pid = (pid_t)atol(e->d_name);
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || read_stat(pid, &ppid, &pgrp, &rss) < 0)
+			continue;
+		if (g->leader > 0 && pid == g->leader) {
+			uint64_t own = (uint64_t)rss * page, hwm = read_hwm(pid);
+
+			total += own;
+			g->leader_max = hwm > g->leader_max ? hwm : g->leader_max;
+			g->leader_max = own > g->leader_max ? own : g->leader_max;
+		} else if (g->leader > 0 && pgrp == (long)g->leader && rss > 0 &&
+			   n < sizeof(m) / sizeof(m[0]) && !same_memory(pid, (pid_t)ppid)) {
+			m[n++] = (struct member){pid, (pid_t)ppid};
+		}
+		if (g->leader == 0 && ppid == (long)getpid()) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+	}
+	closedir(d);
+	for (size_t i = 0; i < n; i++) {
+		bool family = has_member_child(m, n, m[i].pid) ||
+			      (m[i].ppid != g->leader && in_members(m, n, m[i].ppid));
+		uint64_t own = member_bytes(m[i].pid, family);
+
+		members += own;
+		if (!keep_member_max(g, m[i].pid, own, family) || family)
+			shared += own;
+	}
+	g->shared_max = shared > g->shared_max ? shared : g->shared_max;
+	return total + members;
+}
+
+uint64_t ab_group_sample(struct ab_group_peak *g)
+{
+	return g->leader > 0 ? scan_processes(g) : 0;
+}
+
+void ab_group_reap_escaped(void)
+{
+	scan_processes(&(struct ab_group_peak){.leader = 0});
+}
+
+/* The leader's peak (its kernel-kept high-water mark: no sample misses it), each other
+ * member's largest (steady from run to run: a worker's prefetched batches come and go between
+ * samples, their largest does not), and the families' largest one-sample sum (a member's
+ * share grows as its family's others exit: each one's largest would count the shared pages
+ * again). The leader's ru_maxrss, exact but covering its waited-for children too, counts
+ * only where no other member was seen (a shell's child would otherwise be counted twice). */
+uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss)
+{
+	bool alone = g->n == 0 && g->shared_max == 0;
+	uint64_t total = alone && leader_maxrss > g->leader_max ? leader_maxrss : g->leader_max;
+
+	for (size_t i = 0; i < g->n; i++)
+		if (!g->family[i])
+			total += g->max[i];
+	return total + g->shared_max;
+}
+
+/* A process holding less than this (and 2% of the peak) is a wrapper, not a helper. */
+#define HELPER_MIN_BYTES (16ULL << 20)
+
+bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak)
+{
+	uint64_t least = peak / 50 > HELPER_MIN_BYTES ? peak / 50 : HELPER_MIN_BYTES;
+	int holders = g->leader_max >= least;
+
+	for (size_t i = 0; i < g->n; i++)
+		holders += g->max[i] >= least;
+	return holders >= 2;
+}
+

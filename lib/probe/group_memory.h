@@ -1,0 +1,42 @@
+/* group_memory.h - how much memory a process group holds, sampled from /proc: the leader's
+ * resident memory, each other member's own pages, forked families' shared pages once; and
+ * the processes that escaped the group, ended.
+ */
+#ifndef AUTOBATCH_GROUP_MEMORY_H
+#define AUTOBATCH_GROUP_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* How a host trial's memory is measured: samples of its process group (the leader's
+ * resident memory; each other member's own dirty pages, a forked family's shared ones
+ * counted once), the leader's and each member's largest kept, families' summed per sample. */
+#define AB_GROUP_TRACKED 64
+struct ab_group_peak {
+	pid_t leader;
+	uint64_t leader_max;
+	pid_t pid[AB_GROUP_TRACKED];
+	uint64_t max[AB_GROUP_TRACKED]; /* each member's largest */
+	bool family[AB_GROUP_TRACKED];  /* shares pages with other members: summed per sample */
+	size_t n;
+	uint64_t shared_max; /* the largest one-sample sum of families and untracked members */
+};
+
+/* One sample; returns the group's memory now. */
+uint64_t ab_group_sample(struct ab_group_peak *g);
+
+/* The peak to judge: the leader's (its high-water mark or ru_maxrss), each other member's
+ * largest, and the families' largest one-sample sum. */
+uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss);
+
+/* True when at least two processes of the group each held a real share of its peak (a
+ * trainer and its DataLoader workers), not a shell and its one child. */
+bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak);
+
+/* Kills and reaps every child of ours: after a trial, its descendants that left its group
+ * (setsid) and were re-parented to us, their subreaper. */
+void ab_group_reap_escaped(void);
+
+#endif

@@ -1,0 +1,240 @@
+/* trial_files.c - the files of exec-mode trials (see trial_files.h). Everything under
+ * $TMPDIR, which other users share: opened relative to a directory, never following links.
+ */
+#include "trial_files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+
+/* ---- the probe's work directory ---------------------------------------------------- */
+
+/* Empties the directory fd (opened O_NOFOLLOW; closed here), depth first, never following a
+ * link; entry types come from fstatat, so file systems without d_type are emptied too. */
+static void empty_dir(int fd)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *e;
+	struct stat st;
+
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		int sub;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode)) {
+			sub = openat(dirfd(d), e->d_name,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				empty_dir(sub);
+			unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+		} else {
+			unlinkat(dirfd(d), e->d_name, 0);
+		}
+	}
+	closedir(d);
+}
+
+/* Removes parent/name when it is a directory of ours, judged on the opened directory, so a
+ * name swapped for a link meanwhile (a shared $TMPDIR) leads nowhere. */
+static void remove_at(int parent, const char *name)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+		close(fd);
+		return;
+	}
+	empty_dir(fd);
+	unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+void ab_trial_tree_remove(const char *path)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	int parent;
+
+	if (ab_copy(a, sizeof(a), path) < 0 || ab_copy(b, sizeof(b), path) < 0)
+		return;
+	if ((parent = open(dirname(a), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return;
+	remove_at(parent, basename(b));
+	close(parent);
+}
+
+/* This host's name as work directories carry it: a $TMPDIR shared between nodes holds other
+ * hosts' probes, whose pids mean nothing here. */
+static void host_name(char *buf, size_t len)
+{
+	if (gethostname(buf, len) < 0 || !buf[0])
+		snprintf(buf, len, "localhost");
+	buf[len - 1] = '\0';
+	for (char *p = buf; *p; p++)
+		if (*p == '/' || *p == '.')
+			*p = '_';
+}
+
+/* Work directories of probes that were killed (nothing could remove them then): ours by
+ * owner, host and name, their probe's pid gone. A reused pid only delays the removal. */
+static void remove_stale(const char *tmp, const char *host)
+{
+	int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char prefix[160];
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	long pid;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	snprintf(prefix, sizeof(prefix), "autobatch-probe.%s.", host);
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, strlen(prefix)) &&
+		    sscanf(e->d_name + strlen(prefix), "%ld.", &pid) == 1 && pid > 0 &&
+		    kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			remove_at(dirfd(d), e->d_name);
+	closedir(d);
+}
+
+int ab_workdir_create(char *dir, size_t len, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	char host[128];
+
+	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
+	host_name(host, sizeof(host));
+	remove_stale(tmp, host);
+	errno = 0;
+	if (snprintf(dir, len, "%s/autobatch-probe.%s.%ld.XXXXXX", tmp, host, (long)getpid()) >=
+		    (int)len ||
+	    !mkdtemp(dir))
+		return ab_fail(err, errlen, errno ? errno : ENAMETOOLONG,
+			       "cannot create a directory for trials under %s: %s", tmp,
+			       strerror(errno ? errno : ENAMETOOLONG));
+	return 0;
+}
+
+/* ---- one trial's files ------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (len > 0 && rc == 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno != EINTR)
+			rc = -errno;
+		else if (n > 0)
+			buf += n, len -= (size_t)n;
+	}
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* The config copy with the trial's batch written by the same editor the plugin uses. */
+static int copy_config(const struct ab_trial_place *t, long batch, struct ab_trial_files *f,
+		       char *err, size_t errlen)
+{
+	char name[PATH_MAX], value[32], note[256], *out = NULL;
+	struct ab_config *cfg = NULL;
+	struct ab_edit e = {t->key, value};
+	size_t len;
+	int rc;
+
+	snprintf(value, sizeof(value), "%ld", batch);
+	snprintf(name, sizeof(name), "%s", t->config);
+	if (ab_format(f->config, sizeof(f->config), "%s/%s", f->dir, basename(name)) < 0)
+		return ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", t->config);
+	if ((rc = ab_config_load(t->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
+		return rc;
+	rc = ab_config_apply(cfg, &e, 1, t->document, &out, &len, note, sizeof(note), err, errlen);
+	if (rc == 0 && (rc = write_file(f->config, out, len)) < 0)
+		ab_fail(err, errlen, -rc, "cannot write the trial's config copy %s: %s", f->config,
+			strerror(-rc));
+	free(out);
+	ab_config_free(cfg);
+	return rc;
+}
+
+int ab_trial_files_create(const struct ab_trial_place *t, int count, long batch,
+			  struct ab_trial_files *f, char *err, size_t errlen)
+{
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	if (ab_format(f->dir, sizeof(f->dir), "%s/trial-%d-batch-%ld", t->workdir, count,
+		      batch) < 0 ||
+	    ab_format(f->report, sizeof(f->report), "%s/report.jsonl", f->dir) < 0 ||
+	    ab_format(f->log, sizeof(f->log), "%s/output.log", f->dir) < 0)
+		return ab_fail(err, errlen, ENAMETOOLONG, "the trial directory %s: path too long",
+			       t->workdir);
+	if (mkdir(f->dir, 0700) < 0)
+		return ab_fail(err, errlen, errno, "cannot create %s: %s", f->dir, strerror(errno));
+	if ((rc = write_file(f->report, "", 0)) < 0)
+		return ab_fail(err, errlen, -rc, "cannot create %s: %s", f->report, strerror(-rc));
+	return t->config ? copy_config(t, batch, f, err, errlen) : 0;
+}
+
+static bool same_file(const char *path, const struct stat *cfg)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && st.st_dev == cfg->st_dev && st.st_ino == cfg->st_ino;
+}
+
+/* The command's words that name the config (by any path, or as --opt=PATH) name the copy. */
+static char *replace_word(char *word, const struct stat *cfg, const char *copy, char **owned)
+{
+	const char *eq = strchr(word, '=');
+
+	if (same_file(word, cfg))
+		return (char *)copy;
+	if (eq && word[0] == '-' && same_file(eq + 1, cfg) &&
+	    asprintf(owned, "%.*s%s", (int)(eq - word + 1), word, copy) > 0)
+		return *owned;
+	return word;
+}
+
+char **ab_trial_argv(char *const *cmd, const char *config, const struct ab_trial_files *f,
+		     char **owned)
+{
+	struct stat cfg;
+	size_t n = 0;
+	char **argv;
+
+	while (cmd[n])
+		n++;
+	if (!(argv = calloc(n + 1, sizeof(*argv))))
+		return NULL;
+	bool have = config && stat(config, &cfg) == 0;
+
+	for (size_t i = 0; i < n; i++) {
+		owned[i] = NULL;
+		argv[i] = have ? replace_word(cmd[i], &cfg, f->config, &owned[i]) : cmd[i];
+	}
+	return argv;
+}
+

@@ -1,0 +1,47 @@
+/* trial_files.h - where exec-mode trials keep their files: the probe's work directory under
+ * $TMPDIR (created; those of killed probes cleaned up; removed), and per trial a directory
+ * with its report file, its log, the private config copy at its batch, and the command's
+ * words that name the config pointed at that copy.
+ */
+#ifndef AUTOBATCH_TRIAL_FILES_H
+#define AUTOBATCH_TRIAL_FILES_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#include "config_edit.h"
+
+/* Creates DIR as $TMPDIR/autobatch-probe.HOST.PID.XXXXXX (mode 0700), first removing those
+ * of this host's probes that are gone. 0 or a negative errno with a message. */
+int ab_workdir_create(char *dir, size_t len, char *err, size_t errlen);
+
+/* Removes a directory of ours and everything in it, never following a link. */
+void ab_trial_tree_remove(const char *path);
+
+/* What the trials of one probe share. */
+struct ab_trial_place {
+	const char *workdir;
+	const char *config; /* the user's config, or NULL */
+	const char *key;    /* the batch key written into the copy */
+	int document;       /* -1: the key's only document */
+};
+
+struct ab_trial_files {
+	char dir[PATH_MAX];
+	char report[PATH_MAX]; /* the trial's report (AUTOBATCH_TRIAL_REPORT), created empty */
+	char log[PATH_MAX];    /* its stdout and stderr */
+	char config[PATH_MAX]; /* the private copy, or "" */
+};
+
+/* Creates trial COUNT's directory and files, the config copy with BATCH at the key written by
+ * the same editor the plugin uses. */
+int ab_trial_files_create(const struct ab_trial_place *t, int count, long batch,
+			  struct ab_trial_files *f, char *err, size_t errlen);
+
+/* The trial's argv: CMD with each word that names CONFIG (by any path, or as --opt=PATH)
+ * naming the copy instead; words it had to build are in owned[i] (free them). NULL when out
+ * of memory. */
+char **ab_trial_argv(char *const *cmd, const char *config, const struct ab_trial_files *f,
+		     char **owned);
+
+#endif

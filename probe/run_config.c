@@ -1,0 +1,60 @@
+/* run_config.c - the config side of a run: which key holds the batch (--key, the named
+ * preset, or the preset detected from the file) and the batch the file already says.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "run.h"
+#include "config_edit.h"
+#include "presets.h"
+#include "search.h"
+
+void start_from_value(const char *value, long *start)
+{
+	double v;
+
+	if (*start || !ab_is_number(value, strlen(value)))
+		return;
+	v = strtod(value, NULL);
+	if (v >= 1 && v <= (double)AB_BATCH_MAX)
+		*start = (long)v;
+}
+
+int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
+{
+	const struct ab_preset *p = NULL;
+	struct ab_config *cfg;
+	char value[64];
+	int rc;
+
+	if (!o->config)
+		return 0;
+	if ((rc = ab_config_load(o->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
+		return rc;
+	if (!o->key) {
+		if (o->preset)
+			rc = ab_preset_lookup(o->preset, &p, err, errlen);
+		else
+			rc = ab_preset_detect(cfg, o->document, &p, err, errlen);
+		if (rc == 0) {
+			o->key = p->keys[strcmp(o->phase, "eval") ? AB_ROLE_MICRO_BATCH
+								  : AB_ROLE_EVAL_BATCH];
+			if (!o->key)
+				rc = ab_fail(err, errlen, EINVAL, "preset %s has no eval batch key: "
+								  "name it with --key KEY",
+					     p->name);
+		}
+	}
+	if (rc == 0)
+		rc = ab_config_get(cfg, o->key, o->document, value, sizeof(value), err, errlen);
+	if (rc == 0)
+		start_from_value(value, start);
+	ab_config_free(cfg);
+	return rc;
+}
+

@@ -1,0 +1,200 @@
+/* run_opts.c - `autobatch-probe run`'s command line: the options, each number parsed
+ * strictly and named in its error, and where the Python step hook is.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "run.h"
+#include "number.h"
+#include "size.h"
+
+int run_usage(void)
+{
+	fprintf(stderr,
+		"Usage: autobatch-probe run [OPTIONS] [-- COMMAND [ARGS...]]\n"
+		"  --fraction F[,F...]   memory target(s), 0 < F <= 1 (default 0.8)\n"
+		"  --objective memory|throughput\n"
+		"  --device cuda:N | host[:capacity=SIZE] | sim:SPEC\n"
+		"  --mode exec|model     exec runs COMMAND per candidate batch; model runs the\n"
+		"                        proxy transformer step (--model or --config dimensions)\n"
+		"  --model layers=N,hidden=N,heads=N,seq=N,vocab=N[,ffn=N,dtype=bf16|fp32,recompute=1]\n"
+		"  --comm-reserve SIZE   memory kept for NCCL when the probe sees one GPU\n"
+		"  --config FILE [--preset NAME | --key KEY] [--document N]\n"
+		"  --min N --max N --multiple-of N --start N\n"
+		"  --global-batch G --devices N   keep G = batch x devices x accumulation\n"
+		"  --phase train|eval    --steps K (default 3, after one warm-up step)\n"
+		"  --startup-seconds S   allowance to the first step: loading, compiling (default 600)\n"
+		"  --trial-seconds S     allowance for the steps, from the first (default 60)\n"
+		"  --instrument on|off   count a Python trial's PyTorch optimizer steps (default on)\n"
+		"  --hook-dir DIR        where the Python step hook is (default: installed)\n"
+		"  --max-trials N        --json FILE|-           --plot FILE.svg\n"
+		"  --keep-trials         keep each trial's directory (output, report, config)\n");
+	return 2;
+}
+
+static int parse_long(const char *text, long min, long max, const char *name, long *out)
+{
+	long v;
+
+	if (ab_parse_whole(text, min, max, &v) < 0) {
+		fprintf(stderr, "autobatch-probe: --%s %s: give a whole number from %ld to %ld\n",
+			name, text, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_fractions(const char *text, struct run_opts *o)
+{
+	char buf[256], err[AB_ERR_MAX], *item, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", text);
+	o->nfractions = 0;
+	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		if (o->nfractions == MAX_FRACTIONS) {
+			fprintf(stderr, "autobatch-probe: --fraction: at most %d fractions\n",
+				MAX_FRACTIONS);
+			return -1;
+		}
+		if (ab_parse_fraction(item, &o->fractions[o->nfractions++], err, sizeof(err)) < 0) {
+			fprintf(stderr, "autobatch-probe: --fraction: %s\n", err);
+			return -1;
+		}
+	}
+	return o->nfractions ? 0 : -1;
+}
+
+static int parse_numeric(int opt, const char *arg, struct run_opts *o)
+{
+	long v;
+
+	switch (opt) {
+	case 'n': return parse_long(arg, 1, AB_BATCH_MAX, "min", &o->min);
+	case 'x': return parse_long(arg, 1, AB_BATCH_MAX, "max", &o->max);
+	case 'm': return parse_long(arg, 1, AB_BATCH_MAX, "multiple-of", &o->multiple_of);
+	case 'g': return parse_long(arg, 1, AB_GLOBAL_BATCH_MAX, "global-batch", &o->global_batch);
+	case 'D': return parse_long(arg, 1, 1 << 20, "devices", &o->devices);
+	case 'S': return parse_long(arg, 1, AB_BATCH_MAX, "start", &o->start);
+	case 'k':
+		if (parse_long(arg, 1, 1000, "steps", &v) < 0)
+			return -1;
+		o->steps = (int)v;
+		return 0;
+	case 'T':
+		if (parse_long(arg, 1, 100, "max-trials", &v) < 0)
+			return -1;
+		o->max_trials = (int)v;
+		return 0;
+	case 'd':
+		if (parse_long(arg, 0, 1000000, "document", &v) < 0)
+			return -1;
+		o->document = (int)v;
+		return 0;
+	case 't':
+		if (parse_long(arg, 1, 86400, "trial-seconds", &v) < 0)
+			return -1;
+		o->trial_seconds = (double)v;
+		return 0;
+	case 'u':
+		if (parse_long(arg, 1, 86400, "startup-seconds", &v) < 0)
+			return -1;
+		o->startup_seconds = (double)v;
+		return 0;
+	}
+	return -1;
+}
+
+int run_parse_opts(int argc, char **argv, struct run_opts *o)
+{
+	static const struct option longopts[] = {
+		{"fraction", 1, 0, 'f'},     {"objective", 1, 0, 'o'},  {"device", 1, 0, 'v'},
+		{"mode", 1, 0, 'M'},         {"config", 1, 0, 'c'},     {"preset", 1, 0, 'p'},
+		{"key", 1, 0, 'K'},          {"document", 1, 0, 'd'},   {"min", 1, 0, 'n'},
+		{"max", 1, 0, 'x'},          {"multiple-of", 1, 0, 'm'}, {"global-batch", 1, 0, 'g'},
+		{"devices", 1, 0, 'D'},      {"start", 1, 0, 'S'},      {"phase", 1, 0, 'P'},
+		{"steps", 1, 0, 'k'},        {"trial-seconds", 1, 0, 't'}, {"max-trials", 1, 0, 'T'},
+		{"json", 1, 0, 'j'},         {"keep-trials", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+		{"plot", 1, 0, 'G'},         {"model", 1, 0, 'L'},      {"comm-reserve", 1, 0, 'R'},
+		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
+		{0, 0, 0, 0},
+	};
+	char err[AB_ERR_MAX];
+	int opt;
+
+	bool instrument = true;
+
+	*o = (struct run_opts){.fractions = {0.8}, .nfractions = 1, .phase = "train",
+			       .document = -1, .steps = 3, .devices = 1,
+			       .startup_seconds = AB_STARTUP_SECONDS_DEFAULT,
+			       .trial_seconds = AB_TRIAL_SECONDS_DEFAULT, .hook_dir = AB_DEFAULT_HOOK_DIR};
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'f': if (parse_fractions(optarg, o) < 0) return -1; break;
+		case 'o':
+			if (strcmp(optarg, "memory") && strcmp(optarg, "throughput"))
+				return fprintf(stderr, "autobatch-probe: --objective memory|throughput\n"), -1;
+			o->objective = optarg[0] == 't' ? AB_OBJECTIVE_THROUGHPUT : AB_OBJECTIVE_MEMORY;
+			break;
+		case 'v': o->device = optarg; break;
+		case 'M': o->mode = optarg; break;
+		case 'c': o->config = optarg; break;
+		case 'p': o->preset = optarg; break;
+		case 'K': o->key = optarg; break;
+		case 'j': o->json = optarg; break;
+		case 'G': o->plot = optarg; break;
+		case 'e': o->keep = true; break;
+		case 'L': o->model = optarg; break;
+		case 'H': o->hook_dir = optarg; break;
+		case 'I':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				return fprintf(stderr, "autobatch-probe: --instrument on|off\n"), -1;
+			instrument = !strcmp(optarg, "on");
+			break;
+		case 'R':
+			if (ab_parse_size(optarg, &o->comm_reserve, err, sizeof(err)) < 0)
+				return fprintf(stderr, "autobatch-probe: --comm-reserve: %s\n", err), -1;
+			break;
+		case 'P':
+			if (strcmp(optarg, "train") && strcmp(optarg, "eval"))
+				return fprintf(stderr, "autobatch-probe: --phase train|eval\n"), -1;
+			o->phase = optarg;
+			break;
+		case 'h': return -1;
+		case '?': return -1;
+		default:
+			if (parse_numeric(opt, optarg, o) < 0)
+				return -1;
+		}
+	}
+	o->command = optind < argc ? argv + optind : NULL;
+	if (!instrument)
+		o->hook_dir = NULL;
+	if (o->mode && strcmp(o->mode, "exec") && strcmp(o->mode, "model"))
+		return fprintf(stderr, "autobatch-probe: --mode exec|model\n"), -1;
+	return 0;
+}
+
+/* The hook is part of the installation; a probe built but not installed is told where it is
+ * with --hook-dir. Without it, Python trials must report their steps themselves, which a
+ * trial that reports none is told. */
+const char *run_hook_dir(const char *dir, const char **missing)
+{
+	char path[AB_PATH_MAX];
+
+	*missing = NULL;
+	if (!dir)
+		return NULL;
+	if (ab_format(path, sizeof(path), "%s/sitecustomize.py", dir) == 0 &&
+	    access(path, R_OK) == 0)
+		return dir;
+	*missing = dir;
+	return NULL;
+}
+

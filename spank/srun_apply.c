@@ -1,0 +1,203 @@
+/* srun_apply.c - srun (local context): plans the step about to launch (its command, its
+ * config and the keys in it) and applies a decision to it: the config rewritten, the report
+ * written beside the job's files, the decision exported to the tasks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "file_replace.h"
+#include "fingerprint.h"
+#include "srun.h"
+
+/* setenv(3): srun merges its environment into the launch after this hook (spank_setenv is
+ * refused in local context). The SLURM_ twin survives --export=NONE; slurmstepd copies it
+ * back (remote.c). */
+int ab_export(const char *name, const char *value)
+{
+	char twin[128];
+
+	if (ab_env_twin(name, twin, sizeof(twin)) < 0 || setenv(name, value, 1) < 0 ||
+	    setenv(twin, value, 1) < 0) {
+		slurm_error(AB_LOG_PREFIX "cannot export %s: %s", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int export_long(const char *name, long value)
+{
+	char text[32];
+
+	snprintf(text, sizeof(text), "%ld", value);
+	return ab_export(name, text);
+}
+
+/* The probe's report beside the job's files, else in $TMPDIR: written whole through a
+ * temp file and a rename, never through what someone planted at its name (a FIFO would
+ * hang srun, a hard link would be truncated). */
+static void write_report(unsigned jobid, unsigned stepid, const char *json, char *path,
+			 size_t pathlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	char cwd[PATH_MAX], name[64], err[AB_ERR_MAX] = "";
+	int rc = -ENOENT;
+
+	snprintf(name, sizeof(name), "autobatch-%u.%u.json", jobid, stepid);
+	for (int i = 0; i < 2 && rc < 0; i++) {
+		const char *dir = i == 0 ? getcwd(cwd, sizeof(cwd)) : (tmp && *tmp == '/' ? tmp : "/tmp");
+		int dirfd;
+
+		if (!dir || ab_format(path, pathlen, "%s/%s", dir, name) < 0)
+			continue;
+		if ((dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			snprintf(err, sizeof(err), "cannot open %s: %s", dir, strerror(errno));
+			continue;
+		}
+		rc = ab_file_replace(dirfd, name, json, 0644, path, err, sizeof(err));
+		close(dirfd);
+	}
+	if (rc < 0) {
+		slurm_error(AB_LOG_PREFIX "the report was not written: %s", err);
+		path[0] = '\0';
+	}
+}
+
+/* ---- planning and applying ---------------------------------------------------------- */
+
+int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
+{
+	const struct ab_request *req = &ab_state.req;
+	struct ab_config *cfg;
+	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
+	uint32_t jobid = 0, stepid = 0, ntasks = 1;
+	int rc;
+
+	if (n <= 0)
+		return ab_fail(err, errlen, errno, "cannot find srun itself: %s", strerror(errno));
+	pl->srun[n] = '\0';
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ARGV, &pl->job.argc, &pl->job.argv) != ESPANK_SUCCESS)
+		return ab_fail(err, errlen, EINVAL, "Slurm did not say which job and command this is");
+	spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks);
+	pl->job = (struct ab_probe_job){.srun = pl->srun, .jobid = jobid, .ntasks = ntasks,
+					.argc = pl->job.argc, .argv = pl->job.argv,
+					.global_batch = req->global_batch};
+	pl->stepid = stepid;
+	ab_state.jobid = jobid;
+	ab_state.stepid = stepid;
+	pl->job.nodelist = getenv("SLURM_STEP_NODELIST") ? getenv("SLURM_STEP_NODELIST")
+							 : getenv("SLURM_NODELIST");
+	if (!req->config[0])
+		return 0;
+	/* the user's own file, read as the user (srun runs as the user) */
+	if (!realpath(req->config, pl->config))
+		return ab_fail(err, errlen, errno, "cannot read --autobatch-config=%s: %s",
+			       req->config, strerror(errno));
+	if ((rc = ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
+		return rc;
+	rc = ab_keys_find(cfg, req->preset, req->key, &pl->keys, err, errlen);
+	/* what the decision is made for: apply refuses a file the user changed meanwhile */
+	if (rc == 0) {
+		struct ab_hash h;
+
+		pl->written[0] = pl->keys.micro, pl->written[1] = pl->keys.accum;
+		pl->written[2] = pl->keys.global, pl->written[3] = pl->keys.eval;
+		ab_hash_init(&h);
+		ab_hash_config(&h, cfg, pl->written, 4);
+		pl->seen = (struct ab_expect){pl->written, 4, h.h};
+	}
+	ab_config_free(cfg);
+	if (rc < 0)
+		return rc;
+	if (req->eval && !pl->keys.eval)
+		return ab_fail(err, errlen, EINVAL, "--autobatch-eval: %s has no eval batch key "
+						    "the preset knows",
+			       req->config);
+	pl->job.config = pl->config;
+	pl->job.key = pl->keys.micro;
+	if (!pl->job.global_batch)
+		pl->job.global_batch = pl->keys.file_global;
+	return 0;
+}
+
+static void decision_line(const struct ab_plan *pl, const struct ab_result *res, long eval_batch,
+			  const char *wrote)
+{
+	char line[3 * PATH_MAX];
+	size_t len = 0;
+
+	ab_append(line, sizeof(line), &len, "%s batch %ld", pl->cached ? "cached decision:" : "chose",
+		  res->batch);
+	if (res->global_batch)
+		ab_append(line, sizeof(line), &len, " (gradient accumulation %ld, global %ld)",
+			  res->grad_accum, res->global_batch);
+	if (eval_batch)
+		ab_append(line, sizeof(line), &len, ", eval batch %ld", eval_batch);
+	if (pl->cached)
+		ab_append(line, sizeof(line), &len, " (probed earlier in %zu trials; "
+						    "--autobatch-refresh probes again)",
+			  res->trials);
+	else
+		ab_append(line, sizeof(line), &len, " in %zu trials, %.0f s", res->trials,
+			  res->elapsed_s);
+	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
+}
+
+int ab_apply(struct ab_plan *pl, const struct ab_result *res, long eval_batch,
+		 const char *json, char *err, size_t errlen)
+{
+	const struct ab_request *req = &ab_state.req;
+	char values[4][32], note[AB_ERR_MAX], report[PATH_MAX];
+	char wrote[2 * PATH_MAX] = "";
+	char *marked = NULL;
+	struct ab_edit edits[4];
+	size_t n;
+	int rc;
+
+	if (req->config[0]) {
+		char real[PATH_MAX];
+		struct stat st;
+
+		/* by the name the user gave (srun's cwd is theirs), for messages they know; the
+		 * backup lies beside the file really rewritten (a symlink's target) */
+		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
+		if ((rc = ab_config_set_file_expect(req->config, AB_FORMAT_AUTO, edits, n, -1,
+						    &pl->seen, note, sizeof(note), err,
+						    errlen)) < 0)
+			return rc;
+		if (rc == 0)
+			ab_format(wrote, sizeof(wrote), "; %s already says so", req->config);
+		else
+			ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)%s%s",
+				  req->config,
+				  lstat(req->config, &st) == 0 && S_ISLNK(st.st_mode) &&
+						  realpath(req->config, real)
+					  ? real
+					  : req->config,
+				  note[0] ? "; " : "", note);
+	}
+	if (pl->cached && (marked = ab_result_with_eval(json, 0, "hit")))
+		json = marked; /* the entry was the probe's report: it said "miss" then */
+	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
+	free(marked);
+	if (export_long(AB_ENV_BATCH_SIZE, res->batch) < 0 ||
+	    export_long(AB_ENV_GRAD_ACCUM, res->grad_accum) < 0 ||
+	    export_long(AB_ENV_GLOBAL_BATCH, ab_global_batch(res->global_batch, res->batch,
+							      res->grad_accum, pl->job.ntasks)) < 0 ||
+	    (eval_batch && export_long(AB_ENV_EVAL_BATCH_SIZE, eval_batch) < 0) ||
+	    (res->total_bytes && export_long(AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
+	    (report[0] && ab_export(AB_ENV_REPORT, report) < 0) ||
+	    (req->config[0] && ab_export(AB_ENV_CONFIG, pl->config) < 0))
+		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks");
+	decision_line(pl, res, eval_batch, wrote);
+	return 0;
+}
+

@@ -1,0 +1,110 @@
+/* srun_cache.c - srun's decision cache: where it lives (the site's cache_dir, one directory
+ * per user, else the user's XDG cache), what keys an entry, reading and storing entries.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "file_replace.h"
+#include "fingerprint.h"
+#include "srun.h"
+
+/* Everything that shapes the decision and that srun knows before any step runs. */
+static void cache_key(const struct ab_plan *pl, struct ab_hash *h)
+{
+	const struct ab_request *req = &ab_state.req;
+	char num[64];
+
+	ab_hash_init(h);
+	ab_hash_str(h, PACKAGE_VERSION);
+	ab_hash_str(h, ab_mode_name(req->mode));
+	ab_hash_str(h, ab_objective_name(req->objective));
+	snprintf(num, sizeof(num), "%.6g %ld %u %d", ab_state.fraction, pl->job.global_batch,
+		 pl->job.ntasks, req->eval);
+	ab_hash_str(h, num);
+	ab_hash_str(h, ab_state.site.probe);
+	ab_hash_str(h, ab_state.site.probe_args);
+	ab_hash_add(h, &ab_state.site.comm_reserve, sizeof(ab_state.site.comm_reserve));
+	ab_hash_str(h, getenv("SLURM_JOB_PARTITION"));
+	ab_hash_str(h, pl->job.nodelist); /* the node (and so its GPU type) */
+	ab_hash_str(h, req->trial_command);
+	for (int i = 0; i < pl->job.argc; i++)
+		ab_hash_str(h, pl->job.argv[i]);
+	ab_hash_str(h, pl->keys.micro);
+	/* the config less its batch values, as plan_job fingerprinted it: no second read */
+	if (req->config[0])
+		ab_hash_add(h, &pl->seen.fingerprint, sizeof(pl->seen.fingerprint));
+}
+
+/* The user's cache, open; c->fd -1 when there is none. An unsafe site directory is the
+ * admin's to fix: said on srun's stderr, and the job goes on without the cache. */
+void ab_srun_cache_open(struct ab_cache *c)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char dir[AB_PATH_MAX], err[AB_ERR_MAX];
+	int rc = -ENOENT;
+
+	c->fd = -1;
+	if (!ab_state.site.cache)
+		return;
+	if (ab_state.site.cache_dir[0]) { /* a site directory, one subdirectory per user */
+		if ((rc = ab_cache_open_site(ab_state.site.cache_dir, c, err, sizeof(err))) < 0)
+			slurm_error(AB_LOG_PREFIX "%s; deciding without the cache", err);
+		return;
+	}
+	if (xdg && *xdg == '/' && (mkdir(xdg, 0700) == 0 || errno == EEXIST) &&
+	    ab_format(dir, sizeof(dir), "%s/autobatch", xdg) == 0)
+		rc = ab_cache_open_dir(dir, c, err, sizeof(err));
+	else if (home && *home == '/' && ab_format(dir, sizeof(dir), "%s/.cache", home) == 0 &&
+		 (mkdir(dir, 0700) == 0 || errno == EEXIST) &&
+		 ab_format(dir, sizeof(dir), "%s/.cache/autobatch", home) == 0)
+		rc = ab_cache_open_dir(dir, c, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "neither XDG_CACHE_HOME nor HOME is an absolute path");
+	if (rc < 0)
+		slurm_verbose(AB_LOG_PREFIX "no cache: %s", err);
+}
+
+/* 0 and *json on a hit; -ENOENT on a miss (name then names where the entry goes). */
+int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, char *name,
+			 size_t namelen, struct ab_result *res, char **json)
+{
+	char err[AB_ERR_MAX];
+	struct ab_hash h;
+	int rc;
+
+	name[0] = '\0';
+	if (c->fd < 0)
+		return -ENOENT;
+	cache_key(pl, &h);
+	ab_cache_entry_name(&h, name, namelen);
+	if (ab_state.req.refresh || (rc = ab_cache_load(c, name, json)) == -ENOENT)
+		return -ENOENT;
+	if (rc == 0 && ab_result_parse(*json, strlen(*json), res, err, sizeof(err)) == 0 && res->ok)
+		return 0;
+	slurm_verbose(AB_LOG_PREFIX "ignoring the corrupt cache entry %s/%s; it is replaced",
+		      c->dir, name);
+	if (rc == 0)
+		free(*json);
+	*json = NULL;
+	return -ENOENT;
+}
+
+void ab_srun_cache_store(const struct ab_cache *c, const char *name, const char *json,
+			 long eval_batch)
+{
+	char err[AB_ERR_MAX], *entry;
+
+	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))
+		return;
+	if (ab_cache_store(c, name, entry, err, sizeof(err)) < 0)
+		slurm_verbose(AB_LOG_PREFIX "%s", err);
+	free(entry);
+}
+

@@ -1,0 +1,143 @@
+/* test_report.c - the probe's JSON report (lib/probe/report.c) read back by the plugin's
+ * reader (lib/core/decision.c): the two sides of the protocol agree on every field the
+ * plugin uses, each status, the global batch rule; and the lines people read.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "unit.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decision.h"
+#include "protocol.h"
+#include "report.h"
+
+#define GiB (1024ULL * 1024 * 1024)
+
+static char err[512];
+
+/* A decision of batch 24 x accumulation 4 on 8 devices, from two trials. */
+static struct ab_trial trial_v[2] = {
+	{.batch = 16, .has_peak = true, .peak_bytes = 40 * GiB, .has_step = true, .step_s = 0.5,
+	 .steps = 4, .runs = 1},
+	{.batch = 24, .has_peak = true, .peak_bytes = 60 * GiB, .has_step = true, .step_s = 0.7,
+	 .steps = 4, .runs = 1},
+};
+static struct ab_trials trials = {trial_v, 2, 2, 0};
+static struct ab_report_fraction fraction = {
+	.fraction = 0.8,
+	.decision = {.batch = 24, .grad_accum = 4, .limit_bytes = 64 * GiB, .confidence = 90,
+		     .trials_used = 2, .chosen = 1},
+	.ok = true,
+};
+
+static struct ab_report report(void)
+{
+	return (struct ab_report){.ok = true, .mode = "exec", .objective = "memory",
+				  .phase = "train", .device_kind = "sim", .device_name = "sim",
+				  .total_bytes = 80 * GiB, .fractions = &fraction, .nfractions = 1,
+				  .devices = 8, .trials = &trials, .elapsed_s = 12.5};
+}
+
+static void round_trip(void **state)
+{
+	struct ab_report r = report();
+	struct ab_result res;
+	char *json = ab_report_json(&r);
+
+	(void)state;
+	assert_non_null(json);
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_true(res.ok);
+	assert_false(res.interrupted);
+	assert_int_equal(res.batch, 24);
+	assert_int_equal(res.grad_accum, 4);
+	assert_int_equal(res.global_batch, 24 * 4 * 8); /* no global batch asked: the product */
+	assert_true(res.fraction == 0.8);
+	assert_int_equal(res.confidence, 90);
+	assert_int_equal(res.trials, 2);
+	assert_int_equal(res.total_bytes, 80 * GiB);
+	assert_string_equal(res.device, "sim");
+	assert_contains(json, "\"" AB_FIELD_CACHE "\":\"miss\"");
+	free(json);
+	r.global_batch = 1024; /* asked: kept as asked */
+	json = ab_report_json(&r);
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_int_equal(res.global_batch, 1024);
+	free(json);
+}
+
+static void failed_and_interrupted(void **state)
+{
+	struct ab_report r = report();
+	struct ab_result res;
+	char *json;
+
+	(void)state;
+	r.ok = false;
+	fraction.ok = false;
+	snprintf(r.error, sizeof(r.error), "nothing fits: batch 1 peaks at 70 GiB");
+	json = ab_report_json(&r);
+	assert_contains(json, "\"status\":\"failed\"");
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_false(res.ok);
+	assert_false(res.interrupted);
+	assert_string_equal(res.error, "nothing fits: batch 1 peaks at 70 GiB");
+	free(json);
+	r.interrupted = true;
+	json = ab_report_json(&r);
+	assert_contains(json, "\"status\":\"interrupted\"");
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_false(res.ok);
+	assert_true(res.interrupted);
+	free(json);
+	fraction.ok = true;
+	/* what is not a report */
+	assert_int_equal(ab_result_parse("{\"status\":\"maybe\"}", 18, &res, err, sizeof(err)),
+			 -EPROTO);
+	assert_int_equal(ab_result_parse("[1]", 3, &res, err, sizeof(err)), -EPROTO);
+}
+
+static void global_batch_rule(void **state)
+{
+	(void)state;
+	assert_int_equal(ab_global_batch(0, 24, 4, 8), 768);
+	assert_int_equal(ab_global_batch(0, 24, 0, 0), 24); /* no accumulation, one device */
+	assert_int_equal(ab_global_batch(512, 24, 4, 8), 512);
+	assert_int_equal(ab_global_batch(0, 0, 4, 8), 0);
+	assert_int_equal(ab_global_batch(0, 1L << 40, 1L << 20, 1L << 10), 0); /* overflow */
+}
+
+static void lines(void **state)
+{
+	struct ab_report r = report();
+	char buf[512];
+
+	(void)state;
+	assert_string_equal(ab_format_duration(45, buf, sizeof(buf)), "45 s");
+	ab_report_trial_line(1, &trial_v[1], true, 64 * GiB, 0, 80 * GiB, buf, sizeof(buf));
+	assert_contains(buf, "trial 2: batch 24 fits, peak 60.0 GiB of 64.0 GiB limit "
+			     "(80% of 80.0 GiB)"); /* index 1: the second trial */
+	ab_report_decision_line(&r, buf, sizeof(buf));
+	assert_contains(buf, "chose batch 24 in 2 trials, 12 s; confidence: unknown"); /* 90 */
+	r.global_batch = 768;
+	ab_report_decision_line(&r, buf, sizeof(buf));
+	assert_contains(buf, "chose batch 24 (gradient accumulation 4, global 768)");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(round_trip),
+		cmocka_unit_test(failed_and_interrupted),
+		cmocka_unit_test(global_batch_rule),
+		cmocka_unit_test(lines),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
