@@ -1,4 +1,4 @@
-/* clock.h - the one clock every deadline and trial timing in libautobatch reads: monotonic
+/* clock.h - the one clock every deadline and trial timing in autobatch reads: monotonic
  * seconds, so a wall-clock change never stretches or cuts a trial.
  */
 #ifndef AUTOBATCH_CLOCK_H

@@ -1,4 +1,4 @@
-/* error.c - the error convention of libautobatch (see error.h). */
+/* error.c - the error convention of autobatch's libraries (see error.h). */
 #include "error.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* error.h - the error convention of libautobatch: functions return 0 or a negative errno
- * value and describe a failure in one sentence written into a caller-owned buffer.
+/* error.h - the error convention of autobatch's libraries: functions return 0 or a negative
+ * errno value and describe a failure in one sentence written into a caller-owned buffer.
  */
 #ifndef AUTOBATCH_ERROR_H
 #define AUTOBATCH_ERROR_H

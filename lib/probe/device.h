@@ -26,7 +26,7 @@ struct ab_device {
 };
 
 /* What the probe's CUDA runtime supplies (lib/kernels/cuda_device.cu): the plugin never links
- * CUDA, so libautobatch reaches the GPU only through these hooks, set by the probe. */
+ * CUDA, so the engine reaches the GPU only through these hooks, set by the probe. */
 struct ab_cuda_ops {
 	int (*open)(int index, char *name, size_t namelen, char *pci_bus_id, size_t buslen,
 		    uint64_t *total, char *err, size_t errlen);
