@@ -80,7 +80,8 @@ static int wait_child(const struct ab_model_host *h, struct ab_proc *proc, char 
 						      .fds = {-1, -1},
 					      });
 
-	if (why == AB_STOP_INTERRUPT)
+	/* Ctrl-C reaches the child too (our process group), which may end before we look */
+	if (why == AB_STOP_INTERRUPT || (h->interrupted && *h->interrupted))
 		return ab_fail(err, errlen, EINTR, "interrupted during a model trial");
 	if (why == AB_STOP_DEADLINE)
 		return ab_fail(err, errlen, ETIMEDOUT,
