@@ -13,17 +13,18 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "protocol.h"
 
 #ifdef HAVE_CUDA
 static int module_path(char *path, size_t len, char *err, size_t errlen)
 {
-	const char *env = getenv("AUTOBATCH_CUDA_MODULE");
+	const char *env = getenv(AB_ENV_CUDA_MODULE);
 	char self[PATH_MAX];
 	ssize_t n;
 
 	if (env && *env)
 		return ab_copy(path, len, env) < 0 ? ab_fail(err, errlen, ENAMETOOLONG,
-							     "AUTOBATCH_CUDA_MODULE is too long")
+							     AB_ENV_CUDA_MODULE " is too long")
 						   : 0;
 	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) < 0)
 		return ab_fail(err, errlen, errno, "cannot find the probe's own path: %s",

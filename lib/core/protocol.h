@@ -43,6 +43,9 @@
 #define AB_ENV_TRIAL_PHASE "AUTOBATCH_TRIAL_PHASE"
 /* and AB_ENV_BATCH_SIZE, AB_ENV_CONFIG (the trial's copy of the config) */
 
+/* ---- the probe's own ---- */
+#define AB_ENV_CUDA_MODULE "AUTOBATCH_CUDA_MODULE" /* autobatch-cuda.so elsewhere than beside it */
+
 /* ---- the probe's JSON report (autobatch-probe(1), design "JSON report") ---- */
 #define AB_FIELD_STATUS "status"
 #define AB_STATUS_OK "ok"

@@ -46,7 +46,7 @@ const struct ab_option_info ab_options[AB_OPT_COUNT] = {
 
 static const char *source_name(enum ab_source s)
 {
-	return s == AB_SOURCE_ENV ? "AUTOBATCH" : "--autobatch";
+	return s == AB_SOURCE_ENV ? AB_ENV_REQUEST : "--autobatch";
 }
 
 /* ---- fraction ---------------------------------------------------------------------- */
