@@ -178,6 +178,7 @@ struct outcome {
 	int verified;     /* the chosen batch was itself run and fit */
 	char path[128];   /* the batches tried, for -v */
 	int failed;       /* reported no batch */
+	int rounds;       /* autobatch: rounds of trials run at once */
 };
 
 struct env {
@@ -238,12 +239,13 @@ static long best_of(struct env *e)
 	return best;
 }
 
-static struct outcome ours(struct env *e)
+static struct outcome ours_on(struct env *e, int gpus)
 {
 	struct ab_search_params p = {
 		.total_bytes = e->sim.total_bytes, .fraction = e->c->fraction,
 		.objective = AB_OBJECTIVE_MEMORY, .multiple_of = e->c->multiple_of,
 		.global_batch = e->c->global_batch, .devices = e->c->devices, .max = MAX_B,
+		.parallel = gpus,
 	};
 	struct ab_trials trials = {0};
 	struct ab_decision d;
@@ -257,6 +259,7 @@ static struct outcome ours(struct env *e)
 		o.failed = 1;
 	}
 	o.trials = (int)trials.n;
+	o.rounds = (int)trials.rounds;
 	for (size_t i = 0, len = 0; i < trials.n; i++) {
 		o.seconds += trials.v[i].seconds;
 		len += (size_t)snprintf(o.path + len, len < sizeof(o.path) ? sizeof(o.path) - len : 0,
@@ -264,6 +267,11 @@ static struct outcome ours(struct env *e)
 	}
 	ab_trials_free(&trials);
 	return o;
+}
+
+static struct outcome ours(struct env *e)
+{
+	return ours_on(e, 1);
 }
 
 /* Lightning power: double from 2 until OOM; the last that ran. */
@@ -399,6 +407,58 @@ static int cmp_int(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
+/* Each trial of a real job: a fixed start-up (loading, compiling) and 1 warm-up + 3
+ * measured steps. A round costs one trial's time whatever its number of trials. */
+#define TRIAL_STARTUP_S 60.0
+#define TRIAL_STEP_S 1.0
+#define TRIAL_STEPS 4
+
+static const int gpu_counts[] = {1, 2, 4, 8};
+#define NGPUS (sizeof(gpu_counts) / sizeof(gpu_counts[0]))
+
+/* autobatch with G GPUs on the probe's node: rounds, trials and wall time per case. */
+static void parallel_table(bool verbose)
+{
+	printf("\nparallel trials: rounds of up to G trials at once, one per GPU; each trial %.0f s "
+	       "of start-up and %d steps of %.0f s\n\n",
+	       TRIAL_STARTUP_S, TRIAL_STEPS, TRIAL_STEP_S);
+	printf("%-6s %8s %6s %8s %6s %10s %10s %9s %6s\n", "GPUs", "median", "max", "median",
+	       "max", "median", "max", "<97%", "over");
+	printf("%-6s %8s %6s %8s %6s %10s %10s %9s %6s\n", "", "rounds", "rounds", "trials",
+	       "trials", "wall s", "wall s", "of best", "limit");
+	for (size_t g = 0; g < NGPUS; g++) {
+		int rounds[MAX_CASES], trials[MAX_CASES], n = 0, under = 0, over = 0;
+		double per_round = TRIAL_STARTUP_S + TRIAL_STEPS * TRIAL_STEP_S;
+
+		for (int i = 0; i < ncases; i++) {
+			struct env e = {.c = &cases[i]};
+			struct outcome o;
+			long best;
+
+			build_sim(&cases[i], &e.sim);
+			e.limit = (uint64_t)floor(cases[i].fraction * cases[i].total);
+			best = best_of(&e);
+			o = ours_on(&e, gpu_counts[g]);
+			bool fits = o.chosen > 0 && truly_fits(&e, o.chosen);
+
+			over += o.chosen > 0 && !fits;
+			under += best > 0 && (!fits || o.chosen < (1 - AB_SEARCH_TOLERANCE) * best);
+			rounds[n] = o.rounds;
+			trials[n++] = o.trials;
+			if (verbose)
+				printf("G=%d %-44s best %5ld chosen %5ld rounds %d trials %2d %s\n",
+				       gpu_counts[g], cases[i].name, best, o.chosen, o.rounds, o.trials,
+				       o.path);
+			ab_sim_free(&e.sim);
+		}
+		qsort(rounds, (size_t)n, sizeof(int), cmp_int);
+		qsort(trials, (size_t)n, sizeof(int), cmp_int);
+		printf("%-6d %8d %6d %8d %6d %10.0f %10.0f %9d %6d\n", gpu_counts[g], rounds[n / 2],
+		       rounds[n - 1], trials[n / 2], trials[n - 1], rounds[n / 2] * per_round,
+		       rounds[n - 1] * per_round, under, over);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	bool verbose = argc > 1 && !strcmp(argv[1], "-v");
@@ -477,5 +537,6 @@ int main(int argc, char **argv)
 	       "<97%% of best: cases whose choice is below 97%% of the best "
 	       "(an over-limit or missing choice counts as 0). over limit: choices whose peak "
 	       "exceeds fraction x total. unverified: choices never run.\n");
+	parallel_table(verbose);
 	return 0;
 }

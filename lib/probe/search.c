@@ -24,6 +24,8 @@
 #define QUIET 0.0005     /* trials this close to a line show no noise */
 #define TIE 0.01         /* throughputs this close are equal: prefer the smaller batch */
 #define THROUGHPUT_EXTRA_TRIALS 4
+#define GROWTH 4.0      /* a round's sizes grow by this while no line is known */
+#define ROUND_STEP 0.029 /* a round's ladder around the prediction: fit and fail 3% apart */
 /* Helper processes' memory differs between runs of one batch. The margin kept under the
  * limit for it: twice the spread two runs of the choice showed (two readings understate the
  * range), and at least NOISE_FLOOR of the limit, what plain runs with two DataLoader workers
@@ -149,7 +151,7 @@ struct run {
 	struct cands c;
 	uint64_t target;   /* fraction x total, less the reserve */
 	uint64_t limit;    /* what a trial must stay within: the target less any margin */
-	size_t new_trials;
+	size_t new_trials, new_rounds;
 	char *err;
 	size_t errlen;
 };
@@ -176,40 +178,67 @@ static const struct ab_trial *find(const struct run *r, long b)
 static void keep_margin(struct run *r);
 
 /* Tells the caller of a run of trial tr; runs are numbered in order, repeats included. */
-static void progress(const struct run *r, const struct ab_trial *tr)
+static void progress(const struct run *r, const struct ab_trial *tr, size_t index)
 {
 	if (r->p->progress)
-		r->p->progress(r->p->progress_arg, r->trials->n - 1 + r->trials->repeats, tr,
-			       fits(r, tr), r->target, r->target - r->limit);
+		r->p->progress(r->p->progress_arg, index, tr, fits(r, tr), r->target,
+			       r->target - r->limit);
+}
+
+static int grow(struct run *r, size_t n)
+{
+	struct ab_trials *t = r->trials;
+	size_t cap = t->cap ? t->cap : 16;
+	struct ab_trial *v;
+
+	while (cap < t->n + n)
+		cap *= 2;
+	if (cap == t->cap)
+		return 0;
+	if (!(v = realloc(t->v, cap * sizeof(*v))))
+		return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
+	t->v = v;
+	t->cap = cap;
+	return 0;
+}
+
+/* Runs one round: the batches at once where a round function and GPUs allow, else one
+ * after another. Every batch is a new one. */
+static int measure_round(struct run *r, const long *batches, size_t n)
+{
+	struct ab_trials *t = r->trials;
+	struct ab_trial *out;
+	int rc;
+
+	if ((rc = grow(r, n)) < 0)
+		return rc;
+	out = &t->v[t->n];
+	memset(out, 0, n * sizeof(*out));
+	if (n > 1 && r->p->round)
+		rc = r->p->round(r->ctx, batches, n, out, r->err, r->errlen);
+	else
+		for (size_t i = 0; i < n && rc >= 0; i++)
+			rc = r->fn(r->ctx, batches[i], &out[i], r->err, r->errlen);
+	if (rc < 0)
+		return rc;
+	t->rounds++;
+	r->new_rounds++;
+	for (size_t i = 0; i < n; i++) {
+		out[i].batch = batches[i];
+		out[i].runs = 1;
+		out[i].round = (int)t->rounds;
+	}
+	t->n += n;
+	r->new_trials += n;
+	keep_margin(r);
+	for (size_t i = 0; i < n; i++)
+		progress(r, &t->v[t->n - n + i], t->n - n + i + t->repeats);
+	return 0;
 }
 
 static int measure(struct run *r, long b)
 {
-	struct ab_trials *t = r->trials;
-	struct ab_trial tr;
-	int rc;
-
-	if (find(r, b))
-		return 0;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 16;
-		struct ab_trial *v = realloc(t->v, cap * sizeof(*v));
-
-		if (!v)
-			return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
-		t->v = v;
-		t->cap = cap;
-	}
-	memset(&tr, 0, sizeof(tr));
-	if ((rc = r->fn(r->ctx, b, &tr, r->err, r->errlen)) < 0)
-		return rc;
-	tr.batch = b;
-	tr.runs = 1;
-	t->v[t->n++] = tr;
-	r->new_trials++;
-	keep_margin(r);
-	progress(r, &tr);
-	return 0;
+	return find(r, b) ? 0 : measure_round(r, &b, 1);
 }
 
 /* The margin the helpers' noise asks for: twice the largest spread seen, at least the floor;
@@ -256,9 +285,12 @@ static int repeat(struct run *r, size_t i)
 	if ((rc = r->fn(r->ctx, t->v[i].batch, &again, r->err, r->errlen)) < 0)
 		return rc;
 	r->new_trials++;
+	r->new_rounds++;
 	t->repeats++;
+	t->rounds++;
 	tr = &t->v[i];
 	tr->runs++;
+	tr->round = (int)t->rounds;
 	tr->oom = tr->oom || again.oom;
 	tr->helpers = tr->helpers || again.helpers;
 	if (again.has_peak && tr->has_peak) {
@@ -269,7 +301,7 @@ static int repeat(struct run *r, size_t i)
 									   : tr->spread_bytes;
 	}
 	keep_margin(r);
-	progress(r, tr);
+	progress(r, tr, t->n - 1 + t->repeats);
 	return 0;
 }
 
@@ -534,40 +566,125 @@ static int nothing_fits(const struct run *r, char *err, size_t errlen)
 		       c_first(&r->c), limit);
 }
 
+/* ---- rounds: several trials at once ------------------------------------------------ */
+
+/* Adds candidate b to the round when it is new, in range and not yet measured. */
+static void round_add(const struct run *r, long *v, size_t *n, size_t cap, long b, long lo,
+		      long hi)
+{
+	if (*n == cap || b <= 0 || (lo && b <= lo) || (hi && b >= hi) || find(r, b))
+		return;
+	for (size_t i = 0; i < *n; i++)
+		if (v[i] == b)
+			return;
+	v[(*n)++] = b;
+}
+
+/* The candidate j rungs from b: ROUND_STEP apart, and at least j candidates apart. */
+static long rung(const struct run *r, long b, int j)
+{
+	long walk = b, far;
+
+	for (int i = 0; i < abs(j) && walk; i++)
+		walk = j > 0 ? c_next(&r->c, walk) : c_prev(&r->c, walk);
+	if (!walk)
+		return 0;
+	far = j > 0 ? c_ceil(&r->c, (double)b * pow(1 + ROUND_STEP, j))
+		    : c_floor(&r->c, (double)b * pow(1 + ROUND_STEP, j));
+	if (!far)
+		return walk;
+	return j > 0 ? (far > walk ? far : walk) : (far < walk ? far : walk);
+}
+
+/* The round beside the one trial a sequential search runs next (v[0]): where the memory line
+ * is not known yet, sizes growing by GROWTH, so that the largest fitting pair fixes a line
+ * far out; once a line predicts the crossing, a ladder of ROUND_STEP steps around it, more
+ * below than above (a line never overestimates an upward-bending curve), so that a fitting
+ * and a failing size 3% apart end the search; inside a narrow bracket, sizes that split it
+ * evenly. */
+static size_t plan_round(const struct run *r, const struct bracket *k, double pred, long *v,
+			 size_t cap)
+{
+	static const int ladder[] = {-1, 1, -2, -3, 2, -4, -5, 3, -6, -7, 4, -8};
+	long lo = k->lo ? k->lo->batch : 0, hi = k->hi ? k->hi->batch : 0;
+	size_t n = 1;
+
+	if (!k->lo && k->hi) {
+		/* the first size failed: smaller ones, halving down to the smallest (v[0]) */
+		for (double b = (double)k->hi->batch / 2; n < cap && b > (double)v[0]; b /= 2)
+			round_add(r, v, &n, cap, c_floor(&r->c, b), 0, k->hi->batch);
+		return n;
+	}
+	if (!hi && (!k->lo || k->nfit == 1 || isinf(pred))) {
+		double b = (double)v[0];
+
+		for (size_t i = 1; i < 4 * cap && n < cap && (b *= GROWTH) <= (double)c_last(&r->c); i++)
+			round_add(r, v, &n, cap, c_floor(&r->c, b), lo, 0);
+		return n;
+	}
+	if (hi) {
+		/* a narrow bracket is split evenly; a wide one, where the model may be wrong by
+		 * more than a ladder spans, gets half the round evenly and half around v[0] */
+		bool narrow = (double)hi / (double)lo <= pow(1 + ROUND_STEP, (double)cap + 1);
+		size_t even = narrow ? cap : cap >= 4 ? cap / 2 : 0;
+		double step = pow((double)hi / (double)lo, 1.0 / (double)(even + 1));
+
+		for (size_t i = 1; i <= even && n < cap; i++)
+			round_add(r, v, &n, cap, c_floor(&r->c, (double)lo * pow(step, (double)i)), lo,
+				  hi);
+	}
+	for (size_t i = 0; i < sizeof(ladder) / sizeof(ladder[0]) && n < cap; i++)
+		round_add(r, v, &n, cap, rung(r, v[0], ladder[i]), lo, hi);
+	return n;
+}
+
 static int memory_search(struct run *r, struct ab_decision *out)
 {
 	int max_trials = r->p->max_trials > 0 ? r->p->max_trials : DEFAULT_MAX_TRIALS, rc;
 	long first = r->p->start > 0 ? c_floor(&r->c, (double)r->p->start) : 0;
+	size_t cap = r->p->parallel > 1 ? (size_t)r->p->parallel : 1;
+	long *v = calloc(cap, sizeof(*v));
 	struct bracket k;
 
+	if (!v)
+		return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
 	if (!first)
 		first = c_first(&r->c);
 	for (;;) {
-		long next;
-		double pred = 0;
+		double pred = INFINITY;
+		size_t n;
 
 		k = bracket(r);
 		if (!k.lo) {
 			const struct ab_trial *t = find(r, first);
 
-			next = t ? c_first(&r->c) : first;
-			if (t && find(r, next))
+			v[0] = t ? c_first(&r->c) : first;
+			if (t && find(r, v[0])) {
+				free(v);
 				return nothing_fits(r, r->err, r->errlen);
+			}
 		} else {
 			if (done(r, &k))
 				break;
 			pred = predict(r, &k);
-			next = choose(r, &k, pred);
+			v[0] = choose(r, &k, pred);
 		}
-		if ((int)r->new_trials >= max_trials) {
+		if ((int)r->new_rounds >= max_trials) {
+			free(v);
 			if (!k.lo)
 				return ab_fail(r->err, r->errlen, ENOSPC,
-					       "no fitting batch found in %d trials", max_trials);
-			break;
+					       "no fitting batch found in %d %s", max_trials,
+					       cap > 1 ? "rounds" : "trials");
+			goto chosen;
 		}
-		if ((rc = measure(r, next)) < 0)
+		n = plan_round(r, &k, pred, v, cap);
+		if ((rc = measure_round(r, v, n)) < 0) {
+			free(v);
 			return rc;
+		}
 	}
+	free(v);
+chosen:
 	out->batch = k.lo->batch;
 	out->chosen = (size_t)(k.lo - r->trials->v);
 	out->confidence = confidence(r, &k);
@@ -758,6 +875,7 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	}
 done:
 	out->trials_used = r.new_trials;
+	out->rounds_used = r.new_rounds;
 	free(r.c.list);
 	return rc;
 }

@@ -22,7 +22,11 @@ struct ab_search_params {
 	long min, max, multiple_of; /* 0: unset */
 	long global_batch, devices; /* global_batch 0: unset */
 	long start;                 /* first batch to try; 0: the smallest candidate */
-	int max_trials;             /* 0: 12 */
+	int max_trials;             /* 0: 12; with parallel trials, a bound on rounds */
+	/* Trials one round may run at once (the GPUs of the probe's node); 0 or 1: one at a
+	 * time. With round, a round's trials run through it; without, one after another. */
+	int parallel;
+	ab_round_fn round;
 	/* Called after each run of a trial (index counts runs), with whether it fits this
 	 * search's limit less the margin kept for helper processes' noise. */
 	void (*progress)(void *arg, size_t index, const struct ab_trial *t, bool fits,
@@ -36,6 +40,7 @@ struct ab_trials {
 	struct ab_trial *v;
 	size_t n, cap;
 	size_t repeats; /* runs of a batch already in v (a choice confirmed) */
+	size_t rounds;  /* rounds run, each one trial or several at once */
 };
 
 struct ab_decision {
@@ -46,6 +51,7 @@ struct ab_decision {
 	uint64_t margin_bytes; /* kept under the limit for helper processes' varying memory */
 	int confidence;       /* a tier, not a probability: see ab_confidence_tier */
 	size_t trials_used;   /* new trials this search ran */
+	size_t rounds_used;   /* in how many rounds */
 	size_t chosen;        /* index in ab_trials of the chosen trial */
 };
 

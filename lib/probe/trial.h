@@ -22,6 +22,7 @@ struct ab_trial {
 	bool helpers;          /* other processes (DataLoader workers) held part of the peak:
 				* their memory comes and goes with timing, so runs differ */
 	int runs;              /* times this batch ran: a helpers' peak is run twice */
+	int round;             /* the round it ran in, from 1: trials of one round ran at once */
 	uint64_t spread_bytes; /* between the runs' peaks; peak_bytes is the larger */
 };
 
@@ -41,5 +42,10 @@ static inline bool ab_trial_fits(const struct ab_trial *t, uint64_t limit, uint6
  * negative errno with a message when the trial could not be judged (a crash, a hang). */
 typedef int (*ab_trial_fn)(void *ctx, long batch, struct ab_trial *out, char *err,
 			   size_t errlen);
+
+/* Runs the N trials of one round at once (one per GPU); 0 with out[0..N-1] filled, or a
+ * negative errno with a message when one of them could not be judged. */
+typedef int (*ab_round_fn)(void *ctx, const long *batches, size_t n, struct ab_trial *out,
+			   char *err, size_t errlen);
 
 #endif

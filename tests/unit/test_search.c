@@ -74,8 +74,33 @@ static double jitter_margin = 0;
 
 struct checked {
 	struct ab_decision d;
-	size_t trials;
+	size_t trials, rounds;
 };
+
+/* With parallel trials: no round holds more than p.parallel trials, each of a new batch, and
+ * the search takes at most max_rounds rounds. */
+static size_t max_rounds = 3;
+
+static void check_rounds(const struct ab_trials *t, int parallel)
+{
+	for (size_t round = 1; round <= t->rounds; round++) {
+		size_t in_round = 0;
+
+		for (size_t i = 0; i < t->n; i++)
+			if ((size_t)t->v[i].round == round)
+				in_round++;
+		assert_true(in_round >= 1 && in_round <= (size_t)parallel);
+	}
+	for (size_t i = 0; i < t->n; i++)
+		for (size_t j = i + 1; j < t->n; j++)
+			assert_true(t->v[i].batch != t->v[j].batch);
+	if (t->rounds > max_rounds) {
+		for (size_t i = 0; i < t->n; i++)
+			fprintf(stderr, "# round %d: batch %ld peak %.3f GiB\n", t->v[i].round,
+				t->v[i].batch, t->v[i].peak_bytes / GiB);
+		fail_msg("%zu rounds with %d GPUs", t->rounds, parallel);
+	}
+}
 
 /* Runs the search and checks the promises: the choice was run and fits, is allowed, is
  * within 3% of the truth, and took at most max_trials trials (6 is the benchmark's bound;
@@ -118,7 +143,9 @@ static struct checked run_checked(struct ab_sim *s, struct ab_search_params p)
 		assert_int_equal(c.d.batch % p.multiple_of, 0);
 	if (per_device)
 		assert_int_equal(per_device % c.d.batch, 0);
-	if ((int)t.n > max_trials) {
+	if (p.parallel > 1)
+		check_rounds(&t, p.parallel);
+	else if ((int)t.n > max_trials) {
 		for (size_t i = 0; i < t.n; i++)
 			fprintf(stderr, "# trial %zu: batch %ld oom %d peak %.3f GiB (limit %.3f)\n", i,
 				t.v[i].batch, t.v[i].oom, t.v[i].peak_bytes / GiB, limit / GiB);
@@ -126,6 +153,7 @@ static struct checked run_checked(struct ab_sim *s, struct ab_search_params p)
 	}
 	assert_true(c.d.confidence > 0 && c.d.confidence < 100);
 	c.trials = t.n;
+	c.rounds = t.rounds;
 	ab_trials_free(&t);
 	return c;
 }
@@ -197,6 +225,50 @@ static void random_curves(void **state)
 	}
 	max_trials = 6;
 	jitter_margin = 0;
+}
+
+/* Rounds of 2, 4 and 8 trials at once: the same promises, in at most 3 rounds with 4 GPUs
+ * or more (the bench's goal), 4 with 2; and one round's trials are not run twice. */
+static void parallel_rounds(void **state)
+{
+	static const int gpus[] = {2, 4, 8};
+	struct ab_sim s;
+	struct checked c;
+
+	(void)state;
+	for (size_t g = 0; g < sizeof(gpus) / sizeof(gpus[0]); g++) {
+		struct ab_search_params p = {.fraction = 0.8, .parallel = gpus[g]};
+
+		max_rounds = gpus[g] >= 4 ? 3 : 6; /* 2 GPUs: no worse than one */
+		make_sim(&s, 80 * GiB, linear, (double[]){0, 500 * MiB}, 0, 0);
+		c = run_checked(&s, p); /* within 3% of 131: checked there */
+		assert_int_equal(c.d.rounds_used, c.rounds);
+		ab_sim_free(&s);
+		make_sim(&s, 40 * GiB, convex, (double[]){4 * GiB, 250 * MiB, 2e-5}, 0, 20 * MiB);
+		run_checked(&s, p);
+		ab_sim_free(&s);
+		make_sim(&s, 80 * GiB, jump, (double[]){10 * GiB, 400 * MiB, 60, 3 * GiB}, 0, 2 * MiB);
+		run_checked(&s, p);
+		ab_sim_free(&s);
+		make_sim(&s, 24 * GiB, stairs, (double[]){2 * GiB, 90 * MiB}, 0, 0);
+		run_checked(&s, p);
+		ab_sim_free(&s);
+		/* nothing fits at the start: the round halves down */
+		make_sim(&s, 80 * GiB, linear, (double[]){8 * GiB, 400 * MiB}, 0, 2 * MiB);
+		p.start = 1000;
+		run_checked(&s, p);
+		p.start = 0;
+		p.multiple_of = 8;
+		c = run_checked(&s, p);
+		assert_int_equal(c.d.batch, 136);
+		p.multiple_of = 0;
+		p.global_batch = 2048;
+		p.devices = 8;
+		c = run_checked(&s, p);
+		assert_int_equal(c.d.batch, 128);
+		ab_sim_free(&s);
+	}
+	max_rounds = 3;
 }
 
 static void constraints(void **state)
@@ -540,6 +612,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shapes),           cmocka_unit_test(random_curves),
 		cmocka_unit_test(constraints),      cmocka_unit_test(refusals),
+		cmocka_unit_test(parallel_rounds),
 		cmocka_unit_test(trial_errors_stop), cmocka_unit_test(helpers_noise),
 		cmocka_unit_test(throughput),
 		cmocka_unit_test(several_fractions), cmocka_unit_test(sim_specs),
