@@ -103,6 +103,55 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	return 0;
 }
 
+/* cuda: each slot's GPU by its PCI bus id for NVML, and all of one model (a round's trials
+ * must be alike); another model's GPUs are left out, and the probe says so. */
+static int cuda_slots(struct setup *s, char *err, size_t errlen)
+{
+	size_t kept = 1;
+
+	snprintf(s->round.slot[0].pci_bus_id, sizeof(s->round.slot[0].pci_bus_id), "%s",
+		 s->dev.pci_bus_id);
+	for (size_t i = 1; i < s->round.nslots; i++) {
+		struct ab_device d = {0};
+		char spec[32];
+
+		snprintf(spec, sizeof(spec), "cuda:%zu", i);
+		if (ab_device_open(spec, &d, err, errlen) < 0)
+			return -ENODEV;
+		if (strcmp(d.name, s->dev.name) || d.total_bytes != s->dev.total_bytes)
+			fprintf(stderr, "autobatch: GPU %zu is a %s, not a %s like GPU 0: no trials "
+					"on it\n", i, d.name, s->dev.name);
+		else {
+			s->round.slot[kept] = s->round.slot[i];
+			snprintf(s->round.slot[kept++].pci_bus_id, sizeof(s->round.slot[0].pci_bus_id),
+				 "%s", d.pci_bus_id);
+		}
+		ab_device_close(&d);
+	}
+	s->round.nslots = kept;
+	return 0;
+}
+
+/* --parallel: the slots, one per GPU of CUDA_VISIBLE_DEVICES. Model mode runs in this
+ * process, one trial at a time. */
+static int set_up_parallel(const struct run_opts *o, struct setup *s, char *err, size_t errlen)
+{
+	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+	int rc;
+
+	if (o->parallel == 1 || !strcmp(s->mode, "model"))
+		return 0;
+	if ((rc = ab_round_slots(&s->round, o->parallel, visible, err, errlen)) < 0)
+		return rc;
+	if (s->dev.kind == AB_DEVICE_CUDA && (rc = cuda_slots(s, err, errlen)) < 0)
+		return rc;
+	s->round.x = &s->exec;
+	if (s->round.nslots > 1)
+		fprintf(stderr, "autobatch: up to %zu trials at once, one per GPU (%s)\n",
+			s->round.nslots, visible ? visible : "");
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct ab_report_fraction fr[MAX_FRACTIONS] = {{0}};
@@ -127,7 +176,10 @@ int cmd_run(int argc, char **argv)
 	r.ok = (rc = set_up(&o, &s, &start, r.error, sizeof(r.error))) == 0;
 	if (r.ok)
 		setup_reserve(&o, &s);
+	if (r.ok)
+		r.ok = (rc = set_up_parallel(&o, &s, r.error, sizeof(r.error))) == 0;
 	prog.total = s.dev.total_bytes;
+	prog.parallel = (int)s.round.nslots;
 	for (size_t i = 0; r.ok && i < o.nfractions; i++) {
 		struct ab_search_params p = {
 			.total_bytes = s.dev.total_bytes, .fraction = o.fractions[i],
@@ -136,6 +188,8 @@ int cmd_run(int argc, char **argv)
 			.multiple_of = o.multiple_of, .global_batch = o.global_batch,
 			.devices = o.devices, .start = start, .max_trials = o.max_trials,
 			.progress = run_print_trial, .progress_arg = &prog,
+			.parallel = (int)s.round.nslots,
+			.round = s.fn == ab_exec_trial ? ab_exec_round : NULL, .round_ctx = &s.round,
 		};
 
 		fr[i].fraction = o.fractions[i];
@@ -160,6 +214,7 @@ int cmd_run(int argc, char **argv)
 	r.reserve_bytes = s.reserve;
 	r.others = s.dev.others[0] ? s.dev.others : NULL;
 	r.comm = s.comm.gpus ? &s.comm : NULL;
+	r.parallel = (int)s.round.nslots;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
 	if (!r.ok && !r.error[0])

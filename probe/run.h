@@ -16,6 +16,7 @@
 #include "settings.h"
 #include "trial_exec.h"
 #include "trial_model.h"
+#include "trial_round.h"
 #ifdef HAVE_CUDA
 #include "gpt.h"
 #endif
@@ -29,6 +30,7 @@ struct run_opts {
 	const char *device, *mode, *config, *preset, *key, *json, *phase, *plot, *model;
 	const char *hook_dir; /* the Python step hook; NULL with --instrument off */
 	int document, steps, max_trials;
+	long parallel; /* trials at once, one per GPU: 1 (default), N, or 0 for auto */
 	long min, max, multiple_of, global_batch, devices, start;
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds;
@@ -50,6 +52,7 @@ struct setup {
 	char model_desc[256];
 	ab_trial_fn fn;
 	void *ctx;
+	struct ab_exec_round round; /* parallel trials; round.nslots 0 or 1: one at a time */
 	const char *mode;
 };
 
@@ -69,6 +72,7 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen);
 /* run_output.c: the progress line of a trial (arg: a struct progress) and of a slow trial. */
 struct progress {
 	uint64_t total;
+	int parallel; /* > 1: lines name their round */
 };
 void run_print_trial(void *arg, size_t index, const struct ab_trial *t, bool fits,
 		     uint64_t limit, uint64_t margin);

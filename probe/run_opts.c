@@ -32,6 +32,8 @@ int run_usage(void)
 		"  --trial-seconds S     allowance for the steps, from the first (default 60)\n"
 		"  --instrument on|off   count a Python trial's PyTorch optimizer steps (default on)\n"
 		"  --hook-dir DIR        where the Python step hook is (default: installed)\n"
+		"  --parallel N|auto     trials at once, one per GPU of CUDA_VISIBLE_DEVICES (auto:\n"
+		"                        all of them; default 1); --max-trials then bounds rounds\n"
 		"  --max-trials N        --json FILE|-           --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config)\n");
 	return 2;
@@ -81,6 +83,10 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 	case 'g': return parse_long(arg, 1, AB_GLOBAL_BATCH_MAX, "global-batch", &o->global_batch);
 	case 'D': return parse_long(arg, 1, 1 << 20, "devices", &o->devices);
 	case 'S': return parse_long(arg, 1, AB_BATCH_MAX, "start", &o->start);
+	case 'N':
+		if (!strcmp(arg, "auto"))
+			return o->parallel = 0, 0;
+		return parse_long(arg, 1, AB_ROUND_MAX_SLOTS, "parallel", &o->parallel);
 	case 'k':
 		if (parse_long(arg, 1, 1000, "steps", &v) < 0)
 			return -1;
@@ -122,6 +128,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"json", 1, 0, 'j'},         {"keep-trials", 0, 0, 'e'}, {"help", 0, 0, 'h'},
 		{"plot", 1, 0, 'G'},         {"model", 1, 0, 'L'},      {"comm-reserve", 1, 0, 'R'},
 		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
+		{"parallel", 1, 0, 'N'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -130,7 +137,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 	bool instrument = true;
 
 	*o = (struct run_opts){.fractions = {0.8}, .nfractions = 1, .phase = "train",
-			       .document = -1, .steps = 3, .devices = 1,
+			       .document = -1, .steps = 3, .devices = 1, .parallel = 1,
 			       .startup_seconds = AB_STARTUP_SECONDS_DEFAULT,
 			       .trial_seconds = AB_TRIAL_SECONDS_DEFAULT, .hook_dir = AB_DEFAULT_HOOK_DIR};
 	optind = 1;

@@ -38,8 +38,11 @@ void run_print_trial(void *arg, size_t index, const struct ab_trial *t, bool fit
 	char line[512];
 
 	ab_report_trial_line(index, t, fits, limit, margin, p->total, line, sizeof(line));
-	fprintf(stderr, "autobatch: %s\n", line);
-	if (index == 0)
+	if (p->parallel > 1)
+		fprintf(stderr, "autobatch: round %d: %s\n", t->round, line);
+	else
+		fprintf(stderr, "autobatch: %s\n", line);
+	if (index == 0 && p->parallel <= 1)
 		print_estimate(t);
 	fflush(stderr);
 }

@@ -106,12 +106,16 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 	add(b, "--mem=0");
 	add(b, "--quit-on-interrupt"); /* one Ctrl-C cancels the probe step */
 	add(b, "--job-name=autobatch-probe");
-	if (wants_gpu(site->probe_args))
+	/* Parallel trials: a step that asks for no GRES gets all of the job's GPUs on the node
+	 * (srun(1), --gres), and the probe runs one trial per GPU. Otherwise one GPU. */
+	if (!site->parallel && wants_gpu(site->probe_args))
 		add(b, "--gres=gpu:1");
 	add(b, site->probe);
 	add(b, "run");
 	add(b, "--json");
 	add(b, "-");
+	if (site->parallel)
+		add(b, "--parallel=auto");
 	addf(b, "--fraction=%g", ab_state.fraction);
 	add(b, "--objective");
 	add(b, ab_objective_name(req->objective));

@@ -145,6 +145,10 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 		ab_append(line, sizeof(line), &len, " (probed earlier in %zu trials; "
 						    "--autobatch-refresh probes again)",
 			  res->trials);
+	else if (res->parallel > 1)
+		ab_append(line, sizeof(line), &len, " in %zu trials (%ld rounds of up to %ld at "
+						    "once), %.0f s",
+			  res->trials, res->rounds, res->parallel, res->elapsed_s);
 	else
 		ab_append(line, sizeof(line), &len, " in %zu trials, %.0f s", res->trials,
 			  res->elapsed_s);

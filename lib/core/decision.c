@@ -63,6 +63,10 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	if (!get_long(o, AB_FIELD_EVAL_BATCH_SIZE, 1, AB_GLOBAL_BATCH_MAX, &r->eval_batch))
 		r->eval_batch = 0;
 	get_double(o, AB_FIELD_ELAPSED_S, &r->elapsed_s);
+	if (!get_long(o, AB_FIELD_ROUNDS, 0, 1L << 20, &r->rounds))
+		r->rounds = 0;
+	if (!get_long(o, AB_FIELD_PARALLEL, 1, 1L << 20, &r->parallel))
+		r->parallel = 0;
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);

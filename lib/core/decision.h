@@ -17,6 +17,7 @@ struct ab_result {
 	double fraction;
 	int confidence;
 	size_t trials;
+	long rounds, parallel; /* 0 and 0 from a probe before parallel trials */
 	double elapsed_s;
 	char device[128];
 	uint64_t total_bytes;

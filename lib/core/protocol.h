@@ -64,6 +64,8 @@
 #define AB_FIELD_DEVICE_NAME "name"
 #define AB_FIELD_TOTAL_BYTES "total_bytes"
 #define AB_FIELD_CACHE "cache"
+#define AB_FIELD_ROUNDS "rounds"     /* rounds of trials run at once */
+#define AB_FIELD_PARALLEL "parallel" /* trials at most at once (1: one after another) */
 
 /* What the search optimizes: named on the probe's command line and in the report. */
 enum ab_objective { AB_OBJECTIVE_MEMORY, AB_OBJECTIVE_THROUGHPUT };

@@ -52,6 +52,7 @@ struct ab_site {
 	uint64_t comm_reserve;
 	unsigned startup_seconds; /* a trial's allowance to its first step (the probe's default) */
 	bool instrument;          /* the probe's Python step hook, unless a user turns it off */
+	bool parallel; /* trials at once on the GPUs the job holds on the probe's node */
 };
 
 /* The user's request: srun/sbatch/salloc options, or AUTOBATCH= in the environment. */

@@ -93,6 +93,12 @@ int ab_device_open(const char *spec, struct ab_device *dev, char *err, size_t er
 	memset(dev, 0, sizeof(*dev));
 	if ((!spec || !*spec) && cuda_ops && cuda_ops->count() > 0)
 		spec = "cuda:0";
+	/* in a Slurm step (the plugin's probe step): the job holds no GPU on this node */
+	if ((!spec || !*spec) && getenv("SLURM_JOB_ID") && !getenv("CUDA_VISIBLE_DEVICES"))
+		return ab_fail(err, errlen, ENODEV,
+			       "the probe step has no GPU: the job holds none on this node; "
+			       "request GPUs (--gpus, --gres), or set probe_args=\"--device "
+			       "host\" for sites without GPUs");
 	if (!spec || !*spec)
 		return ab_fail(err, errlen, EINVAL,
 			       "no GPU is visible here: give --device host[:capacity=SIZE] "

@@ -31,6 +31,7 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	json_object_object_add(o, "steps", json_object_new_int(t->steps));
 	/* a batch whose peak helper processes shared ran twice: the larger peak, the spread */
 	json_object_object_add(o, "runs", json_object_new_int(t->runs));
+	json_object_object_add(o, "round", json_object_new_int(t->round));
 	if (t->helpers)
 		json_object_object_add(o, "helpers", json_object_new_boolean(true));
 	if (t->runs > 1)
@@ -65,6 +66,8 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 				     : NULL);
 	/* kept under the limit where helper processes' memory varied between runs */
 	json_object_object_add(o, "margin_bytes", json_object_new_int64((int64_t)d->margin_bytes));
+	json_object_object_add(o, "trials_used", json_object_new_int64((int64_t)d->trials_used));
+	json_object_object_add(o, "rounds_used", json_object_new_int64((int64_t)d->rounds_used));
 }
 
 /* Predicted data-parallel step at the decision: accumulation x the measured step, plus the
@@ -146,6 +149,11 @@ char *ab_report_json(const struct ab_report *r)
 		}
 		json_object_object_add(o, "by_fraction", by);
 	}
+	/* trials run at once, one per GPU (1: one after another), and in how many rounds */
+	json_object_object_add(o, AB_FIELD_PARALLEL,
+			       json_object_new_int(r->parallel > 1 ? r->parallel : 1));
+	json_object_object_add(o, AB_FIELD_ROUNDS,
+			       json_object_new_int64(r->trials ? (int64_t)r->trials->rounds : 0));
 	json_object_object_add(o, AB_FIELD_ELAPSED_S, json_object_new_double(r->elapsed_s));
 	json_object_object_add(o, AB_FIELD_CACHE, json_object_new_string("miss"));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
@@ -209,6 +217,9 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 			  r->global_batch);
 	ab_append(buf, buflen, &len, " in %zu trials, %.0f s",
 		  r->trials ? r->trials->n + r->trials->repeats : 0, r->elapsed_s);
+	if (r->parallel > 1 && r->trials)
+		ab_append(buf, buflen, &len, " (%zu rounds of up to %d at once)", r->trials->rounds,
+			  r->parallel);
 	if (d->start_batch > 0 && d->start_batch != d->batch)
 		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
 											(double)d->start_batch,

@@ -43,6 +43,7 @@ struct ab_report {
 	uint64_t reserve_bytes; /* taken off fraction x total */
 	const char *others;     /* other processes on the GPU, or NULL */
 	const struct ab_report_comm *comm; /* NULL unless measured */
+	int parallel;                      /* trials at once; 0 or 1: one at a time */
 };
 
 /* The report as a JSON text (malloc'ed, one line). */

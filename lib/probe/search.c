@@ -215,7 +215,7 @@ static int measure_round(struct run *r, const long *batches, size_t n)
 	out = &t->v[t->n];
 	memset(out, 0, n * sizeof(*out));
 	if (n > 1 && r->p->round)
-		rc = r->p->round(r->ctx, batches, n, out, r->err, r->errlen);
+		rc = r->p->round(r->p->round_ctx, batches, n, out, r->err, r->errlen);
 	else
 		for (size_t i = 0; i < n && rc >= 0; i++)
 			rc = r->fn(r->ctx, batches[i], &out[i], r->err, r->errlen);
@@ -616,10 +616,17 @@ static size_t plan_round(const struct run *r, const struct bracket *k, double pr
 		return n;
 	}
 	if (!hi && (!k->lo || k->nfit == 1 || isinf(pred))) {
-		double b = (double)v[0];
+		/* the first round, from a start above the smallest size (the config's batch):
+		 * as far below it as above, for the answer may lie either side */
+		bool both = r->trials->n == 0 && v[0] > c_first(&r->c);
+		double up = (double)v[0], down = (double)v[0];
 
-		for (size_t i = 1; i < 4 * cap && n < cap && (b *= GROWTH) <= (double)c_last(&r->c); i++)
-			round_add(r, v, &n, cap, c_floor(&r->c, b), lo, 0);
+		for (size_t i = 1; i < 4 * cap && n < cap; i++) {
+			if ((up *= GROWTH) <= (double)c_last(&r->c))
+				round_add(r, v, &n, cap, c_floor(&r->c, up), lo, 0);
+			if (both && (down /= GROWTH) >= (double)c_first(&r->c) && n < cap)
+				round_add(r, v, &n, cap, c_ceil(&r->c, down), lo, 0);
+		}
 		return n;
 	}
 	if (hi) {

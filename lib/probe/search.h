@@ -27,6 +27,7 @@ struct ab_search_params {
 	 * time. With round, a round's trials run through it; without, one after another. */
 	int parallel;
 	ab_round_fn round;
+	void *round_ctx;
 	/* Called after each run of a trial (index counts runs), with whether it fits this
 	 * search's limit less the margin kept for helper processes' noise. */
 	void (*progress)(void *arg, size_t index, const struct ab_trial *t, bool fits,

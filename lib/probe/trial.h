@@ -22,6 +22,7 @@ struct ab_trial {
 	bool helpers;          /* other processes (DataLoader workers) held part of the peak:
 				* their memory comes and goes with timing, so runs differ */
 	int runs;              /* times this batch ran: a helpers' peak is run twice */
+	uint64_t host_bytes;   /* host memory the trial's processes held at most (exec) */
 	int round;             /* the round it ran in, from 1: trials of one round ran at once */
 	uint64_t spread_bytes; /* between the runs' peaks; peak_bytes is the larger */
 };

@@ -485,6 +485,7 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 		rc = crashed(x, batch, &o, log, len, err, errlen);
 	else
 		rc = judge(x, batch, &o, &w->rep, log, len, out, err, errlen);
+	out->host_bytes = o.rss_peak;
 done:
 	if (w && w->fd >= 0)
 		close(w->fd);

@@ -32,7 +32,9 @@ config_rewritten() {
 	[ "$b" -gt 100 ]
 	tasks_agree "$b" 2
 	config_rewritten "$b"
-	assert_line_in "autobatch: trial 1: batch 8 fits" "$stderr"
+	# the job's 4 GPUs on the node: trials 4 at once
+	assert_line_in "autobatch: up to 4 trials at once, one per GPU (0,1,2,3)" "$stderr"
+	assert_line_in "autobatch: round 1: trial 1: batch 8 fits" "$stderr"
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
 	assert_line_in "wrote cfg.yaml (backup cfg.yaml.autobatch~)" "$stderr"
 	no_probe_step_left
@@ -56,7 +58,7 @@ config_rewritten() {
 	[ "$b" -gt 100 ]
 	tasks_agree "$b" 2
 	config_rewritten "$b"
-	grep -q "autobatch: trial 1:" err.txt
+	grep -q "autobatch: round 1: trial 1:" err.txt
 }
 
 @test "a global batch: the micro-batch divides it, the accumulation is written too" {

@@ -59,9 +59,12 @@ expect_failure() {
 
 @test "a step without GPUs: the probe step cannot get one" {
 	set_plugstack 'probe_args=""'
-	expect_failure continue "the probe step could not get a GPU"
+	expect_failure continue "the probe failed: the probe step has no GPU: the job holds none on this node"
 	set_plugstack 'on_failure=abort probe_args=""' required
-	expect_failure abort "the probe step could not get a GPU"
+	expect_failure abort "the probe failed: the probe step has no GPU: the job holds none on this node"
+	# with parallel=off the one-GPU probe step asks Slurm for a GPU, which refuses
+	set_plugstack 'parallel=off probe_args=""'
+	expect_failure continue "the probe step could not get a GPU"
 }
 
 @test "nothing fits: the probe's own sentence" {

@@ -25,6 +25,7 @@
 #include "subprocess.h"
 #include "trial_exec.h"
 #include "trial_report.h"
+#include "trial_round.h"
 
 #define MiB (1024ULL * 1024)
 #define GiB (1024ULL * MiB)
@@ -111,6 +112,91 @@ static void host_memory(void **state)
 	assert_true(t.n <= 6);
 	ab_trials_free(&t);
 	ab_exec_cleanup(&x);
+}
+
+static uint64_t fake_available;
+static uint64_t available(void) { return fake_available; }
+
+/* Rounds of real trials at once, one per slot: each ran on its own GPU of
+ * CUDA_VISIBLE_DEVICES, concurrently, and the search decides as one at a time does. */
+static void parallel_rounds(void **state)
+{
+	char *argv[] = {"/bin/sh", "-c",
+			"echo \"$CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >>\"$LOG\"; sleep 0.5; "
+			"exec \"$PROG\" alloc 10 35 1000",
+			NULL};
+	char log[] = "/tmp/ab-rounds-XXXXXX";
+	struct ab_exec x;
+	struct ab_exec_round r = {.available = available};
+	struct ab_trials t = {0};
+	struct ab_decision d;
+	struct ab_search_params p = {.total_bytes = 400 * MiB, .fraction = 0.5, .max = 4096,
+				     .parallel = 4, .round = ab_exec_round, .round_ctx = &r};
+	char line[128];
+	int fd = mkstemp(log), seen[4] = {0}, first_round = 0;
+	FILE *f;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	setenv("LOG", log, 1);
+	setenv("PROG", prog(), 1);
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, 400 * MiB, 30);
+	assert_int_equal(ab_round_slots(&r, 0, "3,5,6,7", err, sizeof(err)), 0);
+	assert_int_equal(r.nslots, 4);
+	r.x = &x;
+	fake_available = 64 * GiB;
+	double t0 = ab_now();
+	assert_int_equal(ab_search(&p, &t, ab_exec_trial, &x, &d, err, sizeof(err)), 0);
+	/* 200 MiB: 10 MiB + 35 MiB a sample + the program: 5 fits, 6 does not */
+	assert_int_equal(d.batch, 5);
+	assert_true(t.rounds <= 3 && d.rounds_used == t.rounds);
+	/* round 1 ran 4 trials of 0.5 s or more at once: well under 4 x 0.5 s */
+	for (size_t i = 0; i < t.n; i++)
+		first_round += t.v[i].round == 1;
+	assert_int_equal(first_round, 4);
+	assert_true(t.v[0].host_bytes > 10 * MiB);
+	assert_true(r.host_bytes >= t.v[0].host_bytes);
+	assert_true(ab_now() - t0 < 0.5 * (double)(t.n + 1));
+	assert_non_null(f = fopen(log, "r"));
+	for (int i = 0; i < 4 && fgets(line, sizeof(line), f); i++) /* round 1: one per GPU */
+		for (int g = 0; g < 4; g++)
+			seen[g] += line[0] == "3567"[g];
+	fclose(f);
+	for (int g = 0; g < 4; g++)
+		assert_int_equal(seen[g], 1);
+	assert_int_equal(trialprogs_alive(), 0);
+	unlink(log);
+	ab_trials_free(&t);
+	ab_exec_cleanup(&x);
+}
+
+/* The host-memory guard: 4 slots, but what one trial used fits fewer times in what the host
+ * has; said in a sentence. Slots: as many as asked and visible, never more. */
+static void round_width(void **state)
+{
+	struct ab_exec_round r = {.available = available};
+	char why[512];
+
+	(void)state;
+	assert_int_equal(ab_round_slots(&r, 4, "0,1,2,3", err, sizeof(err)), 0);
+	fake_available = 25 * GiB;
+	assert_int_equal(ab_round_width(&r, 8, why, sizeof(why)), 4); /* nothing measured yet */
+	r.host_bytes = 10 * GiB;
+	assert_int_equal(ab_round_width(&r, 8, why, sizeof(why)), 2); /* 0.8 x 25 / 10 */
+	assert_contains(why, "a trial used up to 10.0 GiB of host memory and 25.0 GiB is "
+			     "available: 2 trials at once, not 4");
+	fake_available = 5 * GiB;
+	assert_int_equal(ab_round_width(&r, 8, why, sizeof(why)), 1);
+	fake_available = 100 * GiB;
+	assert_int_equal(ab_round_width(&r, 3, why, sizeof(why)), 3);
+	assert_string_equal(why, "");
+	assert_int_equal(ab_round_slots(&r, 4, "0,1", err, sizeof(err)), -EINVAL);
+	assert_contains(err, "--parallel 4 needs 4 GPUs and 2 are visible");
+	assert_int_equal(ab_round_slots(&r, 0, NULL, err, sizeof(err)), 0);
+	assert_int_equal(r.nslots, 1);
+	assert_string_equal(r.slot[0].visible, "");
+	assert_true(ab_host_available() > 0);
 }
 
 static void oom_beyond_capacity(void **state)
@@ -534,6 +620,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(host_memory),
+		cmocka_unit_test(parallel_rounds),
+		cmocka_unit_test(round_width),
 		cmocka_unit_test(oom_beyond_capacity),
 		cmocka_unit_test(sim_capacity_reported_peak),
 		cmocka_unit_test(no_peak_reported),

@@ -28,7 +28,7 @@ static struct ab_trial trial_v[2] = {
 	{.batch = 24, .has_peak = true, .peak_bytes = 60 * GiB, .has_step = true, .step_s = 0.7,
 	 .steps = 4, .runs = 1},
 };
-static struct ab_trials trials = {trial_v, 2, 2, 0};
+static struct ab_trials trials = {trial_v, 2, 2, 0, 0};
 static struct ab_report_fraction fraction = {
 	.fraction = 0.8,
 	.decision = {.batch = 24, .grad_accum = 4, .limit_bytes = 64 * GiB, .confidence = 90,
@@ -64,7 +64,21 @@ static void round_trip(void **state)
 	assert_int_equal(res.total_bytes, 80 * GiB);
 	assert_string_equal(res.device, "sim");
 	assert_contains(json, "\"" AB_FIELD_CACHE "\":\"miss\"");
+	assert_int_equal(res.parallel, 1);
+	assert_int_equal(res.rounds, 0);
 	free(json);
+	/* trials 2 at once, in one round: the plugin's reader sees both, the line says so */
+	trials.rounds = 1;
+	r.parallel = 2;
+	json = ab_report_json(&r);
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_int_equal(res.parallel, 2);
+	assert_int_equal(res.rounds, 1);
+	ab_report_decision_line(&r, err, sizeof(err));
+	assert_contains(err, "chose batch 24 in 2 trials, 12 s (1 rounds of up to 2 at once)");
+	free(json);
+	trials.rounds = 0;
+	r.parallel = 0;
 	r.global_batch = 1024; /* asked: kept as asked */
 	json = ab_report_json(&r);
 	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
