@@ -189,6 +189,8 @@ int cmd_run(int argc, char **argv)
 			.devices = o.devices, .start = start, .max_trials = o.max_trials,
 			.progress = run_print_trial, .progress_arg = &prog,
 			.parallel = (int)s.round.nslots,
+			.warm_batch = i == 0 ? o.warm_start : 0,
+			.warm_per_sample = (double)o.warm_per_sample,
 			.round = s.fn == ab_exec_trial ? ab_exec_round : NULL, .round_ctx = &s.round,
 		};
 
@@ -215,6 +217,8 @@ int cmd_run(int argc, char **argv)
 	r.others = s.dev.others[0] ? s.dev.others : NULL;
 	r.comm = s.comm.gpus ? &s.comm : NULL;
 	r.parallel = (int)s.round.nslots;
+	r.warm_from = o.warm_start ? (o.warm_from ? o.warm_from : "--warm-start") : NULL;
+	r.warm_batch = o.warm_start;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
 	if (!r.ok && !r.error[0])

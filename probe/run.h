@@ -31,6 +31,9 @@ struct run_opts {
 	const char *hook_dir; /* the Python step hook; NULL with --instrument off */
 	int document, steps, max_trials;
 	long parallel; /* trials at once, one per GPU: 1 (default), N, or 0 for auto */
+	long warm_start;           /* a cached batch to verify first; 0: none */
+	uint64_t warm_per_sample;  /* its memory line's bytes per sample; 0: unknown */
+	const char *warm_from;     /* the cache entry it came from, for the report */
 	long min, max, multiple_of, global_batch, devices, start;
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds;

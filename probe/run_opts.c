@@ -34,6 +34,8 @@ int run_usage(void)
 		"  --hook-dir DIR        where the Python step hook is (default: installed)\n"
 		"  --parallel N|auto     trials at once, one per GPU of CUDA_VISIBLE_DEVICES (auto:\n"
 		"                        all of them; default 1); --max-trials then bounds rounds\n"
+		"  --warm-start B [--warm-per-sample SIZE] [--warm-from ENTRY]\n"
+		"                        verify a cached batch first (a sweep's jobs)\n"
 		"  --max-trials N        --json FILE|-           --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config)\n");
 	return 2;
@@ -83,6 +85,7 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 	case 'g': return parse_long(arg, 1, AB_GLOBAL_BATCH_MAX, "global-batch", &o->global_batch);
 	case 'D': return parse_long(arg, 1, 1 << 20, "devices", &o->devices);
 	case 'S': return parse_long(arg, 1, AB_BATCH_MAX, "start", &o->start);
+	case 'W': return parse_long(arg, 1, AB_BATCH_MAX, "warm-start", &o->warm_start);
 	case 'N':
 		if (!strcmp(arg, "auto"))
 			return o->parallel = 0, 0;
@@ -128,7 +131,8 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"json", 1, 0, 'j'},         {"keep-trials", 0, 0, 'e'}, {"help", 0, 0, 'h'},
 		{"plot", 1, 0, 'G'},         {"model", 1, 0, 'L'},      {"comm-reserve", 1, 0, 'R'},
 		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
-		{"parallel", 1, 0, 'N'},
+		{"parallel", 1, 0, 'N'},     {"warm-start", 1, 0, 'W'}, {"warm-per-sample", 1, 0, 'Y'},
+		{"warm-from", 1, 0, 'F'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -167,6 +171,18 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'R':
 			if (ab_parse_size(optarg, &o->comm_reserve, err, sizeof(err)) < 0)
 				return fprintf(stderr, "autobatch-probe: --comm-reserve: %s\n", err), -1;
+			break;
+		case 'Y':
+			if (ab_parse_size(optarg, &o->warm_per_sample, err, sizeof(err)) < 0)
+				return fprintf(stderr, "autobatch-probe: --warm-per-sample: %s\n", err), -1;
+			break;
+		case 'F':
+			if (strlen(optarg) > 64 || strspn(optarg, "0123456789abcdefghijklmnopqrstuvwxyz"
+								  "ABCDEFGHIJKLMNOPQRSTUVWXYZ._-") !=
+							   strlen(optarg))
+				return fprintf(stderr, "autobatch-probe: --warm-from: a cache entry's "
+						       "name (letters, digits, '.', '_', '-')\n"), -1;
+			o->warm_from = optarg;
 			break;
 		case 'P':
 			if (strcmp(optarg, "train") && strcmp(optarg, "eval"))

@@ -49,6 +49,10 @@ struct ab_probe_job {
 	const char *config;     /* absolute path, or NULL */
 	const char *key;        /* the micro-batch key in it */
 	long global_batch;      /* 0: none */
+	/* a warm start: a cached decision of a job differing only in memory-neutral values */
+	long warm_batch;        /* 0: none */
+	uint64_t warm_per_sample;
+	const char *warm_from;  /* its cache entry's name */
 };
 
 /* probe_step.c: runs the probe step; 0 with the result (and its JSON in *json, malloc'ed,

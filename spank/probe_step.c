@@ -132,6 +132,12 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		add(b, "--key");
 		add(b, job->key);
 	}
+	if (job->warm_batch) {
+		addf(b, "--warm-start=%ld", job->warm_batch);
+		if (job->warm_per_sample)
+			addf(b, "--warm-per-sample=%llu", (unsigned long long)job->warm_per_sample);
+		addf(b, "--warm-from=%s", job->warm_from);
+	}
 	if (job->global_batch) {
 		addf(b, "--global-batch=%ld", job->global_batch);
 		addf(b, "--devices=%u", job->ntasks);

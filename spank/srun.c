@@ -77,6 +77,7 @@ static int probe(struct ab_plan *pl, struct ab_result *res, long *eval_batch, ch
 
 		ej.key = pl->keys.eval;
 		ej.global_batch = 0;
+		ej.warm_batch = 0; /* the cached decision is the train batch's */
 		if ((rc = ab_probe_run(&ej, "eval", &eval, NULL, err, errlen)) < 0)
 			return rc;
 	}
@@ -89,7 +90,7 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 	struct ab_plan pl;
 	struct ab_result res;
 	struct ab_cache cache;
-	char *json = NULL, entry[AB_CACHE_NAME_MAX];
+	char *json = NULL, entry[AB_CACHE_NAME_MAX], warm[AB_CACHE_NAME_MAX];
 	long eval_batch = 0;
 	int rc, lock = -1;
 	bool hit;
@@ -104,15 +105,18 @@ static int probe_and_apply(spank_t sp, char *err, size_t errlen)
 		lock = ab_cache_lock(&cache, entry, ab_state.site.probe_timeout + 60.0);
 		hit = ab_srun_cache_lookup(&pl, &cache, entry, sizeof(entry), &res, &json) == 0;
 	}
-	if (hit)
+	if (hit) {
 		eval_batch = res.eval_batch;
-	else if ((rc = probe(&pl, &res, &eval_batch, &json, err, errlen)) < 0)
-		goto done;
+	} else {
+		ab_srun_cache_warm(&pl, &cache, warm, sizeof(warm)); /* a sweep's next job */
+		if ((rc = probe(&pl, &res, &eval_batch, &json, err, errlen)) < 0)
+			goto done;
+	}
 	if (!pl.job.global_batch)
 		res.global_batch = 0; /* the report's product, not a batch the user keeps */
 	pl.cached = hit;
 	if ((rc = ab_apply(&pl, &res, eval_batch, json, err, errlen)) == 0 && !hit)
-		ab_srun_cache_store(&cache, entry, json, eval_batch);
+		ab_srun_cache_store(&pl, &cache, entry, json, eval_batch);
 done:
 	ab_cache_unlock(lock);
 	ab_cache_close(&cache);

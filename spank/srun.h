@@ -20,6 +20,7 @@ struct ab_plan {
 	bool cached;
 	const char *written[4]; /* the keys autobatch writes */
 	struct ab_expect seen;  /* the config when the job was planned */
+	uint64_t warm_fingerprint; /* the config less its batch and memory-neutral values */
 };
 
 /* srun_apply.c: the step, its command and config, as srun knows them before it launches. */
@@ -40,7 +41,13 @@ void ab_srun_cache_open(struct ab_cache *c);
 int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, char *name,
 			 size_t namelen, struct ab_result *res, char **json);
 
-void ab_srun_cache_store(const struct ab_cache *c, const char *name, const char *json,
-			 long eval_batch);
+void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *name,
+			 const char *json, long eval_batch);
+
+/* On a miss: the warm start, from the last decision of a job that differs from this one only
+ * in memory-neutral config values (the preset's, --autobatch-neutral). 0 with pl->job's warm
+ * fields set (naming the entry in name), or -ENOENT. */
+int ab_srun_cache_warm(struct ab_plan *pl, const struct ab_cache *c, char *name,
+		       size_t namelen);
 
 #endif

@@ -71,6 +71,32 @@ static void write_report(unsigned jobid, unsigned stepid, const char *json, char
 
 /* ---- planning and applying ---------------------------------------------------------- */
 
+#define WARM_KEYS_MAX 96
+
+/* The config's fingerprint without the values of the batch keys, the preset's
+ * memory-neutral keys and those the user named (--autobatch-neutral): equal for the jobs of
+ * a learning-rate sweep. */
+static uint64_t warm_fingerprint(const struct ab_config *cfg, const struct ab_plan *pl)
+{
+	const char *keys[WARM_KEYS_MAX];
+	char list[AB_KEY_MAX], *save = NULL;
+	struct ab_hash h;
+	size_t n = 0;
+
+	for (size_t i = 0; i < 4; i++)
+		keys[n++] = pl->written[i];
+	for (size_t i = 0; pl->keys.preset && pl->keys.preset->neutral &&
+			   pl->keys.preset->neutral[i] && n < WARM_KEYS_MAX; i++)
+		keys[n++] = pl->keys.preset->neutral[i];
+	ab_copy(list, sizeof(list), ab_state.req.neutral);
+	for (char *k = strtok_r(list, ",", &save); k && n < WARM_KEYS_MAX;
+	     k = strtok_r(NULL, ",", &save))
+		keys[n++] = k;
+	ab_hash_init(&h);
+	ab_hash_config(&h, cfg, keys, n);
+	return h.h;
+}
+
 int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 {
 	const struct ab_request *req = &ab_state.req;
@@ -113,6 +139,7 @@ int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 		ab_hash_init(&h);
 		ab_hash_config(&h, cfg, pl->written, 4);
 		pl->seen = (struct ab_expect){pl->written, 4, h.h};
+		pl->warm_fingerprint = warm_fingerprint(cfg, pl);
 	}
 	ab_config_free(cfg);
 	if (rc < 0)
@@ -152,6 +179,9 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	else
 		ab_append(line, sizeof(line), &len, " in %zu trials, %.0f s", res->trials,
 			  res->elapsed_s);
+	if (!pl->cached && res->warm_from[0])
+		ab_append(line, sizeof(line), &len, "; warm start from %s%s", res->warm_from,
+			  res->warm_verified ? "" : " (its batch no longer fit: searched afresh)");
 	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
 }
 

@@ -15,8 +15,11 @@
 #include "fingerprint.h"
 #include "srun.h"
 
-/* Everything that shapes the decision and that srun knows before any step runs. */
-static void cache_key(const struct ab_plan *pl, struct ab_hash *h)
+/* Everything that shapes the decision and that srun knows before any step runs. A warm key
+ * leaves out the config's memory-neutral values and the node (a sweep's jobs land on
+ * different nodes of one partition): its entry is only ever a start that the probe
+ * verifies, never a decision taken as it is. */
+static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 {
 	const struct ab_request *req = &ab_state.req;
 	char num[64];
@@ -32,13 +35,15 @@ static void cache_key(const struct ab_plan *pl, struct ab_hash *h)
 	ab_hash_str(h, ab_state.site.probe_args);
 	ab_hash_add(h, &ab_state.site.comm_reserve, sizeof(ab_state.site.comm_reserve));
 	ab_hash_str(h, getenv("SLURM_JOB_PARTITION"));
-	ab_hash_str(h, pl->job.nodelist); /* the node (and so its GPU type) */
+	ab_hash_str(h, warm ? "warm" : pl->job.nodelist); /* the node (and so its GPU type) */
 	ab_hash_str(h, req->trial_command);
 	for (int i = 0; i < pl->job.argc; i++)
 		ab_hash_str(h, pl->job.argv[i]);
 	ab_hash_str(h, pl->keys.micro);
 	/* the config less its batch values, as plan_job fingerprinted it: no second read */
-	if (req->config[0])
+	if (req->config[0] && warm)
+		ab_hash_add(h, &pl->warm_fingerprint, sizeof(pl->warm_fingerprint));
+	else if (req->config[0])
 		ab_hash_add(h, &pl->seen.fingerprint, sizeof(pl->seen.fingerprint));
 }
 
@@ -82,7 +87,7 @@ int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, cha
 	name[0] = '\0';
 	if (c->fd < 0)
 		return -ENOENT;
-	cache_key(pl, &h);
+	cache_key(pl, false, &h);
 	ab_cache_entry_name(&h, name, namelen);
 	if (ab_state.req.refresh || (rc = ab_cache_load(c, name, json)) == -ENOENT)
 		return -ENOENT;
@@ -96,15 +101,54 @@ int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, cha
 	return -ENOENT;
 }
 
-void ab_srun_cache_store(const struct ab_cache *c, const char *name, const char *json,
-			 long eval_batch)
+/* A warm start for a job that missed: the entry of the last job that differed from it only
+ * in memory-neutral config values. 0 with the job's warm fields set, or -ENOENT. */
+int ab_srun_cache_warm(struct ab_plan *pl, const struct ab_cache *c, char *name, size_t namelen)
 {
-	char err[AB_ERR_MAX], *entry;
+	struct ab_result res;
+	struct ab_hash h;
+	char err[AB_ERR_MAX], *json = NULL;
+
+	name[0] = '\0';
+	if (c->fd < 0 || !ab_state.req.config[0] || ab_state.req.refresh)
+		return -ENOENT;
+	cache_key(pl, true, &h);
+	ab_cache_entry_name(&h, name, namelen);
+	if (ab_cache_load(c, name, &json) < 0)
+		return -ENOENT;
+	if (ab_result_parse(json, strlen(json), &res, err, sizeof(err)) < 0 || !res.ok) {
+		free(json);
+		return -ENOENT;
+	}
+	free(json);
+	pl->job.warm_batch = res.batch;
+	pl->job.warm_per_sample = res.per_sample;
+	pl->job.warm_from = name;
+	return 0;
+}
+
+static void store(const struct ab_cache *c, const char *name, const char *entry)
+{
+	char err[AB_ERR_MAX];
+
+	if (ab_cache_store(c, name, entry, err, sizeof(err)) < 0)
+		slurm_verbose(AB_LOG_PREFIX "%s", err);
+}
+
+void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *name,
+			 const char *json, long eval_batch)
+{
+	char *entry, warm[AB_CACHE_NAME_MAX];
+	struct ab_hash h;
 
 	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))
 		return;
-	if (ab_cache_store(c, name, entry, err, sizeof(err)) < 0)
-		slurm_verbose(AB_LOG_PREFIX "%s", err);
+	store(c, name, entry);
+	if (ab_state.req.config[0]) { /* where the next job of a sweep looks */
+		cache_key(pl, true, &h);
+		ab_cache_entry_name(&h, warm, sizeof(warm));
+		store(c, warm, entry);
+	}
 	free(entry);
 }
 

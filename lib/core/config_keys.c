@@ -39,6 +39,7 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 	if (!p && key_override && *key_override)
 		ab_preset_detect(cfg, -1, &p, NULL, 0); /* for the other keys, if it is clear */
 	k->micro = key_override && *key_override ? key_override : p->keys[AB_ROLE_MICRO_BATCH];
+	k->preset = p;
 	if ((rc = ab_config_find(cfg, k->micro, -1, &n, err, errlen)) < 0)
 		return rc;
 	if (p) {

@@ -16,6 +16,7 @@
 struct ab_keys {
 	const char *micro, *accum, *global, *eval;
 	long file_global; /* the global batch the file already states (0: none) */
+	const struct ab_preset *preset; /* named or detected; NULL with a key alone */
 };
 
 /* Finds the keys: key_override (--autobatch-key) or the preset (named or detected). */

@@ -67,6 +67,17 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 		r->rounds = 0;
 	if (!get_long(o, AB_FIELD_PARALLEL, 1, 1L << 20, &r->parallel))
 		r->parallel = 0;
+	if (get_double(o, AB_FIELD_PER_SAMPLE, &total) && total >= 1 && total < 9.2e18)
+		r->per_sample = (uint64_t)total;
+	if (json_object_object_get_ex(o, AB_FIELD_WARM_START, &dev) &&
+	    json_object_is_type(dev, json_type_object))
+	{
+		struct json_object *v;
+
+		get_text(dev, AB_FIELD_WARM_FROM, r->warm_from, sizeof(r->warm_from));
+		r->warm_verified = json_object_object_get_ex(dev, "verified", &v) &&
+				   json_object_get_boolean(v);
+	}
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);

@@ -18,6 +18,9 @@ struct ab_result {
 	int confidence;
 	size_t trials;
 	long rounds, parallel; /* 0 and 0 from a probe before parallel trials */
+	uint64_t per_sample;   /* the memory line's bytes per sample at the choice; 0: unknown */
+	char warm_from[80];    /* the cache entry a warm start began from, or "" */
+	bool warm_verified;    /* its batch fit again (else a full search decided) */
 	double elapsed_s;
 	char device[128];
 	uint64_t total_bytes;

@@ -28,6 +28,10 @@ struct ab_preset {
 	const char *name;
 	const char *frameworks; /* who writes configs this way */
 	const char *keys[AB_ROLE_COUNT];
+	/* Keys whose values do not move memory (learning rates, seeds, logging, output paths,
+	 * epochs and step counts, schedules): jobs that differ only there warm-start from each
+	 * other's decision. NULL-terminated; a key not listed is never taken as neutral. */
+	const char *const *neutral;
 };
 
 extern const struct ab_preset ab_presets[];

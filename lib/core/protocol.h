@@ -66,6 +66,9 @@
 #define AB_FIELD_CACHE "cache"
 #define AB_FIELD_ROUNDS "rounds"     /* rounds of trials run at once */
 #define AB_FIELD_PARALLEL "parallel" /* trials at most at once (1: one after another) */
+#define AB_FIELD_PER_SAMPLE "per_sample_bytes" /* the memory line's slope at the choice */
+#define AB_FIELD_WARM_START "warm_start" /* {"from": entry, "batch": B, "verified": bool} */
+#define AB_FIELD_WARM_FROM "from"
 
 /* What the search optimizes: named on the probe's command line and in the report. */
 enum ab_objective { AB_OBJECTIVE_MEMORY, AB_OBJECTIVE_THROUGHPUT };

@@ -42,6 +42,9 @@ const struct ab_option_info ab_options[AB_OPT_COUNT] = {
 			    "Ignore the cached decision and probe again"},
 	[AB_OPT_INSTRUMENT] = {"autobatch-instrument", "on|off", 1,
 			       "Count a Python trial's PyTorch optimizer steps (default: the site's)"},
+	[AB_OPT_NEUTRAL] = {"autobatch-neutral", "KEY[,KEY...]", 1,
+			    "Config keys whose values do not move memory, beside the preset's: "
+			    "jobs differing only there warm-start from a cached decision"},
 };
 
 static const char *source_name(enum ab_source s)
@@ -504,6 +507,10 @@ int ab_request_set(struct ab_request *req, enum ab_option opt, const char *value
 			return rc;
 		req->instrument = choice == 1;
 		return 0;
+	case AB_OPT_NEUTRAL:
+		if ((rc = check_text(value, sizeof(req->neutral), false, name, err, errlen)) < 0)
+			return rc;
+		return ab_copy(req->neutral, sizeof(req->neutral), value);
 	case AB_OPT_COUNT:
 		break;
 	}

@@ -71,6 +71,7 @@ struct ab_request {
 	char trial_command[AB_COMMAND_MAX];
 	bool refresh;
 	bool instrument; /* valid when --autobatch-instrument was given */
+	char neutral[AB_KEY_MAX]; /* --autobatch-neutral: more memory-neutral keys, comma-separated */
 	unsigned given; /* bit (1 << enum ab_option) per option seen */
 };
 
@@ -87,6 +88,7 @@ enum ab_option {
 	AB_OPT_TRIAL_COMMAND,
 	AB_OPT_REFRESH,
 	AB_OPT_INSTRUMENT,
+	AB_OPT_NEUTRAL,
 	AB_OPT_COUNT
 };
 

@@ -66,6 +66,9 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 				     : NULL);
 	/* kept under the limit where helper processes' memory varied between runs */
 	json_object_object_add(o, "margin_bytes", json_object_new_int64((int64_t)d->margin_bytes));
+	json_object_object_add(o, AB_FIELD_PER_SAMPLE,
+			       d->per_sample > 0 ? json_object_new_int64((int64_t)d->per_sample)
+						 : NULL);
 	json_object_object_add(o, "trials_used", json_object_new_int64((int64_t)d->trials_used));
 	json_object_object_add(o, "rounds_used", json_object_new_int64((int64_t)d->rounds_used));
 }
@@ -149,6 +152,16 @@ char *ab_report_json(const struct ab_report *r)
 		}
 		json_object_object_add(o, "by_fraction", by);
 	}
+	if (r->warm_from) {
+		struct json_object *w = json_object_new_object();
+		int warm = r->nfractions ? r->fractions[0].decision.warm : 0;
+
+		json_object_object_add(w, AB_FIELD_WARM_FROM, json_object_new_string(r->warm_from));
+		json_object_object_add(w, "batch", json_object_new_int64(r->warm_batch));
+		/* false: the cached batch no longer fit, and a full search decided */
+		json_object_object_add(w, "verified", json_object_new_boolean(warm > 0));
+		json_object_object_add(o, AB_FIELD_WARM_START, w);
+	}
 	/* trials run at once, one per GPU (1: one after another), and in how many rounds */
 	json_object_object_add(o, AB_FIELD_PARALLEL,
 			       json_object_new_int(r->parallel > 1 ? r->parallel : 1));
@@ -220,6 +233,9 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 	if (r->parallel > 1 && r->trials)
 		ab_append(buf, buflen, &len, " (%zu rounds of up to %d at once)", r->trials->rounds,
 			  r->parallel);
+	if (r->warm_from)
+		ab_append(buf, buflen, &len, "; warm start from %s%s", r->warm_from,
+			  d->warm > 0 ? "" : " (its batch no longer fit: searched afresh)");
 	if (d->start_batch > 0 && d->start_batch != d->batch)
 		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
 											(double)d->start_batch,

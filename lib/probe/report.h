@@ -44,6 +44,8 @@ struct ab_report {
 	const char *others;     /* other processes on the GPU, or NULL */
 	const struct ab_report_comm *comm; /* NULL unless measured */
 	int parallel;                      /* trials at once; 0 or 1: one at a time */
+	const char *warm_from;             /* a warm start's cache entry, or NULL */
+	long warm_batch;                   /* the batch it verified first */
 };
 
 /* The report as a JSON text (malloc'ed, one line). */

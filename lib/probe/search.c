@@ -451,7 +451,8 @@ const char *ab_confidence_tier(int confidence)
 		int code;
 		const char *name;
 	} tiers[] = {{99, "largest allowed"}, {98, "next size fails"}, {95, "bracketed"},
-		     {85, "extrapolated"},    {75, "extrapolated from two trials"}};
+		     {85, "extrapolated"},    {75, "extrapolated from two trials"},
+		     {90, "warm start"}};
 
 	for (size_t i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++)
 		if (tiers[i].code == confidence)
@@ -695,6 +696,49 @@ chosen:
 	out->batch = k.lo->batch;
 	out->chosen = (size_t)(k.lo - r->trials->v);
 	out->confidence = confidence(r, &k);
+	if (partner(r, k.lo)) /* the line a later warm start of this job extrapolates */
+		out->per_sample = (line_peak(r, &k, (double)k.lo->batch + 1) -
+				   (double)k.lo->peak_bytes);
+	return 0;
+}
+
+/* A warm start (see search.h): 0 with a decision when the cached batch ran and fit, 1 when
+ * the full search must follow (it did not fit, or nothing tells how far to go), or a
+ * negative errno when a trial failed. */
+static int warm_start(struct run *r, struct ab_decision *out)
+{
+	long b = c_floor(&r->c, (double)r->p->warm_batch), next;
+	double s = r->p->warm_per_sample, crossing;
+	const struct ab_trial *t;
+	int rc;
+
+	if (!b)
+		return 1;
+	if ((rc = measure(r, b)) < 0)
+		return rc;
+	t = find(r, b);
+	out->warm = fits(r, t) ? 1 : -1;
+	if (out->warm < 0 || !(s > 0))
+		return 1;
+	out->batch = b;
+	out->chosen = (size_t)(t - r->trials->v);
+	out->per_sample = s;
+	out->confidence = c_next(&r->c, b) ? 90 : 99;
+	/* the cached line through this run's peak: where it meets the limit */
+	crossing = (double)b + ((double)r->limit - (double)t->peak_bytes) / s;
+	next = c_floor(&r->c, crossing * (1 - AIM_BELOW));
+	if (!c_next(&r->c, b) || next <= b ||
+	    (double)b >= (1 - AB_SEARCH_TOLERANCE) * crossing)
+		return 0; /* no larger batch within the tolerance: b is the answer */
+	if ((rc = measure(r, next)) < 0)
+		return rc;
+	t = find(r, next);
+	if (fits(r, t)) {
+		out->batch = next;
+		out->chosen = (size_t)(t - r->trials->v);
+	} else {
+		out->confidence = c_next(&r->c, b) >= next ? 98 : 95;
+	}
 	return 0;
 }
 
@@ -869,7 +913,9 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	out->limit_bytes = r.limit;
 	if ((rc = cands_init(p, &r.c, err, errlen)) < 0)
 		goto done;
-	rc = memory_search(&r, out);
+	rc = p->warm_batch > 0 ? warm_start(&r, out) : 1;
+	if (rc == 1)
+		rc = memory_search(&r, out);
 	if (rc == 0)
 		rc = settle_noise(&r, out);
 	if (rc == 0)

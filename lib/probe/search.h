@@ -23,6 +23,12 @@ struct ab_search_params {
 	long global_batch, devices; /* global_batch 0: unset */
 	long start;                 /* first batch to try; 0: the smallest candidate */
 	int max_trials;             /* 0: 12; with parallel trials, a bound on rounds */
+	/* A warm start: the batch a cached decision of a job that differs only in values that
+	 * do not move memory chose, and that decision's memory per sample (0: unknown). It is
+	 * run first; if it fits, a second trial only where the headroom left says a larger
+	 * batch may fit; if it does not, the full search follows. 0: none. */
+	long warm_batch;
+	double warm_per_sample;
 	/* Trials one round may run at once (the GPUs of the probe's node); 0 or 1: one at a
 	 * time. With round, a round's trials run through it; without, one after another. */
 	int parallel;
@@ -54,6 +60,8 @@ struct ab_decision {
 	size_t trials_used;   /* new trials this search ran */
 	size_t rounds_used;   /* in how many rounds */
 	size_t chosen;        /* index in ab_trials of the chosen trial */
+	double per_sample;    /* bytes per sample of the memory line at the choice; 0: unknown */
+	int warm;             /* 0: no warm start; 1: verified; -1: it failed, a full search */
 };
 
 /* Runs the search. Returns 0 with a decision, -ENOSPC when nothing fits (err says what), or
@@ -67,7 +75,8 @@ void ab_trials_free(struct ab_trials *trials);
  * batch fits. 99 "largest allowed" (no larger candidate exists), 98 "next size fails" (the
  * next candidate was measured not to fit), 95 "bracketed" (a larger one was measured not to
  * fit), 85 "extrapolated" (none larger was run; three or more fits on the memory line), 75
- * "extrapolated from two trials". */
+ * "extrapolated from two trials", 90 "warm start" (the cached batch ran and fit; the cached
+ * line leaves no room for a batch 3% larger). */
 const char *ab_confidence_tier(int confidence);
 
 #endif

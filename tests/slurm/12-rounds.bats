@@ -62,3 +62,50 @@ probe4() {
 	refute grep -q "trials at once" <<<"$stderr"
 	assert_line_in "autobatch: trial 1: batch 8 does not fit" "$stderr"
 }
+
+# sweep_job ARGS...: one job of a sweep on one GPU; its decision line in $line.
+sweep_job() {
+	run --separate-stderr srun_t -N1 -n1 --gres=gpu:1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		"$@" toy_train --config cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	line=$(grep '^srun: autobatch: chose batch\|autobatch: chose batch' <<<"$stderr" | tail -n1)
+	echo "$line" >&2
+}
+
+@test "a learning-rate sweep: the first job probes, the next 4 warm-start in 1 or 2 trials; a wider model searches afresh" {
+	sed -i 's/^  width: 128 .*/&\n  lr: 0.1               # learning rate/' cfg.yaml
+	sweep_job
+	[ "$(config_batch)" -eq 6 ]
+	refute grep -q "warm start" <<<"$line"
+	first=$(sed -n 's/.* in \([0-9]*\) trials.*/\1/p' <<<"$line")
+	[ "$first" -ge 3 ]
+	for lr in 0.05 0.02 0.01 0.005; do
+		sed -i "s/^  lr: [0-9.]*/  lr: $lr/" cfg.yaml
+		sweep_job
+		[ "$(config_batch)" -eq 6 ]
+		[[ "$line" =~ \ in\ [12]\ trials,\ [0-9]+\ s\;\ warm\ start\ from\ [0-9a-f]{16}\.json\; ]]
+		# never taken on trust: the cached batch ran again
+		assert_line_in "autobatch: trial 1: batch 6 fits" "$stderr"
+	done
+	grep -q "^  lr: 0.005 " cfg.yaml
+	# the hidden size moves memory: no warm start, a full search
+	sed -i 's/^  width: 128/  width: 256/' cfg.yaml
+	sweep_job
+	refute grep -q "warm start" <<<"$line"
+	[ "$(sed -n 's/.* in \([0-9]*\) trials.*/\1/p' <<<"$line")" -ge 3 ]
+}
+
+@test "--autobatch-neutral: a key the user calls neutral warm-starts; a batch that no longer fits searches afresh" {
+	sweep_job --autobatch-neutral=model.activation_kib
+	[ "$(config_batch)" -eq 6 ]
+	# not neutral in truth: 40 MiB a sample, so the cached 6 (242 MiB) no longer fits; 5 does
+	sed -i 's/activation_kib: 30720/activation_kib: 40960/' cfg.yaml
+	sweep_job --autobatch-neutral=model.activation_kib
+	assert_line_in "autobatch: trial 1: batch 6 does not fit" "$stderr"
+	[[ "$line" == *"; warm start from "*".json (its batch no longer fit: searched afresh); "* ]]
+	[ "$(config_batch)" -eq 5 ]
+	# without the option the key is not neutral: a full search, no warm start
+	sed -i 's/activation_kib: 40960/activation_kib: 35840/' cfg.yaml
+	sweep_job
+	refute grep -q "warm start" <<<"$line"
+}

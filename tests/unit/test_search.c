@@ -271,6 +271,53 @@ static void parallel_rounds(void **state)
 	max_rounds = 3;
 }
 
+/* Warm starts: the cached batch runs first; one trial when it is still the answer, two when
+ * the cached line says a larger one fits, the full search when it no longer fits. */
+static void warm_starts(void **state)
+{
+	struct ab_sim s;
+	struct checked c;
+	struct ab_search_params p = {.fraction = 0.8, .warm_per_sample = 400 * MiB};
+
+	(void)state;
+	/* (64 GiB - 8 GiB) / 400 MiB = 143.4: the cached 143 verifies in one trial */
+	make_sim(&s, 80 * GiB, linear, (double[]){8 * GiB, 400 * MiB}, 0, 2 * MiB);
+	p.warm_batch = 143;
+	c = run_checked(&s, p);
+	assert_int_equal(c.d.batch, 143);
+	assert_int_equal(c.trials, 1);
+	assert_int_equal(c.d.warm, 1);
+	assert_string_equal(ab_confidence_tier(c.d.confidence), "warm start");
+	/* a cached 100 (another GPU's answer, say): a second trial where the line meets it */
+	p.warm_batch = 100;
+	c = run_checked(&s, p);
+	assert_int_equal(c.trials, 2);
+	assert_int_equal(c.d.warm, 1);
+	assert_true(c.d.batch >= 139);
+	/* a cached 160 no longer fits (the model grew a bit): the full search, which the
+	 * failure bounds */
+	p.warm_batch = 160;
+	c = run_checked(&s, p);
+	assert_int_equal(c.d.warm, -1);
+	assert_true(c.trials >= 2);
+	/* no line cached: verified, then searched as usual */
+	p.warm_batch = 100;
+	p.warm_per_sample = 0;
+	c = run_checked(&s, p);
+	assert_int_equal(c.d.warm, 1);
+	assert_true(c.d.per_sample > 399 * MiB && c.d.per_sample < 401 * MiB);
+	/* with rounds */
+	p.parallel = 4;
+	p.warm_per_sample = 400 * MiB;
+	p.warm_batch = 143;
+	c = run_checked(&s, p);
+	assert_int_equal(c.trials, 1);
+	p.warm_batch = 300;
+	c = run_checked(&s, p);
+	assert_int_equal(c.d.warm, -1);
+	ab_sim_free(&s);
+}
+
 static void constraints(void **state)
 {
 	struct ab_sim s;
@@ -612,7 +659,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shapes),           cmocka_unit_test(random_curves),
 		cmocka_unit_test(constraints),      cmocka_unit_test(refusals),
-		cmocka_unit_test(parallel_rounds),
+		cmocka_unit_test(parallel_rounds),  cmocka_unit_test(warm_starts),
 		cmocka_unit_test(trial_errors_stop), cmocka_unit_test(helpers_noise),
 		cmocka_unit_test(throughput),
 		cmocka_unit_test(several_fractions), cmocka_unit_test(sim_specs),
