@@ -88,7 +88,7 @@ int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, cha
 	if (c->fd < 0)
 		return -ENOENT;
 	cache_key(pl, false, &h);
-	ab_cache_entry_name(&h, name, namelen);
+	ab_cache_entry_name(&h, false, name, namelen);
 	if (ab_state.req.refresh || (rc = ab_cache_load(c, name, json)) == -ENOENT)
 		return -ENOENT;
 	if (rc == 0 && ab_result_parse(*json, strlen(*json), res, err, sizeof(err)) == 0 && res->ok)
@@ -113,7 +113,7 @@ int ab_srun_cache_warm(struct ab_plan *pl, const struct ab_cache *c, char *name,
 	if (c->fd < 0 || !ab_state.req.config[0] || ab_state.req.refresh)
 		return -ENOENT;
 	cache_key(pl, true, &h);
-	ab_cache_entry_name(&h, name, namelen);
+	ab_cache_entry_name(&h, true, name, namelen);
 	if (ab_cache_load(c, name, &json) < 0)
 		return -ENOENT;
 	if (ab_result_parse(json, strlen(json), &res, err, sizeof(err)) < 0 || !res.ok) {
@@ -146,7 +146,7 @@ void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, con
 	store(c, name, entry);
 	if (ab_state.req.config[0]) { /* where the next job of a sweep looks */
 		cache_key(pl, true, &h);
-		ab_cache_entry_name(&h, warm, sizeof(warm));
+		ab_cache_entry_name(&h, true, warm, sizeof(warm));
 		store(c, warm, entry);
 	}
 	free(entry);

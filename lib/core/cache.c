@@ -102,9 +102,9 @@ void ab_cache_close(struct ab_cache *c)
 	c->fd = -1;
 }
 
-void ab_cache_entry_name(const struct ab_hash *h, char *name, size_t len)
+void ab_cache_entry_name(const struct ab_hash *h, bool warm, char *name, size_t len)
 {
-	snprintf(name, len, "%016llx.json", (unsigned long long)h->h);
+	snprintf(name, len, "%s%016llx.json", warm ? "warm-" : "", (unsigned long long)h->h);
 }
 
 /* A file of the directory that is what we wrote: regular, ours, one link. */

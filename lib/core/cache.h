@@ -36,8 +36,9 @@ int ab_cache_open_dir(const char *dir, struct ab_cache *c, char *err, size_t err
 
 void ab_cache_close(struct ab_cache *c);
 
-/* The entry's name in the directory: <16 hex digits>.json. */
-void ab_cache_entry_name(const struct ab_hash *h, char *name, size_t len);
+/* The entry's name in the directory: <16 hex digits>.json, or warm-<16 hex digits>.json for
+ * the start a sweep's next job verifies. */
+void ab_cache_entry_name(const struct ab_hash *h, bool warm, char *name, size_t len);
 
 /* 0 with the entry's JSON (malloc'ed), -ENOENT when there is none, another negative errno
  * when it cannot be trusted (not a regular file of the caller's with one link, too large):

@@ -16,7 +16,7 @@
 #include "error.h"
 #include "size.h"
 
-#define DEFAULT_MAX_TRIALS 12
+#define DEFAULT_MAX_TRIALS 6 /* the search's own bound: past it, the best fit seen */
 #define AIM_BELOW 0.005 /* aim this far under the predicted limit */
 #define FAR_PARTNER 0.75 /* fit the line to a point at most this fraction of the top one */
 #define MARGIN 0.02       /* a line prediction this far over the limit is a sure failure */
@@ -24,6 +24,8 @@
 #define QUIET 0.0005     /* trials this close to a line show no noise */
 #define TIE 0.01         /* throughputs this close are equal: prefer the smaller batch */
 #define THROUGHPUT_EXTRA_TRIALS 4
+#define NOISE_GUESS 0.007 /* a peak's run-to-run noise, unknown until seen: allocator jitter */
+#define DAMP_FROM 1.0    /* a line less certain than this aims short of its prediction */
 #define GROWTH 4.0      /* a round's sizes grow by this while no line is known */
 #define ROUND_STEP 0.029 /* a round's ladder around the prediction: fit and fail 3% apart */
 /* Helper processes' memory differs between runs of one batch. The margin kept under the
@@ -360,6 +362,26 @@ static const struct ab_trial *partner(const struct run *r, const struct ab_trial
 	return far ? far : near;
 }
 
+/* Where the least-squares line through every fitting trial meets the limit; INFINITY when
+ * it does not rise. */
+static double fit_all(const struct run *r)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0, slope;
+
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+		double x = (double)t->batch, y = (double)t->peak_bytes;
+
+		if (!fits(r, t))
+			continue;
+		sx += x, sy += y, sxx += x * x, sxy += x * y, n++;
+	}
+	if (n < 2 || n * sxx - sx * sx <= 0 ||
+	    (slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)) <= 0)
+		return INFINITY;
+	return ((double)r->limit - (sy - slope * sx) / n) / slope;
+}
+
 /* The batch (real-valued) at which the peak reaches the limit; INFINITY when flat. */
 static double predict(const struct run *r, const struct bracket *k)
 {
@@ -384,15 +406,42 @@ static double predict(const struct run *r, const struct bracket *k)
 	}
 	if (!q)
 		return plo > 0 ? (double)lo->batch * L / plo : INFINITY; /* base >= 0 bound */
+	if (k->nfit >= 3) /* noise averages out over all fits; a bend makes the pair's lower */
+		return fmin(fit_all(r), slope > 0 ? (double)lo->batch + (L - plo) / slope : INFINITY);
 	return slope > 0 ? (double)lo->batch + (L - plo) / slope : INFINITY;
 }
 
 /* ---- the search -------------------------------------------------------------------- */
 
+/* The line's prediction, pulled back toward lo by how uncertain the line is: its rise
+ * between the two trials against the noise a peak carries (NOISE_GUESS of it, each end).
+ * Two small batches whose peaks differ by less than their noise give a slope that may be
+ * wrong several times over: a jump to its prediction lands on an OOM or far short. Aiming
+ * at the near end of the prediction's range instead fits, and gives a line over a long
+ * baseline. */
+static double residual(const struct run *r, const struct bracket *k);
+
+static double damped(const struct run *r, const struct bracket *k, double pred)
+{
+	const struct ab_trial *q = partner(r, k->lo);
+	double lo = (double)k->lo->batch, plo = (double)k->lo->peak_bytes, rise, noise, res;
+
+	if (!q)
+		return isinf(pred) ? 4.0 * lo : pred * (1 - AIM_BELOW);
+	rise = plo - (double)q->peak_bytes;
+	noise = NOISE_GUESS * (plo + (double)q->peak_bytes);
+	if ((res = residual(r, k)) >= 0) /* a third trial shows the real noise */
+		noise = fmax(res, QUIET * (double)r->limit);
+	if (rise > 0 && noise < DAMP_FROM * rise)
+		return pred * (1 - AIM_BELOW);
+	/* the steepest slope the two peaks allow, noise included, meets the limit here */
+	return lo + ((double)r->limit - plo) * (lo - (double)q->batch) / (fmax(rise, 0) + noise);
+}
+
 /* The next batch to try. Below any failure: the line's prediction (or, with one trial, the
  * largest batch a non-negative base allows), at least 3% above lo. Inside a bracket: the
  * model's crossing, snapped to a candidate whose outcome ends the search. */
-static long choose(const struct run *r, const struct bracket *k, double pred)
+static long choose(const struct run *r, const struct bracket *k, double pred, bool last)
 {
 	long lo = k->lo->batch, hi = k->hi ? k->hi->batch : 0, next;
 	double target;
@@ -402,7 +451,7 @@ static long choose(const struct run *r, const struct bracket *k, double pred)
 				   * baseline long enough that allocator jitter cannot tilt the line */
 			target = fmax(pred, 4.0 * (double)lo);
 		else
-			target = isinf(pred) ? 4.0 * (double)lo : pred * (1 - AIM_BELOW);
+			target = damped(r, k, pred);
 		/* Within the tolerance of the model's crossing, what is left is to show that
 		 * nothing larger fits: the smallest candidate 3% above lo does, or moves lo. */
 		target = fmax(target, (double)lo / (1 - AB_SEARCH_TOLERANCE) + 1);
@@ -436,6 +485,14 @@ static long choose(const struct run *r, const struct bracket *k, double pred)
 			target = (double)fail_goal;
 		else if (target >= (double)goal)
 			target = (double)goal;
+		/* the last trial the budget allows: a fit is what counts, so aim under the
+		 * crossing by the noise a peak may carry, along the bracket's secant */
+		if (last && k->hi->has_peak && k->hi->peak_bytes > k->lo->peak_bytes)
+			target = fmin(target, fmax((double)lo + 1,
+					       pred - NOISE_GUESS * 3 / 4 * (double)r->limit *
+							      (double)(hi - lo) /
+							      (double)(k->hi->peak_bytes -
+								       k->lo->peak_bytes)));
 		next = c_floor(&r->c, target);
 	}
 	if (next <= lo)
@@ -452,7 +509,7 @@ const char *ab_confidence_tier(int confidence)
 		const char *name;
 	} tiers[] = {{99, "largest allowed"}, {98, "next size fails"}, {95, "bracketed"},
 		     {85, "extrapolated"},    {75, "extrapolated from two trials"},
-		     {90, "warm start"}};
+		     {90, "warm start"},      {70, "trial budget spent"}};
 
 	for (size_t i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++)
 		if (tiers[i].code == confidence)
@@ -646,6 +703,24 @@ static size_t plan_round(const struct run *r, const struct bracket *k, double pr
 	return n;
 }
 
+/* The throughput objective's answer lies below where samples/s stopped rising: two fitting
+ * trials, the larger at least twice the smaller, equally fast. The memory search can stop
+ * there; the throughput search closes in below. */
+static bool plateau(const struct run *r)
+{
+	if (r->p->objective != AB_OBJECTIVE_THROUGHPUT)
+		return false;
+	for (size_t i = 0; i < r->trials->n; i++)
+		for (size_t j = 0; j < r->trials->n; j++) {
+			const struct ab_trial *a = &r->trials->v[i], *b = &r->trials->v[j];
+
+			if (fits(r, a) && fits(r, b) && a->samples_per_s > 0 &&
+			    b->batch >= 2 * a->batch && a->samples_per_s >= (1 - TIE) * b->samples_per_s)
+				return true;
+		}
+	return false;
+}
+
 static int memory_search(struct run *r, struct ab_decision *out)
 {
 	int max_trials = r->p->max_trials > 0 ? r->p->max_trials : DEFAULT_MAX_TRIALS, rc;
@@ -653,6 +728,7 @@ static int memory_search(struct run *r, struct ab_decision *out)
 	size_t cap = r->p->parallel > 1 ? (size_t)r->p->parallel : 1;
 	long *v = calloc(cap, sizeof(*v));
 	struct bracket k;
+	bool spent = false;
 
 	if (!v)
 		return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
@@ -672,18 +748,20 @@ static int memory_search(struct run *r, struct ab_decision *out)
 				return nothing_fits(r, r->err, r->errlen);
 			}
 		} else {
-			if (done(r, &k))
+			if (done(r, &k) || plateau(r))
 				break;
 			pred = predict(r, &k);
-			v[0] = choose(r, &k, pred);
+			v[0] = choose(r, &k, pred, (int)r->new_rounds + 1 >= max_trials);
 		}
 		if ((int)r->new_rounds >= max_trials) {
-			free(v);
-			if (!k.lo)
+			if (!k.lo) {
+				free(v);
 				return ab_fail(r->err, r->errlen, ENOSPC,
 					       "no fitting batch found in %d %s", max_trials,
 					       cap > 1 ? "rounds" : "trials");
-			goto chosen;
+			}
+			spent = true;
+			break;
 		}
 		n = plan_round(r, &k, pred, v, cap);
 		if ((rc = measure_round(r, v, n)) < 0) {
@@ -692,10 +770,10 @@ static int memory_search(struct run *r, struct ab_decision *out)
 		}
 	}
 	free(v);
-chosen:
 	out->batch = k.lo->batch;
 	out->chosen = (size_t)(k.lo - r->trials->v);
-	out->confidence = confidence(r, &k);
+	/* past the budget the best fit seen stands, not shown to be the best */
+	out->confidence = spent ? 70 : confidence(r, &k);
 	if (partner(r, k.lo)) /* the line a later warm start of this job extrapolates */
 		out->per_sample = (line_peak(r, &k, (double)k.lo->batch + 1) -
 				   (double)k.lo->peak_bytes);
@@ -830,7 +908,10 @@ static const struct ab_trial *fastest(const struct run *r)
  * unsaturated trial, the line meets the plateau where the smallest fastest batch is. */
 static int throughput_search(struct run *r, struct ab_decision *out)
 {
-	for (int extra = 0; extra < THROUGHPUT_EXTRA_TRIALS; extra++) {
+	int budget = r->p->max_trials > 0 ? r->p->max_trials : DEFAULT_MAX_TRIALS;
+
+	for (int extra = 0; extra < THROUGHPUT_EXTRA_TRIALS && (int)r->new_rounds < budget;
+	     extra++) {
 		const struct ab_trial *best = fastest(r), *below = NULL;
 		double top = best->samples_per_s, target;
 		long next;

@@ -76,7 +76,8 @@ void ab_trials_free(struct ab_trials *trials);
  * next candidate was measured not to fit), 95 "bracketed" (a larger one was measured not to
  * fit), 85 "extrapolated" (none larger was run; three or more fits on the memory line), 75
  * "extrapolated from two trials", 90 "warm start" (the cached batch ran and fit; the cached
- * line leaves no room for a batch 3% larger). */
+ * line leaves no room for a batch 3% larger), 70 "trial budget spent" (the best fit seen
+ * when --max-trials ran out; a larger batch may fit). */
 const char *ab_confidence_tier(int confidence);
 
 #endif

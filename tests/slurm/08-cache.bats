@@ -31,7 +31,9 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	# the report of the cached decision says so; the probe's said miss
 	grep -q '"cache":"hit"' autobatch-$job.*.json
 	[ "$(grep -l '"cache":"miss"' autobatch-*.json | wc -l)" -eq 1 ]
-	[ "$(ls "$XDG_CACHE_HOME"/autobatch/*.json | wc -l)" -eq 1 ]
+	[ "$(ls "$XDG_CACHE_HOME"/autobatch/[0-9a-f]*.json | wc -l)" -eq 1 ]
+	# and the start a sweep's next job would verify
+	[ "$(ls "$XDG_CACHE_HOME"/autobatch/warm-*.json | wc -l)" -eq 1 ]
 	# slurmd launched the job's own step and no probe step beside it
 	grep -q "launch task StepId=$job.0 " "$AUTOBATCH_TESTBED/log/slurmd.log"
 	refute grep -q "launch task StepId=$job.1 " "$AUTOBATCH_TESTBED/log/slurmd.log"
@@ -67,7 +69,7 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 
 @test "a corrupt entry is ignored and replaced" {
 	toy --autobatch=0.8 toy_train --config cfg.yaml
-	entry=$(ls "$XDG_CACHE_HOME"/autobatch/*.json)
+	entry=$(ls "$XDG_CACHE_HOME"/autobatch/[0-9a-f]*.json)
 	printf '{"status":"ok","batch_size":"lots' >"$entry"
 	toy -v --autobatch=0.8 toy_train --config cfg.yaml
 	probed

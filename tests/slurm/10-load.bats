@@ -45,7 +45,7 @@ teardown() { reset_plugstack; }
 	[ "$(grep -ho 'toy_train: batch [0-9]* from cfg.yaml' out.* | sort -u)" = "toy_train: batch $b from cfg.yaml" ]
 	[ "$(grep -l "toy_train: batch $b" out.* | wc -l)" -eq "$n" ]
 	# the cache holds one entry, and it is whole JSON
-	local entries=$(find "$XDG_CACHE_HOME/autobatch" -name '*.json' | wc -l)
+	local entries=$(find "$XDG_CACHE_HOME/autobatch" -name '[0-9a-f]*.json' | wc -l)
 	[ "$entries" -eq 1 ]
 	find "$XDG_CACHE_HOME/autobatch" -name '*.json' -exec python3 -m json.tool {} \; >/dev/null
 	no_probe_step_left

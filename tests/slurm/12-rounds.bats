@@ -83,7 +83,7 @@ sweep_job() {
 		sed -i "s/^  lr: [0-9.]*/  lr: $lr/" cfg.yaml
 		sweep_job
 		[ "$(config_batch)" -eq 6 ]
-		[[ "$line" =~ \ in\ [12]\ trials,\ [0-9]+\ s\;\ warm\ start\ from\ [0-9a-f]{16}\.json\; ]]
+		[[ "$line" =~ \ in\ [12]\ trials,\ [0-9]+\ s\;\ warm\ start\ from\ warm-[0-9a-f]{16}\.json\; ]]
 		# never taken on trust: the cached batch ran again
 		assert_line_in "autobatch: trial 1: batch 6 fits" "$stderr"
 	done

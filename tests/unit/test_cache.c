@@ -32,7 +32,10 @@ static int setup(void **state)
 	snprintf(mine, sizeof(mine), "%s/%u", site, (unsigned)getuid());
 	ab_hash_init(&h);
 	ab_hash_str(&h, "a decision");
-	ab_cache_entry_name(&h, entry, sizeof(entry));
+	ab_cache_entry_name(&h, true, entry, sizeof(entry));
+	assert_int_equal(strncmp(entry, "warm-", 5), 0);
+	ab_cache_entry_name(&h, false, entry, sizeof(entry));
+	assert_int_equal(strlen(entry), 21);
 	return 0;
 }
 

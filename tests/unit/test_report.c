@@ -31,7 +31,7 @@ static struct ab_trial trial_v[2] = {
 static struct ab_trials trials = {trial_v, 2, 2, 0, 0};
 static struct ab_report_fraction fraction = {
 	.fraction = 0.8,
-	.decision = {.batch = 24, .grad_accum = 4, .limit_bytes = 64 * GiB, .confidence = 90,
+	.decision = {.batch = 24, .grad_accum = 4, .limit_bytes = 64 * GiB, .confidence = 91,
 		     .trials_used = 2, .chosen = 1},
 	.ok = true,
 };
@@ -59,7 +59,7 @@ static void round_trip(void **state)
 	assert_int_equal(res.grad_accum, 4);
 	assert_int_equal(res.global_batch, 24 * 4 * 8); /* no global batch asked: the product */
 	assert_true(res.fraction == 0.8);
-	assert_int_equal(res.confidence, 90);
+	assert_int_equal(res.confidence, 91);
 	assert_int_equal(res.trials, 2);
 	assert_int_equal(res.total_bytes, 80 * GiB);
 	assert_string_equal(res.device, "sim");
@@ -138,7 +138,7 @@ static void lines(void **state)
 	assert_contains(buf, "trial 2: batch 24 fits, peak 60.0 GiB of 64.0 GiB limit "
 			     "(80% of 80.0 GiB)"); /* index 1: the second trial */
 	ab_report_decision_line(&r, buf, sizeof(buf));
-	assert_contains(buf, "chose batch 24 in 2 trials, 12 s; confidence: unknown"); /* 90 */
+	assert_contains(buf, "chose batch 24 in 2 trials, 12 s; confidence: unknown"); /* 91 */
 	r.global_batch = 768;
 	ab_report_decision_line(&r, buf, sizeof(buf));
 	assert_contains(buf, "chose batch 24 (gradient accumulation 4, global 768)");
