@@ -261,6 +261,15 @@ static long best_of(struct env *e)
 	return best;
 }
 
+/* The case's simulated GPU and limit; returns the best batch (the ground truth). */
+static long env_open(struct env *e, const struct curve_case *c)
+{
+	*e = (struct env){.c = c};
+	build_sim(c, &e->sim);
+	e->limit = (uint64_t)floor(c->fraction * c->total);
+	return best_of(e);
+}
+
 static struct outcome ours_on(struct env *e, int gpus)
 {
 	struct ab_search_params p = {
@@ -453,14 +462,10 @@ static void parallel_table(bool verbose)
 		double per_round = TRIAL_STARTUP_S + TRIAL_STEPS * TRIAL_STEP_S;
 
 		for (int i = 0; i < ncases; i++) {
-			struct env e = {.c = &cases[i]};
-			struct outcome o;
-			long best;
+			struct env e;
+			long best = env_open(&e, &cases[i]);
+			struct outcome o = ours_on(&e, gpu_counts[g]);
 
-			build_sim(&cases[i], &e.sim);
-			e.limit = (uint64_t)floor(cases[i].fraction * cases[i].total);
-			best = best_of(&e);
-			o = ours_on(&e, gpu_counts[g]);
 			bool fits = o.chosen > 0 && truly_fits(&e, o.chosen);
 
 			over += o.chosen > 0 && !fits;
@@ -492,13 +497,10 @@ int main(int argc, char **argv)
 	build_cases();
 	for (int i = 0; i < ncases; i++) {
 		for (size_t s = 0; s < NSTRATEGIES; s++) {
-			struct env e = {.c = &cases[i]};
+			struct env e;
 			struct outcome o;
-			long best;
+			long best = env_open(&e, &cases[i]);
 
-			build_sim(&cases[i], &e.sim);
-			e.limit = (uint64_t)floor(cases[i].fraction * cases[i].total);
-			best = best_of(&e);
 			e.trials = 0;
 			e.seconds = 0;
 			o = strategies[s].run(&e);

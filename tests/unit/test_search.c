@@ -158,6 +158,22 @@ static struct checked run_checked(struct ab_sim *s, struct ab_search_params p)
 	return c;
 }
 
+/* The curves that cost trials: fragmentation, a workspace jump, allocator stairs. */
+static void bent_curves(struct ab_search_params p)
+{
+	struct ab_sim s;
+
+	make_sim(&s, 40 * GiB, convex, (double[]){4 * GiB, 250 * MiB, 2e-5}, 0, 20 * MiB);
+	run_checked(&s, p);
+	ab_sim_free(&s);
+	make_sim(&s, 80 * GiB, jump, (double[]){10 * GiB, 400 * MiB, 60, 3 * GiB}, 0, 2 * MiB);
+	run_checked(&s, p);
+	ab_sim_free(&s);
+	make_sim(&s, 24 * GiB, stairs, (double[]){2 * GiB, 90 * MiB}, 0, 0);
+	run_checked(&s, p);
+	ab_sim_free(&s);
+}
+
 static void shapes(void **state)
 {
 	struct ab_sim s;
@@ -177,15 +193,7 @@ static void shapes(void **state)
 	assert_int_equal(c.d.batch, 16);
 	ab_sim_free(&s);
 	/* allocator granularity, fragmentation, jumps, jitter */
-	make_sim(&s, 40 * GiB, convex, (double[]){4 * GiB, 250 * MiB, 2e-5}, 0, 20 * MiB);
-	run_checked(&s, p);
-	ab_sim_free(&s);
-	make_sim(&s, 80 * GiB, jump, (double[]){10 * GiB, 400 * MiB, 60, 3 * GiB}, 0, 2 * MiB);
-	run_checked(&s, p);
-	ab_sim_free(&s);
-	make_sim(&s, 24 * GiB, stairs, (double[]){2 * GiB, 90 * MiB}, 0, 0);
-	run_checked(&s, p);
-	ab_sim_free(&s);
+	bent_curves(p);
 	for (int seed = 1; seed <= 20; seed++) {
 		make_sim(&s, 80 * GiB, linear, (double[]){12 * GiB, 300 * MiB}, 0.01, 2 * MiB);
 		s.seed = (uint64_t)seed;
@@ -238,15 +246,7 @@ static void parallel_rounds(void **state)
 		c = run_checked(&s, p); /* within 3% of 131: checked there */
 		assert_int_equal(c.d.rounds_used, c.rounds);
 		ab_sim_free(&s);
-		make_sim(&s, 40 * GiB, convex, (double[]){4 * GiB, 250 * MiB, 2e-5}, 0, 20 * MiB);
-		run_checked(&s, p);
-		ab_sim_free(&s);
-		make_sim(&s, 80 * GiB, jump, (double[]){10 * GiB, 400 * MiB, 60, 3 * GiB}, 0, 2 * MiB);
-		run_checked(&s, p);
-		ab_sim_free(&s);
-		make_sim(&s, 24 * GiB, stairs, (double[]){2 * GiB, 90 * MiB}, 0, 0);
-		run_checked(&s, p);
-		ab_sim_free(&s);
+		bent_curves(p);
 		/* nothing fits at the start: the round halves down */
 		make_sim(&s, 80 * GiB, linear, (double[]){8 * GiB, 400 * MiB}, 0, 2 * MiB);
 		p.start = 1000;
