@@ -3,6 +3,7 @@
  * table; never passes or fails on time.
  *
  *   bench/search [-v]      (-v: one line per case and strategy)
+ *   bench/search --random [SEEDS]   the unit test's random jittered lines, SEEDS draws of 300
  *
  * Curves: transformer training steps (Korthikanti et al. 2022: activations per layer per
  * sample s*h*(34 + 5*a*s/h) bytes in 16-bit, model states 16 bytes per parameter with mixed
@@ -486,11 +487,62 @@ static void parallel_table(bool verbose)
 	}
 }
 
+/* tests/unit/test_search.c's random curves (affine, base up to 60% of the GPU, jitter 0, 0.5
+ * or 1% of the peak, 2 MiB granules or none), drawn with other seeds: how often the 6-trial
+ * budget ends below 97% of the best (the largest batch whose noise-free peak fits the limit
+ * less the jitter). */
+static int random_curves(int seeds)
+{
+	printf("random jittered lines (tests/unit/test_search.c's draw, srand seeds 1-%d):\n", seeds);
+	for (int seed = 1; seed <= seeds; seed++) {
+		int hist[8] = {0}, n = 0, under = 0, over = 0;
+
+		srand((unsigned)seed);
+		for (int i = 0; i < 300; i++) {
+			struct curve_case c = {0};
+			struct env e;
+			double fraction = 0.5 + (rand() % 50) / 100.0;
+
+			c.total = (double)(16 + rand() % 128) * GiB;
+			c.base = c.total * (rand() % 60) / 100.0;
+			c.per_sample = c.total / (double)(8 + rand() % 2000);
+			c.jitter = (rand() % 3) * 0.005;
+			c.granule = (rand() % 2) * 2 * MiB;
+			c.fraction = fraction;
+			c.step_s = 0.1;
+			if (c.base + c.per_sample > fraction * c.total)
+				continue;
+			env_open(&e, &c);
+			e.sim.seed = (uint64_t)i; /* as the unit test draws each curve's noise */
+			double j = e.sim.jitter;
+			e.sim.jitter = 0; /* the honest best: noise-free, under the limit less jitter */
+			uint64_t limit = e.limit;
+			e.limit = (uint64_t)((double)limit * (1 - j));
+			long best = best_of(&e);
+			e.limit = limit;
+			e.sim.jitter = j;
+			struct outcome o = ours(&e);
+
+			n++;
+			hist[o.trials < 7 ? o.trials : 7]++;
+			under += o.chosen < (1 - AB_SEARCH_TOLERANCE) * (double)best;
+			over += o.chosen > 0 && !truly_fits(&e, o.chosen);
+			ab_sim_free(&e.sim);
+		}
+		printf("  seed %2d: %d curves, trials 2:%d 3:%d 4:%d 5:%d 6:%d 7+:%d, below 97%% of the "
+		       "best %d, over the limit %d\n",
+		       seed, n, hist[2], hist[3], hist[4], hist[5], hist[6], hist[7], under, over);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	bool verbose = argc > 1 && !strcmp(argv[1], "-v");
 	struct tally t[NSTRATEGIES];
 
+	if (argc > 1 && !strcmp(argv[1], "--random"))
+		return random_curves(argc > 2 ? atoi(argv[2]) : 11);
 	memset(t, 0, sizeof(t));
 	for (size_t s = 0; s < NSTRATEGIES; s++)
 		t[s].worst_ratio = INFINITY;
