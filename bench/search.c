@@ -202,6 +202,7 @@ struct outcome {
 	char path[128];   /* the batches tried, for -v */
 	int failed;       /* reported no batch */
 	int rounds;       /* autobatch: rounds of trials run at once */
+	int confidence;   /* autobatch: the decision's tier */
 };
 
 struct env {
@@ -287,6 +288,7 @@ static struct outcome ours_on(struct env *e, int gpus)
 	if (ab_search(&p, &trials, ab_sim_trial, &e->sim, &d, err, sizeof(err)) == 0) {
 		o.chosen = d.batch;
 		o.verified = 1;
+		o.confidence = d.confidence;
 	} else {
 		o.failed = 1;
 	}
@@ -495,7 +497,7 @@ static int random_curves(int seeds)
 {
 	printf("random jittered lines (tests/unit/test_search.c's draw, srand seeds 1-%d):\n", seeds);
 	for (int seed = 1; seed <= seeds; seed++) {
-		int hist[8] = {0}, n = 0, under = 0, over = 0;
+		int hist[8] = {0}, n = 0, under = 0, over = 0, said = 0;
 
 		srand((unsigned)seed);
 		for (int i = 0; i < 300; i++) {
@@ -525,13 +527,17 @@ static int random_curves(int seeds)
 
 			n++;
 			hist[o.trials < 7 ? o.trials : 7]++;
-			under += o.chosen < (1 - AB_SEARCH_TOLERANCE) * (double)best;
+			if (o.chosen < (1 - AB_SEARCH_TOLERANCE) * (double)best) {
+				under++;
+				said += o.confidence == 70; /* "trial budget spent" */
+			}
 			over += o.chosen > 0 && !truly_fits(&e, o.chosen);
 			ab_sim_free(&e.sim);
 		}
 		printf("  seed %2d: %d curves, trials 2:%d 3:%d 4:%d 5:%d 6:%d 7+:%d, below 97%% of the "
-		       "best %d, over the limit %d\n",
-		       seed, n, hist[2], hist[3], hist[4], hist[5], hist[6], hist[7], under, over);
+		       "best %d (%d said 'trial budget spent'), over the limit %d\n",
+		       seed, n, hist[2], hist[3], hist[4], hist[5], hist[6], hist[7], under, said,
+		       over);
 	}
 	return 0;
 }
