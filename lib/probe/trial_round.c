@@ -86,7 +86,8 @@ size_t ab_round_width(const struct ab_exec_round *r, size_t n, char *why, size_t
 
 /* In the worker: the slot's GPU alone, its own NVML handle (none is shared across a fork),
  * the trial, the result to the parent. */
-static void worker(struct ab_exec_round *r, size_t slot, long batch, int count, int fd)
+static void worker(struct ab_exec_round *r, size_t slot, long batch, int count, int fd,
+		   pid_t parent)
 {
 	struct ab_exec x = *r->x;
 	struct ab_nvml *nv = NULL;
@@ -94,6 +95,10 @@ static void worker(struct ab_exec_round *r, size_t slot, long batch, int count, 
 	char why[AB_ERR_MAX];
 
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); /* the trial's escaped children are ours */
+	/* a probe killed outright stops its workers as an interrupt does: trials ended */
+	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+	if (getppid() != parent)
+		_exit(1);
 	x.count = count;
 	if (r->slot[slot].visible[0])
 		setenv("CUDA_VISIBLE_DEVICES", r->slot[slot].visible, 1);
@@ -156,6 +161,7 @@ static int collect(struct ab_exec_round *r, struct running *w, size_t n, struct 
 static int start_worker(struct ab_exec_round *r, size_t slot, long batch, int count,
 			struct running *w, char *err, size_t errlen)
 {
+	pid_t parent = getpid();
 	int fds[2];
 
 	if (pipe2(fds, O_CLOEXEC) < 0)
@@ -168,7 +174,7 @@ static int start_worker(struct ab_exec_round *r, size_t slot, long batch, int co
 	}
 	if (w->pid == 0) {
 		close(fds[0]);
-		worker(r, slot, batch, count, fds[1]);
+		worker(r, slot, batch, count, fds[1], parent);
 	}
 	close(fds[1]);
 	w->fd = fds[0];
