@@ -103,8 +103,10 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	return 0;
 }
 
-/* cuda: each slot's GPU by its PCI bus id for NVML, and all of one model (a round's trials
- * must be alike); another model's GPUs are left out, and the probe says so. */
+#define BUSY_SHARE 0.05 /* of a GPU's memory held by other processes: not a trial's GPU */
+
+/* cuda: each slot's GPU by its PCI bus id for NVML, all of one model (a round's trials must
+ * be alike) and free; another model's GPUs and busy ones are left out, and the probe says so. */
 static int cuda_slots(struct setup *s, char *err, size_t errlen)
 {
 	size_t kept = 1;
@@ -121,6 +123,11 @@ static int cuda_slots(struct setup *s, char *err, size_t errlen)
 		if (strcmp(d.name, s->dev.name) || d.total_bytes != s->dev.total_bytes)
 			fprintf(stderr, "autobatch: GPU %zu is a %s, not a %s like GPU 0: no trials "
 					"on it\n", i, d.name, s->dev.name);
+		else if (d.others_bytes > BUSY_SHARE * (double)d.total_bytes)
+			/* another step of the job (or anyone) holds it: a trial there would be
+			 * judged against less memory than the others have */
+			fprintf(stderr, "autobatch: GPU %zu is in use (%s): no trials on it\n", i,
+				d.others);
 		else {
 			s->round.slot[kept] = s->round.slot[i];
 			snprintf(s->round.slot[kept++].pci_bus_id, sizeof(s->round.slot[0].pci_bus_id),
