@@ -146,8 +146,18 @@ static int set_up_parallel(const struct run_opts *o, struct setup *s, char *err,
 	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
 	int rc;
 
+	const struct cuda_module *m;
+	char all[128] = "", why[AB_ERR_MAX];
+	size_t len = 0;
+
 	if (o->parallel == 1 || !strcmp(s->mode, "model"))
 		return 0;
+	/* outside Slurm, with no CUDA_VISIBLE_DEVICES: every GPU the CUDA runtime sees */
+	if (!visible && s->dev.kind == AB_DEVICE_CUDA && (m = cuda_module(why, sizeof(why)))) {
+		for (int i = 0; i < m->ops->count() && i < AB_ROUND_MAX_SLOTS; i++)
+			ab_append(all, sizeof(all), &len, "%s%d", i ? "," : "", i);
+		visible = all;
+	}
 	if ((rc = ab_round_slots(&s->round, o->parallel, visible, err, errlen)) < 0)
 		return rc;
 	if (s->dev.kind == AB_DEVICE_CUDA && (rc = cuda_slots(s, err, errlen)) < 0)
