@@ -144,11 +144,10 @@ static int cuda_slots(struct setup *s, char *err, size_t errlen)
 static int set_up_parallel(const struct run_opts *o, struct setup *s, char *err, size_t errlen)
 {
 	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-	int rc;
-
 	const struct cuda_module *m;
 	char all[128] = "", why[AB_ERR_MAX];
 	size_t len = 0;
+	int rc;
 
 	if (o->parallel == 1 || !strcmp(s->mode, "model"))
 		return 0;

@@ -177,9 +177,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 				return fprintf(stderr, "autobatch-probe: --warm-per-sample: %s\n", err), -1;
 			break;
 		case 'F':
-			if (strlen(optarg) > 64 || strspn(optarg, "0123456789abcdefghijklmnopqrstuvwxyz"
-								  "ABCDEFGHIJKLMNOPQRSTUVWXYZ._-") !=
-							   strlen(optarg))
+			if (strlen(optarg) > 64 || !ab_plain_name(optarg))
 				return fprintf(stderr, "autobatch-probe: --warm-from: a cache entry's "
 						       "name (letters, digits, '.', '_', '-')\n"), -1;
 			o->warm_from = optarg;

@@ -76,28 +76,49 @@ void ab_srun_cache_open(struct ab_cache *c)
 		slurm_verbose(AB_LOG_PREFIX "no cache: %s", err);
 }
 
+/* The name of this job's entry, exact or warm. */
+static void entry_name(const struct ab_plan *pl, bool warm, char *name, size_t namelen)
+{
+	struct ab_hash h;
+
+	cache_key(pl, warm, &h);
+	ab_cache_entry_name(&h, warm, name, namelen);
+}
+
+/* Entry name, read and checked: 0 with the decision and its JSON; -ENOENT when there is
+ * none; -EPROTO when it cannot be trusted (*json then NULL). */
+static int load(const struct ab_cache *c, const char *name, struct ab_result *res, char **json)
+{
+	char err[AB_ERR_MAX];
+	int rc;
+
+	*json = NULL;
+	if ((rc = ab_cache_load(c, name, json)) == -ENOENT)
+		return -ENOENT;
+	if (rc == 0 && ab_result_parse(*json, strlen(*json), res, err, sizeof(err)) == 0 && res->ok)
+		return 0;
+	if (rc == 0)
+		free(*json);
+	*json = NULL;
+	return -EPROTO;
+}
+
 /* 0 and *json on a hit; -ENOENT on a miss (name then names where the entry goes). */
 int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, char *name,
 			 size_t namelen, struct ab_result *res, char **json)
 {
-	char err[AB_ERR_MAX];
-	struct ab_hash h;
 	int rc;
 
 	name[0] = '\0';
 	if (c->fd < 0)
 		return -ENOENT;
-	cache_key(pl, false, &h);
-	ab_cache_entry_name(&h, false, name, namelen);
-	if (ab_state.req.refresh || (rc = ab_cache_load(c, name, json)) == -ENOENT)
+	entry_name(pl, false, name, namelen);
+	if (ab_state.req.refresh || (rc = load(c, name, res, json)) == -ENOENT)
 		return -ENOENT;
-	if (rc == 0 && ab_result_parse(*json, strlen(*json), res, err, sizeof(err)) == 0 && res->ok)
+	if (rc == 0)
 		return 0;
 	slurm_verbose(AB_LOG_PREFIX "ignoring the corrupt cache entry %s/%s; it is replaced",
 		      c->dir, name);
-	if (rc == 0)
-		free(*json);
-	*json = NULL;
 	return -ENOENT;
 }
 
@@ -106,20 +127,14 @@ int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, cha
 int ab_srun_cache_warm(struct ab_plan *pl, const struct ab_cache *c, char *name, size_t namelen)
 {
 	struct ab_result res;
-	struct ab_hash h;
-	char err[AB_ERR_MAX], *json = NULL;
+	char *json;
 
 	name[0] = '\0';
 	if (c->fd < 0 || !ab_state.req.config[0] || ab_state.req.refresh)
 		return -ENOENT;
-	cache_key(pl, true, &h);
-	ab_cache_entry_name(&h, true, name, namelen);
-	if (ab_cache_load(c, name, &json) < 0)
+	entry_name(pl, true, name, namelen);
+	if (load(c, name, &res, &json) < 0)
 		return -ENOENT;
-	if (ab_result_parse(json, strlen(json), &res, err, sizeof(err)) < 0 || !res.ok) {
-		free(json);
-		return -ENOENT;
-	}
 	free(json);
 	pl->job.warm_batch = res.batch;
 	pl->job.warm_per_sample = res.per_sample;
@@ -139,14 +154,12 @@ void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, con
 			 const char *json, long eval_batch)
 {
 	char *entry, warm[AB_CACHE_NAME_MAX];
-	struct ab_hash h;
 
 	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))
 		return;
 	store(c, name, entry);
 	if (ab_state.req.config[0]) { /* where the next job of a sweep looks */
-		cache_key(pl, true, &h);
-		ab_cache_entry_name(&h, true, warm, sizeof(warm));
+		entry_name(pl, true, warm, sizeof(warm));
 		store(c, warm, entry);
 	}
 	free(entry);

@@ -43,10 +43,31 @@ static void get_text(struct json_object *o, const char *key, char *buf, size_t b
 		ab_printable(json_object_get_string(v), buf, buflen);
 }
 
+/* A byte count (a JSON number, maybe written as a double); unchanged unless one. */
+static void get_bytes(struct json_object *o, const char *key, uint64_t *out)
+{
+	double v = 0;
+
+	if (get_double(o, key, &v) && v >= 1 && v < 9.2e18)
+		*out = (uint64_t)v;
+}
+
+/* A warm start's entry and whether its batch verified. */
+static void read_warm(struct json_object *o, struct ab_result *r)
+{
+	struct json_object *w, *v;
+
+	if (!json_object_object_get_ex(o, AB_FIELD_WARM_START, &w) ||
+	    !json_object_is_type(w, json_type_object))
+		return;
+	get_text(w, AB_FIELD_WARM_FROM, r->warm_from, sizeof(r->warm_from));
+	r->warm_verified = json_object_object_get_ex(w, "verified", &v) &&
+			   json_object_get_boolean(v);
+}
+
 static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t errlen)
 {
 	struct json_object *dev, *trials;
-	double total = 0;
 	long conf = 0;
 
 	if (!get_long(o, AB_FIELD_BATCH_SIZE, 1, AB_GLOBAL_BATCH_MAX, &r->batch))
@@ -67,25 +88,15 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 		r->rounds = 0;
 	if (!get_long(o, AB_FIELD_PARALLEL, 1, 1L << 20, &r->parallel))
 		r->parallel = 0;
-	if (get_double(o, AB_FIELD_PER_SAMPLE, &total) && total >= 1 && total < 9.2e18)
-		r->per_sample = (uint64_t)total;
-	if (json_object_object_get_ex(o, AB_FIELD_WARM_START, &dev) &&
-	    json_object_is_type(dev, json_type_object))
-	{
-		struct json_object *v;
-
-		get_text(dev, AB_FIELD_WARM_FROM, r->warm_from, sizeof(r->warm_from));
-		r->warm_verified = json_object_object_get_ex(dev, "verified", &v) &&
-				   json_object_get_boolean(v);
-	}
+	get_bytes(o, AB_FIELD_PER_SAMPLE, &r->per_sample);
+	read_warm(o, r);
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);
 	if (json_object_object_get_ex(o, AB_FIELD_DEVICE, &dev) &&
 	    json_object_is_type(dev, json_type_object)) {
 		get_text(dev, AB_FIELD_DEVICE_NAME, r->device, sizeof(r->device));
-		if (get_double(dev, AB_FIELD_TOTAL_BYTES, &total) && total > 0 && total < 9.2e18)
-			r->total_bytes = (uint64_t)total;
+		get_bytes(dev, AB_FIELD_TOTAL_BYTES, &r->total_bytes);
 	}
 	return 0;
 }

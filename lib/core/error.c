@@ -43,6 +43,12 @@ int ab_copy(char *dst, size_t dstlen, const char *src)
 	return 0;
 }
 
+bool ab_plain_name(const char *name)
+{
+	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+	       strlen(name);
+}
+
 const char *ab_printable(const char *text, char *buf, size_t buflen)
 {
 	size_t i, n;

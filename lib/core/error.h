@@ -4,6 +4,7 @@
 #ifndef AUTOBATCH_ERROR_H
 #define AUTOBATCH_ERROR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define AB_ERR_MAX 512 /* size of every error/message buffer */
@@ -26,5 +27,9 @@ int ab_copy(char *dst, size_t dstlen, const char *src);
 /* Copies text for quoting in a message: non-printable bytes become '?' and text longer
  * than the buffer ends in "...", so hostile input never reaches a terminal or a log raw. */
 const char *ab_printable(const char *text, char *buf, size_t buflen);
+
+/* True when name is one to put in a command line or a path as it is: only letters, digits,
+ * '.', '_' and '-' (a preset's name, a cache entry's). */
+bool ab_plain_name(const char *name);
 
 #endif

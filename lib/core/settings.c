@@ -411,13 +411,10 @@ static int set_preset(struct ab_request *req, const char *v, char *err, size_t e
 
 	if (rc < 0)
 		return rc;
-	for (const char *p = v; *p; p++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
-			    *p))
-			return ab_fail(err, errlen, EINVAL,
-				       "--autobatch-preset may use only letters, digits, '.', "
-				       "'_' and '-'; "
-				       "'autobatch-probe presets' lists the names");
+	if (!ab_plain_name(v))
+		return ab_fail(err, errlen, EINVAL,
+			       "--autobatch-preset may use only letters, digits, '.', '_' and '-'; "
+			       "'autobatch-probe presets' lists the names");
 	return ab_copy(req->preset, sizeof(req->preset), v);
 }
 

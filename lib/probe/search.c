@@ -154,6 +154,7 @@ struct run {
 	uint64_t target;   /* fraction x total, less the reserve */
 	uint64_t limit;    /* what a trial must stay within: the target less any margin */
 	size_t new_trials, new_rounds;
+	int budget;        /* rounds this search may run (--max-trials) */
 	char *err;
 	size_t errlen;
 };
@@ -362,6 +363,16 @@ static const struct ab_trial *partner(const struct run *r, const struct ab_trial
 	return far ? far : near;
 }
 
+/* Where the line through lo and its partner reaches the limit. */
+static double line_pred(const struct run *r, const struct bracket *k)
+{
+	const struct ab_trial *q = partner(r, k->lo);
+	double plo = (double)k->lo->peak_bytes;
+	double slope = (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch);
+
+	return slope > 0 ? (double)k->lo->batch + ((double)r->limit - plo) / slope : INFINITY;
+}
+
 /* Where the least-squares line through every fitting trial meets the limit; INFINITY when
  * it does not rise. */
 static double fit_all(const struct run *r)
@@ -407,11 +418,13 @@ static double predict(const struct run *r, const struct bracket *k)
 	if (!q)
 		return plo > 0 ? (double)lo->batch * L / plo : INFINITY; /* base >= 0 bound */
 	if (k->nfit >= 3) /* noise averages out over all fits; a bend makes the pair's lower */
-		return fmin(fit_all(r), slope > 0 ? (double)lo->batch + (L - plo) / slope : INFINITY);
-	return slope > 0 ? (double)lo->batch + (L - plo) / slope : INFINITY;
+		return fmin(fit_all(r), line_pred(r, k));
+	return line_pred(r, k);
 }
 
 /* ---- the search -------------------------------------------------------------------- */
+
+static double residual(const struct run *r, const struct bracket *k);
 
 /* The line's prediction, pulled back toward lo by how uncertain the line is: its rise
  * between the two trials against the noise a peak carries (NOISE_GUESS of it, each end).
@@ -419,8 +432,6 @@ static double predict(const struct run *r, const struct bracket *k)
  * wrong several times over: a jump to its prediction lands on an OOM or far short. Aiming
  * at the near end of the prediction's range instead fits, and gives a line over a long
  * baseline. */
-static double residual(const struct run *r, const struct bracket *k);
-
 static double damped(const struct run *r, const struct bracket *k, double pred)
 {
 	const struct ab_trial *q = partner(r, k->lo);
@@ -555,16 +566,6 @@ static double residual(const struct run *r, const struct bracket *k)
 						 (double)t->peak_bytes));
 	}
 	return worst;
-}
-
-/* Where the line through lo and its partner reaches the limit. */
-static double line_pred(const struct run *r, const struct bracket *k)
-{
-	const struct ab_trial *q = partner(r, k->lo);
-	double plo = (double)k->lo->peak_bytes;
-	double slope = (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch);
-
-	return slope > 0 ? (double)k->lo->batch + ((double)r->limit - plo) / slope : INFINITY;
 }
 
 /* True when lo is the answer: the next candidate failed, or lo is within the tolerance of
@@ -723,7 +724,7 @@ static bool plateau(const struct run *r)
 
 static int memory_search(struct run *r, struct ab_decision *out)
 {
-	int max_trials = r->p->max_trials > 0 ? r->p->max_trials : DEFAULT_MAX_TRIALS, rc;
+	int rc;
 	long first = r->p->start > 0 ? c_floor(&r->c, (double)r->p->start) : 0;
 	size_t cap = r->p->parallel > 1 ? (size_t)r->p->parallel : 1;
 	long *v = calloc(cap, sizeof(*v));
@@ -751,13 +752,13 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			if (done(r, &k) || plateau(r))
 				break;
 			pred = predict(r, &k);
-			v[0] = choose(r, &k, pred, (int)r->new_rounds + 1 >= max_trials);
+			v[0] = choose(r, &k, pred, (int)r->new_rounds + 1 >= r->budget);
 		}
-		if ((int)r->new_rounds >= max_trials) {
+		if ((int)r->new_rounds >= r->budget) {
 			if (!k.lo) {
 				free(v);
 				return ab_fail(r->err, r->errlen, ENOSPC,
-					       "no fitting batch found in %d %s", max_trials,
+					       "no fitting batch found in %d %s", r->budget,
 					       cap > 1 ? "rounds" : "trials");
 			}
 			spent = true;
@@ -908,9 +909,7 @@ static const struct ab_trial *fastest(const struct run *r)
  * unsaturated trial, the line meets the plateau where the smallest fastest batch is. */
 static int throughput_search(struct run *r, struct ab_decision *out)
 {
-	int budget = r->p->max_trials > 0 ? r->p->max_trials : DEFAULT_MAX_TRIALS;
-
-	for (int extra = 0; extra < THROUGHPUT_EXTRA_TRIALS && (int)r->new_rounds < budget;
+	for (int extra = 0; extra < THROUGHPUT_EXTRA_TRIALS && (int)r->new_rounds < r->budget;
 	     extra++) {
 		const struct ab_trial *best = fastest(r), *below = NULL;
 		double top = best->samples_per_s, target;
@@ -976,7 +975,8 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	      void *ctx, struct ab_decision *out, char *err, size_t errlen)
 {
 	struct run r = {.p = p, .trials = trials, .fn = fn, .ctx = ctx, .err = err,
-			.errlen = errlen};
+			.errlen = errlen,
+			.budget = p->max_trials > 0 ? p->max_trials : DEFAULT_MAX_TRIALS};
 	int rc;
 
 	memset(out, 0, sizeof(*out));

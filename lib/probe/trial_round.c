@@ -17,7 +17,7 @@
 
 #include "error.h"
 #include "nvml.h"
-#include "number.h"
+#include "size.h"
 
 #define HOST_SHARE 0.8 /* of MemAvailable that the trials at once may use */
 
@@ -69,6 +69,7 @@ size_t ab_round_width(const struct ab_exec_round *r, size_t n, char *why, size_t
 {
 	size_t width = n < r->nslots ? n : r->nslots;
 	uint64_t avail = r->available ? r->available() : 0;
+	char used[32], free_now[32];
 	double fit;
 
 	why[0] = '\0';
@@ -77,10 +78,11 @@ size_t ab_round_width(const struct ab_exec_round *r, size_t n, char *why, size_t
 	fit = HOST_SHARE * (double)avail / (double)r->host_bytes;
 	if (fit >= (double)width)
 		return width;
-	snprintf(why, whylen, "a trial used up to %.1f GiB of host memory and %.1f GiB is "
-			      "available: %zu trials at once, not %zu",
-		 (double)r->host_bytes / (1 << 30), (double)avail / (1 << 30),
-		 fit >= 1 ? (size_t)fit : 1, width);
+	snprintf(why, whylen, "a trial used up to %s of host memory and %s is available: %zu "
+			      "trials at once, not %zu",
+		 ab_format_size(r->host_bytes, used, sizeof(used)),
+		 ab_format_size(avail, free_now, sizeof(free_now)), fit >= 1 ? (size_t)fit : 1,
+		 width);
 	return fit >= 1 ? (size_t)fit : 1;
 }
 
