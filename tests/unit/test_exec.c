@@ -119,12 +119,14 @@ static uint64_t fake_available;
 static uint64_t available(void) { return fake_available; }
 
 /* Rounds of real trials at once, one per slot: each ran on its own GPU of
- * CUDA_VISIBLE_DEVICES, concurrently, and the search decides as one at a time does. */
+ * CUDA_VISIBLE_DEVICES, concurrently, and the search decides as one at a time does. The
+ * trials hold their memory after their steps ("train"), as training does, until the probe
+ * stops them: a trial that frees it within one 20 ms sample can be read low under load. */
 static void parallel_rounds(void **state)
 {
 	char *argv[] = {"/bin/sh", "-c",
 			"echo \"$CUDA_VISIBLE_DEVICES $(date +%s.%N)\" >>\"$LOG\"; sleep 0.5; "
-			"exec \"$PROG\" alloc 10 35 1000",
+			"exec \"$PROG\" alloc 10 35 1000 train",
 			NULL};
 	char log[] = "/tmp/ab-rounds-XXXXXX";
 	struct ab_exec x;
