@@ -180,9 +180,12 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 			      (m[i].ppid != g->leader && in_members(m, n, m[i].ppid));
 		uint64_t own = member_bytes(m[i].pid, family);
 
+		uint64_t hwm = read_hwm(m[i].pid);
+
 		members += own;
 		if (!keep_member_max(g, m[i].pid, own, family) || family)
 			shared += own;
+		g->single_max = hwm > g->single_max ? hwm : g->single_max;
 	}
 	g->shared_max = shared > g->shared_max ? shared : g->shared_max;
 	return total + members;
@@ -202,17 +205,20 @@ void ab_group_reap_escaped(void)
  * member's largest (steady from run to run: a worker's prefetched batches come and go between
  * samples, their largest does not), and the families' largest one-sample sum (a member's
  * share grows as its family's others exit: each one's largest would count the shared pages
- * again). The leader's ru_maxrss, exact but covering its waited-for children too, counts
- * only where no other member was seen (a shell's child would otherwise be counted twice). */
+ * again). A member's own pages are sampled, so a peak it frees within one sample period (a
+ * trainer started by a shell, which allocates, steps and frees) can fall between samples:
+ * the group held at least any one process's kernel-kept high-water mark at some moment (a
+ * member's VmHWM; the leader's ru_maxrss, which covers the children it waited for), so the
+ * peak is never less than the largest of those (measured: 46 MiB read as 34 MiB under load). */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss)
 {
-	bool alone = g->n == 0 && g->shared_max == 0;
-	uint64_t total = alone && leader_maxrss > g->leader_max ? leader_maxrss : g->leader_max;
+	uint64_t total = g->leader_max + g->shared_max;
 
 	for (size_t i = 0; i < g->n; i++)
 		if (!g->family[i])
 			total += g->max[i];
-	return total + g->shared_max;
+	total = g->single_max > total ? g->single_max : total;
+	return leader_maxrss > total ? leader_maxrss : total;
 }
 
 /* A process holding less than this (and 2% of the peak) is a wrapper, not a helper. */

@@ -22,13 +22,15 @@ struct ab_group_peak {
 	bool family[AB_GROUP_TRACKED];  /* shares pages with other members: summed per sample */
 	size_t n;
 	uint64_t shared_max; /* the largest one-sample sum of families and untracked members */
+	uint64_t single_max; /* the largest high-water mark of any one member (VmHWM) */
 };
 
 /* One sample; returns the group's memory now. */
 uint64_t ab_group_sample(struct ab_group_peak *g);
 
-/* The peak to judge: the leader's (its high-water mark or ru_maxrss), each other member's
- * largest, and the families' largest one-sample sum. */
+/* The peak to judge: the leader's (its high-water mark), each other member's largest, and
+ * the families' largest one-sample sum; never less than one process's own high-water mark
+ * (any member's VmHWM, or leader_maxrss: the leader's and its waited-for children's). */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss);
 
 /* True when at least two processes of the group each held a real share of its peak (a

@@ -5,7 +5,8 @@
  *       sleeps STARTUP_S (a model loading), allocates BASE + b * PER_SAMPLE MiB; beyond CAP
  *       prints PyTorch's OOM message and exits 1. HOW: "report" (default) speaks the trial
  *       protocol (steps and peak_bytes), "steps" reports its steps only, "train" reports
- *       steps and goes on training (never exits), "warmup" reports one step and exits,
+ *       steps and goes on training (never exits), "spike" frees its memory at once, then
+ *       does as "train" (a peak no sample may see), "warmup" reports one step and exits,
  *       "quiet" reports nothing, "sleep" reports nothing and never exits, "segv" dies of
  *       SIGSEGV before its first step
  *   trialprog curve BASE PER_SAMPLE_BYTES CAP_BYTES   reports a peak without allocating
@@ -69,6 +70,11 @@ static int alloc(int argc, char **argv)
 			pause();
 	if (!strcmp(how, "segv"))
 		raise(SIGSEGV);
+	if (!strcmp(how, "spike")) {
+		free(mem);
+		mem = NULL;
+		how = "train";
+	}
 	if (!strcmp(how, "warmup") && (r = report())) {
 		fprintf(r, "{\"step_s\": 0.5}\n");
 		fclose(r);

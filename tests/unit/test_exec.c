@@ -341,6 +341,28 @@ static void startup_apart_from_steps(void **state)
 	ab_exec_cleanup(&x);
 }
 
+/* A trainer started by a shell (so a member of the trial's group, not its leader) whose peak
+ * lasts less than one sample: it allocates 100 MiB, frees it at once and trains on in a few
+ * MiB until the probe stops it. Its peak is its own high-water mark, which no sample can
+ * miss: read low, the trial would certify a batch that does not fit. */
+static void short_peak_of_a_member(void **state)
+{
+	char *argv[] = {"/bin/sh", "-c", "\"$PROG\" alloc 20 8 1000 spike; true", NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	setenv("PROG", prog(), 1);
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 60);
+	if (ab_exec_trial(&x, 10, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(tr.has_step);
+	if (tr.peak_bytes < 100 * MiB)
+		fail_msg("a 100 MiB peak read as %.1f MiB", (double)tr.peak_bytes / MiB);
+	assert_true(tr.peak_bytes < 120 * MiB);
+	ab_exec_cleanup(&x);
+}
+
 /* A program that reports its steps and trains on is stopped once they were seen (after a
  * short grace to exit by itself): a fit, not a timeout. */
 static void stopped_after_its_steps(void **state)
@@ -638,6 +660,7 @@ int main(void)
 		cmocka_unit_test(no_step_no_fit),
 		cmocka_unit_test(startup_apart_from_steps),
 		cmocka_unit_test(stopped_after_its_steps),
+		cmocka_unit_test(short_peak_of_a_member),
 		cmocka_unit_test(gpu_memory_polled),
 		cmocka_unit_test(nvml_absent),
 		cmocka_unit_test(stale_workdirs_removed),
