@@ -17,9 +17,28 @@
 #include "error.h"
 #include "srun.h"
 
+/* Slurm's logger prints a newline inside a message as '?': an error of several lines (a
+ * failed trial's last output, quoted) is said a line at a time, then what follows from it;
+ * a one-line error keeps its outcome on its line. outcome may be NULL. */
+static void say_error(const char *err, const char *outcome)
+{
+	const char *line = err, *nl = strchr(err, '\n');
+
+	if (!nl) {
+		slurm_error(AB_LOG_PREFIX "%s%s%s", err, outcome ? "; " : "", outcome ? outcome : "");
+		return;
+	}
+	for (; line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		slurm_error(AB_LOG_PREFIX "%.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
+	}
+	if (outcome)
+		slurm_error(AB_LOG_PREFIX "%s", outcome);
+}
+
 static int refuse(const char *err)
 {
-	slurm_error(AB_LOG_PREFIX "%s", err);
+	say_error(err, NULL);
 	ab_state.failed = true;
 	return -1;
 }
@@ -140,19 +159,17 @@ static int refuse_launch(void)
 static int follow_policy(const char *err, int rc)
 {
 	if (rc == -EINTR) {
-		slurm_error(AB_LOG_PREFIX "%s; nothing was changed", err);
+		say_error(err, "nothing was changed");
 		/* srun aborts on a second interrupt within a second: give it, as the user's
 		 * one Ctrl-C was meant for the whole srun */
 		kill(getpid(), SIGINT);
 		return refuse_launch();
 	}
 	if (ab_state.site.on_failure == AB_ON_FAILURE_ABORT) {
-		slurm_error(AB_LOG_PREFIX "%s; the step is not launched (on_failure=abort)", err);
+		say_error(err, "the step is not launched (on_failure=abort)");
 		return refuse_launch();
 	}
-	slurm_error(AB_LOG_PREFIX "%s; launching with the original settings "
-				  "(on_failure=continue)",
-		    err);
+	say_error(err, "launching with the original settings (on_failure=continue)");
 	return 0;
 }
 

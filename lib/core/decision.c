@@ -33,14 +33,25 @@ static bool get_double(struct json_object *o, const char *key, double *out)
 	return isfinite(*out);
 }
 
-/* A string from the report, made printable before anyone sees it. */
-static void get_text(struct json_object *o, const char *key, char *buf, size_t buflen)
+/* A string from the report, made printable before anyone sees it; newlines kept where
+ * lines is set (the error, which may quote a trial's last lines: said a line at a time). */
+static void get_string(struct json_object *o, const char *key, char *buf, size_t buflen,
+		       bool lines)
 {
 	struct json_object *v;
 
 	buf[0] = '\0';
-	if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return;
+	if (lines)
+		ab_printable_lines(json_object_get_string(v), buf, buflen);
+	else
 		ab_printable(json_object_get_string(v), buf, buflen);
+}
+
+static void get_text(struct json_object *o, const char *key, char *buf, size_t buflen)
+{
+	get_string(o, key, buf, buflen, false);
 }
 
 /* A byte count (a JSON number, maybe written as a double); unchanged unless one. */
@@ -130,7 +141,7 @@ int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err
 	} else if (strcmp(status, AB_STATUS_FAILED) == 0 ||
 		   strcmp(status, AB_STATUS_INTERRUPTED) == 0) {
 		r->interrupted = status[0] == 'i';
-		get_text(o, AB_FIELD_ERROR, r->error, sizeof(r->error));
+		get_string(o, AB_FIELD_ERROR, r->error, sizeof(r->error), true);
 		if (!r->error[0])
 			snprintf(r->error, sizeof(r->error), "the probe failed without saying why");
 		rc = 0;

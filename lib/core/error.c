@@ -49,7 +49,7 @@ bool ab_plain_name(const char *name)
 	       strlen(name);
 }
 
-const char *ab_printable(const char *text, char *buf, size_t buflen)
+static const char *printable(const char *text, char *buf, size_t buflen, bool lines)
 {
 	size_t i, n;
 
@@ -60,12 +60,22 @@ const char *ab_printable(const char *text, char *buf, size_t buflen)
 	}
 	for (i = 0, n = 0; text[i] && n < buflen - 1; i++, n++) {
 		unsigned char c = (unsigned char)text[i];
-		buf[n] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+		buf[n] = (c >= 0x20 && c < 0x7f) || (lines && c == '\n') ? (char)c : '?';
 	}
 	buf[n] = '\0';
 	if (text[i])
 		memcpy(buf + buflen - 4, "...", 4);
 	return buf;
+}
+
+const char *ab_printable(const char *text, char *buf, size_t buflen)
+{
+	return printable(text, buf, buflen, false);
+}
+
+const char *ab_printable_lines(const char *text, char *buf, size_t buflen)
+{
+	return printable(text, buf, buflen, true);
 }
 
 void ab_append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)

@@ -28,6 +28,10 @@ int ab_copy(char *dst, size_t dstlen, const char *src);
  * than the buffer ends in "...", so hostile input never reaches a terminal or a log raw. */
 const char *ab_printable(const char *text, char *buf, size_t buflen);
 
+/* ab_printable, keeping newlines: for a message of several lines (a trial's quoted output),
+ * each said on a line of its own with its prefix. */
+const char *ab_printable_lines(const char *text, char *buf, size_t buflen);
+
 /* True when name is one to put in a command line or a path as it is: only letters, digits,
  * '.', '_' and '-' (a preset's name, a cache entry's). */
 bool ab_plain_name(const char *name);

@@ -72,6 +72,14 @@ expect_failure() {
 	expect_failure continue "the probe failed: even batch 1 does not fit" --gpus=1
 }
 
+@test "a failing trial's last output is quoted a line at a time, never joined by '?'" {
+	set_plugstack ""
+	expect_failure continue "the probe failed: trial 1 (batch 8) exited with status 3" --gpus=1 \
+		--autobatch-trial-command="echo first words; echo 'ValueError: shapes' >&2; exit 3"
+	assert_line_in "autobatch:   | ValueError: shapes" "$stderr"
+	refute grep -q 'output:?' <<<"$stderr"
+}
+
 @test "a config the plugin cannot edit: read-only file, continue and abort" {
 	set_plugstack ""
 	chmod 0444 cfg.yaml

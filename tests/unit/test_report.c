@@ -103,6 +103,13 @@ static void failed_and_interrupted(void **state)
 	assert_false(res.interrupted);
 	assert_string_equal(res.error, "nothing fits: batch 1 peaks at 70 GiB");
 	free(json);
+	/* a trial's quoted lines keep their newlines (said a line at a time), and nothing else
+	 * that is not printable reaches a terminal */
+	snprintf(r.error, sizeof(r.error), "trial 1 failed. Its last output:\n  | \x1b[31mred\r");
+	json = ab_report_json(&r);
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_string_equal(res.error, "trial 1 failed. Its last output:\n  | ?[31mred?");
+	free(json);
 	r.interrupted = true;
 	json = ab_report_json(&r);
 	assert_contains(json, "\"status\":\"interrupted\"");
