@@ -193,14 +193,18 @@ struct relay {
 	char last[512];  /* the last line that is not our own progress, to quote on failure */
 	char cause[512]; /* the first of Slurm's lines that names why the probe could not run */
 	bool interrupted; /* the probe step's srun says it was interrupted */
+	bool quoting;     /* in the lines the probe's failure quotes ("  | ..."), said again */
 };
 
 static void relay_line(void *arg, const char *line)
 {
 	struct relay *r = arg;
 
-	/* the probe's own verdict is said again, with what was applied, by the plugin */
-	if (strncmp(line, "autobatch: chose ", 17) && strncmp(line, "autobatch: failed: ", 19)) {
+	/* the probe's own verdict, and the trial output its failure quotes, are said again,
+	 * with what was applied, by the plugin */
+	r->quoting = !strncmp(line, "autobatch: failed: ", 19) ||
+		     (r->quoting && !strncmp(line, "  | ", 4));
+	if (strncmp(line, "autobatch: chose ", 17) && !r->quoting) {
 		fprintf(stderr, "%s\n", line);
 		fflush(stderr);
 	}

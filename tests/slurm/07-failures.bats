@@ -78,6 +78,7 @@ expect_failure() {
 		--autobatch-trial-command="echo first words; echo 'ValueError: shapes' >&2; exit 3"
 	assert_line_in "autobatch:   | ValueError: shapes" "$stderr"
 	refute grep -q 'output:?' <<<"$stderr"
+	[ "$(grep -c 'ValueError: shapes' <<<"$stderr")" -eq 1 ] # said once, by the plugin
 }
 
 @test "a config the plugin cannot edit: read-only file, continue and abort" {
