@@ -233,9 +233,11 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 			       ab_state.site.probe_timeout);
 	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
 	/* a report wins over srun's "interrupt" lines, not over the probe's own exit by SIGINT
-	 * or its report saying so. Slurm 26.05's srun no longer passes the probe's exit status
-	 * 130 on after a Ctrl-C ("Timed out waiting for job step to complete"): the report's
-	 * "interrupted" is what tells. */
+	 * or its report saying so. No srun passes the probe's 130 on after a --quit-on-interrupt
+	 * Ctrl-C: 22.05 lets the task end, waits ("Timed out waiting for job step to complete")
+	 * and exits 0; 26.05 kills the step at once and exits 137 (measured on both). The
+	 * report's "interrupted" tells, or srun's "forcing job termination" where the probe was
+	 * killed before it wrote one. */
 	if ((parsed && res->interrupted) ||
 	    (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 130) ||
 	    (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGINT) || (!parsed && r->interrupted))
