@@ -178,9 +178,7 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 	for (size_t i = 0; i < n; i++) {
 		bool family = has_member_child(m, n, m[i].pid) ||
 			      (m[i].ppid != g->leader && in_members(m, n, m[i].ppid));
-		uint64_t own = member_bytes(m[i].pid, family);
-
-		uint64_t hwm = read_hwm(m[i].pid);
+		uint64_t own = member_bytes(m[i].pid, family), hwm = read_hwm(m[i].pid);
 
 		members += own;
 		if (!keep_member_max(g, m[i].pid, own, family) || family)
