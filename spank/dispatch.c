@@ -71,3 +71,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	return spank_context() == S_CTX_REMOTE ? ab_remote_task_init(sp, ac, av) : 0;
 }
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	(void)sp, (void)ac, (void)av;
+	if (spank_context() == S_CTX_LOCAL)
+		ab_srun_exit();
+	return 0;
+}

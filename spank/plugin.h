@@ -4,6 +4,7 @@
 #ifndef AUTOBATCH_PLUGIN_H
 #define AUTOBATCH_PLUGIN_H
 
+#include <signal.h>
 #include <slurm/spank.h>
 #include <stdbool.h>
 
@@ -37,6 +38,7 @@ int ab_request_resolve(bool quiet);
 /* srun.c: local context. */
 int ab_srun_post_opt(spank_t sp, int ac, char **av);
 int ab_srun_user_init(spank_t sp, int ac, char **av);
+void ab_srun_exit(void); /* srun ends: a decision still being made is stopped */
 
 /* What the probe step needs to know of the step srun is about to launch. */
 struct ab_probe_job {
@@ -53,12 +55,15 @@ struct ab_probe_job {
 	long warm_batch;        /* 0: none */
 	uint64_t warm_per_sample;
 	const char *warm_from;  /* its cache entry's name */
+	char *const *env;       /* srun's environment when it decided (NULL: environ now) */
 };
 
 /* probe_step.c: runs the probe step; 0 with the result (and its JSON in *json, malloc'ed,
- * when json is not NULL), or a negative errno with one sentence naming the cause. */
-int ab_probe_run(const struct ab_probe_job *job, const char *phase, struct ab_result *res,
-		 char **json, char *err, size_t errlen);
+ * when json is not NULL), or a negative errno with one sentence naming the cause. Once *stop
+ * is set (srun is ending) the probe step is cancelled. */
+int ab_probe_run(const struct ab_probe_job *job, const char *phase,
+		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
+		 size_t errlen);
 
 /* True in the nested srun that runs the probe step. */
 bool ab_is_probe_step(void);

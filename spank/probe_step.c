@@ -27,7 +27,7 @@ static const char *const dropped_env[] = {
 	"SLURM_HINT", "SLURM_THREADS_PER_CORE", "SLURM_ARBITRARY_NODELIST", "SLURM_GRES",
 	"SLURM_STEP_GRES", "SLURM_WAIT", "SLURM_KILL_BAD_EXIT", "SLURM_LABELIO",
 	"SLURM_UNBUFFEREDIO", "SLURM_OPEN_MODE", "SLURM_NTASKS_PER_", AB_OPTION_ENV_PREFIX,
-	"_SLURM_SPANK_OPTION_autobatch_", AB_GUARD_ENV "=",
+	"_SLURM_SPANK_OPTION_autobatch_", AB_GUARD_ENV "=", AB_HOLD_ENV "=",
 };
 
 struct argv_builder {
@@ -170,19 +170,21 @@ static bool dropped(const char *entry)
 
 /* The environment of the nested srun: ours, less what would reshape its step, plus the
  * guard that tells the nested srun's copy of this plugin to stay out of the way. */
-static char **probe_env(char *guard, size_t guardlen)
+static char **probe_env(char *const *base, char *guard, size_t guardlen)
 {
 	extern char **environ;
 	size_t n = 0, k = 0;
 	char **env;
 
-	while (environ[n])
+	if (!base)
+		base = environ;
+	while (base[n])
 		n++;
 	if (!(env = calloc(n + 2, sizeof(*env))))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (!dropped(environ[i]))
-			env[k++] = environ[i];
+		if (!dropped(base[i]))
+			env[k++] = base[i];
 	snprintf(guard, guardlen, "%s=%ld", AB_GUARD_ENV, (long)getpid());
 	env[k++] = guard;
 	env[k] = NULL;
@@ -226,6 +228,9 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 	char why[512];
 	bool parsed;
 
+	if (p->stopped)
+		return ab_fail(err, errlen, ECANCELED, "srun ended while probing; the probe step "
+						       "was cancelled");
 	if (p->timed_out)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "the probe step did not finish within probe_timeout=%us and was "
@@ -261,8 +266,9 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 		       r->last[0] ? "; it said: " : "", r->last);
 }
 
-int ab_probe_run(const struct ab_probe_job *job, const char *phase, struct ab_result *res,
-		 char **json, char *err, size_t errlen)
+int ab_probe_run(const struct ab_probe_job *job, const char *phase,
+		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
+		 size_t errlen)
 {
 	struct argv_builder b = {.n = 0};
 	struct relay relay = {.last = ""};
@@ -274,12 +280,14 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase, struct ab_re
 	snprintf(args, sizeof(args), "%s", ab_state.site.probe_args);
 	if ((rc = build(job, phase, args, &b, err, errlen)) < 0)
 		goto done;
-	if (!(env = probe_env(guard, sizeof(guard)))) {
+	if (!(env = probe_env(job->env, guard, sizeof(guard)))) {
 		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
 		goto done;
 	}
+	/* it dies with srun: its own srun's shepherd then cancels the probe step */
 	p = (struct ab_subprocess){.argv = b.v, .envp = env, .on_line = relay_line,
-				   .arg = &relay, .timeout_s = ab_state.site.probe_timeout};
+				   .arg = &relay, .timeout_s = ab_state.site.probe_timeout,
+				   .interrupted = stop, .die_with_parent = true};
 	if ((rc = ab_subprocess_run(&p, GRACE_S, err, errlen)) < 0)
 		goto done;
 	if ((rc = judge(&p, &relay, res, err, errlen)) == 0 && json) {

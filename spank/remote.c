@@ -1,12 +1,15 @@
 /* remote.c - slurmstepd (root): copies the decision's SLURM_AUTOBATCH_* twins back to
  * AUTOBATCH_* (they survive --export=NONE) and, with enforce=on, exports the memory caps.
- * It reads only the job's environment and options: no file is opened, nothing is run.
+ * It reads only the job's environment and options: no file is opened, nothing is run. In
+ * each task (as the user, before the command), a step launched before its decision waits
+ * for srun's answer on the hold channel.
  */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "hold.h"
 #include "plugin.h"
 
 static const char *const decision_vars[] = {
@@ -102,13 +105,61 @@ int ab_remote_user_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* In the task, as the user, before the command: a refused launch ends here. */
+static void __attribute__((noreturn)) not_started(const char *why)
+{
+	fprintf(stderr, "autobatch: task not started: %s\n", why);
+	fflush(stderr);
+	_exit(1);
+}
+
+/* One line per node for what went wrong on it, one for the whole step for srun's verdict. */
+static bool first_task(spank_t sp, bool of_step)
+{
+	uint32_t id = 0;
+
+	return spank_get_item(sp, of_step ? S_TASK_GLOBAL_ID : S_TASK_ID, &id) != ESPANK_SUCCESS ||
+	       id == 0;
+}
+
+/* SLURM_AUTOBATCH_HOLD: srun launched this step before deciding and answers when it has
+ * (hold.h). The wait is the task's own, as the user: nothing here runs as root. */
+static void hold(spank_t sp, const char *ticket)
+{
+	char host[256], err[AB_ERR_MAX], node[64] = "", why[2 * AB_ERR_MAX];
+	struct ab_hold_ticket t;
+	struct ab_hold_answer a;
+
+	spank_unsetenv(sp, AB_HOLD_ENV); /* the command and its own sruns never see it */
+	if (spank_getenv(sp, "SLURM_SRUN_COMM_HOST", host, sizeof(host)) != ESPANK_SUCCESS &&
+	    spank_getenv(sp, "SLURM_LAUNCH_NODE_IPADDR", host, sizeof(host)) != ESPANK_SUCCESS)
+		snprintf(host, sizeof(host), "localhost");
+	if (ab_hold_ticket_parse(ticket, &t, err, sizeof(err)) < 0 ||
+	    ab_hold_wait(host, &t, &a, err, sizeof(err)) < 0) {
+		if (!first_task(sp, false))
+			_exit(1);
+		gethostname(node, sizeof(node) - 1);
+		snprintf(why, sizeof(why), "on %s: %s", node, err);
+		not_started(why);
+	}
+	if (a.verdict == AB_HOLD_ABORT) {
+		if (!first_task(sp, true))
+			_exit(1);
+		not_started(a.message);
+	}
+	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++)
+		spank_setenv(sp, a.vars[i].name, a.vars[i].value, 1);
+}
+
+/* In the task, as the user, before the command: a held launch waits for its decision; a
+ * refused launch ends here. */
 int ab_remote_task_init(spank_t sp, int ac, char **av)
 {
 	uint32_t job = 0, step = 0;
-	char mark[64], mine[64];
+	char mark[64], mine[64], ticket[256];
 
 	(void)ac, (void)av;
+	if (spank_getenv(sp, AB_HOLD_ENV, ticket, sizeof(ticket)) == ESPANK_SUCCESS)
+		hold(sp, ticket);
 	if (spank_getenv(sp, AB_ABORT_ENV, mark, sizeof(mark)) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)

@@ -81,65 +81,39 @@ int ab_srun_post_opt(spank_t sp, int ac, char **av)
 	return ab_request_resolve(false);
 }
 
-/* ---- the probe and its application ------------------------------------------------- */
+/* ---- deciding ------------------------------------------------------------------------ */
 
-static int probe(struct ab_plan *pl, struct ab_result *res, long *eval_batch, char **json,
-		 char *err, size_t errlen)
+/* A cached decision is applied here, before the launch. Anything else needs the probe, which
+ * runs after the launch while the tasks wait (srun_hold.c): slurmd refuses a step credential
+ * older than cred_expire, and srun created this step's before calling this hook. */
+static int decide(spank_t sp, char *err, size_t errlen)
 {
-	struct ab_result eval = {0};
-	int rc;
-
-	if ((rc = ab_probe_run(&pl->job, "train", res, json, err, errlen)) < 0)
-		return rc;
-	if (ab_state.req.eval) {
-		struct ab_probe_job ej = pl->job;
-
-		ej.key = pl->keys.eval;
-		ej.global_batch = 0;
-		ej.warm_batch = 0; /* the cached decision is the train batch's */
-		if ((rc = ab_probe_run(&ej, "eval", &eval, NULL, err, errlen)) < 0)
-			return rc;
-	}
-	*eval_batch = eval.batch;
-	return 0;
-}
-
-static int probe_and_apply(spank_t sp, char *err, size_t errlen)
-{
-	struct ab_plan pl;
+	struct ab_plan *pl = calloc(1, sizeof(*pl));
+	struct ab_hold_answer vars;
 	struct ab_result res;
 	struct ab_cache cache;
-	char *json = NULL, entry[AB_CACHE_NAME_MAX], warm[AB_CACHE_NAME_MAX];
-	long eval_batch = 0;
-	int rc, lock = -1;
-	bool hit;
+	char *json = NULL, entry[AB_CACHE_NAME_MAX];
+	int rc;
 
-	memset(&pl, 0, sizeof(pl));
-	if ((rc = ab_plan_job(sp, &pl, err, errlen)) < 0)
-		return rc;
+	if (!pl)
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	if ((rc = ab_plan_job(sp, pl, err, errlen)) < 0)
+		goto done;
 	ab_srun_cache_open(&cache);
-	hit = ab_srun_cache_lookup(&pl, &cache, entry, sizeof(entry), &res, &json) == 0;
-	if (!hit && entry[0]) {
-		/* identical sruns started together probe once: the others wait, then hit */
-		lock = ab_cache_lock(&cache, entry, ab_state.site.probe_timeout + 60.0);
-		hit = ab_srun_cache_lookup(&pl, &cache, entry, sizeof(entry), &res, &json) == 0;
+	if (ab_srun_cache_lookup(pl, &cache, entry, sizeof(entry), &res, &json) == 0) {
+		pl->cached = true;
+		if ((rc = ab_apply(pl, &res, res.eval_batch, json, &vars, err, errlen)) == 0)
+			rc = ab_export_vars(&vars) < 0 ? -EIO : 0;
+		ab_cache_close(&cache);
+		goto done;
 	}
-	if (hit) {
-		eval_batch = res.eval_batch;
-	} else {
-		ab_srun_cache_warm(&pl, &cache, warm, sizeof(warm)); /* a sweep's next job */
-		if ((rc = probe(&pl, &res, &eval_batch, &json, err, errlen)) < 0)
-			goto done;
-	}
-	if (!pl.job.global_batch)
-		res.global_batch = 0; /* the report's product, not a batch the user keeps */
-	pl.cached = hit;
-	if ((rc = ab_apply(&pl, &res, eval_batch, json, err, errlen)) == 0 && !hit)
-		ab_srun_cache_store(&pl, &cache, entry, json, eval_batch);
+	if ((rc = ab_srun_defer(pl, &cache, entry, err, errlen)) == 0)
+		pl = NULL; /* the thread's now */
+	else
+		ab_cache_close(&cache);
 done:
-	ab_cache_unlock(lock);
-	ab_cache_close(&cache);
 	free(json);
+	free(pl);
 	return rc;
 }
 
@@ -156,26 +130,26 @@ static int refuse_launch(void)
 	return ab_state.in_allocation ? 0 : -1;
 }
 
-static int follow_policy(const char *err, int rc)
+int ab_srun_policy(const char *err, int rc, enum ab_hold_verdict *verdict)
 {
+	*verdict = AB_HOLD_ABORT;
 	if (rc == -EINTR) {
 		say_error(err, "nothing was changed");
-		/* srun aborts on a second interrupt within a second: give it, as the user's
-		 * one Ctrl-C was meant for the whole srun */
-		kill(getpid(), SIGINT);
-		return refuse_launch();
+		return rc;
 	}
 	if (ab_state.site.on_failure == AB_ON_FAILURE_ABORT) {
 		say_error(err, "the step is not launched (on_failure=abort)");
-		return refuse_launch();
+		return rc;
 	}
 	say_error(err, "launching with the original settings (on_failure=continue)");
+	*verdict = AB_HOLD_CONTINUE;
 	return 0;
 }
 
 int ab_srun_user_init(spank_t sp, int ac, char **av)
 {
 	char value[32], err[2 * AB_ERR_MAX];
+	enum ab_hold_verdict verdict;
 	int rc;
 
 	(void)ac, (void)av;
@@ -185,7 +159,17 @@ int ab_srun_user_init(spank_t sp, int ac, char **av)
 	snprintf(value, sizeof(value), "%g", ab_state.fraction);
 	if (ab_export(AB_ENV_FRACTION, value) < 0)
 		return -1;
-	if ((rc = probe_and_apply(sp, err, sizeof(err))) < 0)
-		return follow_policy(err, rc);
-	return 0;
+	if ((rc = decide(sp, err, sizeof(err))) == 0 ||
+	    ab_srun_policy(err, rc, &verdict) == 0)
+		return 0;
+	if (rc == -EINTR)
+		/* srun aborts on a second interrupt within a second: give it, as the user's one
+		 * Ctrl-C was meant for the whole srun */
+		kill(getpid(), SIGINT);
+	return refuse_launch();
+}
+
+void ab_srun_exit(void)
+{
+	ab_srun_defer_end();
 }

@@ -31,12 +31,34 @@ int ab_export(const char *name, const char *value)
 	return 0;
 }
 
-static int export_long(const char *name, long value)
+int ab_export_vars(const struct ab_hold_answer *vars)
+{
+	for (size_t i = 0; i < vars->nvars; i++)
+		if (setenv(vars->vars[i].name, vars->vars[i].value, 1) < 0) {
+			slurm_error(AB_LOG_PREFIX "cannot export %s: %s", vars->vars[i].name,
+				    strerror(errno));
+			return -1;
+		}
+	return 0;
+}
+
+/* NAME=VALUE and its SLURM_ twin, for the tasks */
+static int add_var(struct ab_hold_answer *vars, const char *name, const char *value)
+{
+	char twin[AB_HOLD_NAME_MAX];
+
+	if (ab_env_twin(name, twin, sizeof(twin)) < 0 || ab_hold_answer_add(vars, name, value) < 0 ||
+	    ab_hold_answer_add(vars, twin, value) < 0)
+		return -1;
+	return 0;
+}
+
+static int add_long(struct ab_hold_answer *vars, const char *name, long value)
 {
 	char text[32];
 
 	snprintf(text, sizeof(text), "%ld", value);
-	return ab_export(name, text);
+	return add_var(vars, name, text);
 }
 
 /* The probe's report beside the job's files, else in $TMPDIR: written whole through a
@@ -185,10 +207,11 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
 }
 
-int ab_apply(struct ab_plan *pl, const struct ab_result *res, long eval_batch,
-		 const char *json, char *err, size_t errlen)
+int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batch,
+	     const char *json, struct ab_hold_answer *vars, char *err, size_t errlen)
 {
 	const struct ab_request *req = &ab_state.req;
+	struct ab_result kept = *decided, *res = &kept;
 	char values[4][32], note[AB_ERR_MAX], report[PATH_MAX];
 	char wrote[2 * PATH_MAX] = "";
 	char *marked = NULL;
@@ -196,6 +219,8 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *res, long eval_batch,
 	size_t n;
 	int rc;
 
+	if (!pl->job.global_batch)
+		res->global_batch = 0; /* the report's product, not a batch the user keeps */
 	if (req->config[0]) {
 		char real[PATH_MAX];
 		struct stat st;
@@ -222,15 +247,17 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *res, long eval_batch,
 		json = marked; /* the entry was the probe's report: it said "miss" then */
 	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
 	free(marked);
-	if (export_long(AB_ENV_BATCH_SIZE, res->batch) < 0 ||
-	    export_long(AB_ENV_GRAD_ACCUM, res->grad_accum) < 0 ||
-	    export_long(AB_ENV_GLOBAL_BATCH, ab_global_batch(res->global_batch, res->batch,
-							      res->grad_accum, pl->job.ntasks)) < 0 ||
-	    (eval_batch && export_long(AB_ENV_EVAL_BATCH_SIZE, eval_batch) < 0) ||
-	    (res->total_bytes && export_long(AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
-	    (report[0] && ab_export(AB_ENV_REPORT, report) < 0) ||
-	    (req->config[0] && ab_export(AB_ENV_CONFIG, pl->config) < 0))
-		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks");
+	memset(vars, 0, sizeof(*vars));
+	if (add_long(vars, AB_ENV_BATCH_SIZE, res->batch) < 0 ||
+	    add_long(vars, AB_ENV_GRAD_ACCUM, res->grad_accum) < 0 ||
+	    add_long(vars, AB_ENV_GLOBAL_BATCH, ab_global_batch(res->global_batch, res->batch,
+								res->grad_accum, pl->job.ntasks)) < 0 ||
+	    (eval_batch && add_long(vars, AB_ENV_EVAL_BATCH_SIZE, eval_batch) < 0) ||
+	    (res->total_bytes && add_long(vars, AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
+	    (report[0] && add_var(vars, AB_ENV_REPORT, report) < 0) ||
+	    (req->config[0] && add_var(vars, AB_ENV_CONFIG, pl->config) < 0))
+		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
+						 "(a path with a control character?)");
 	decision_line(pl, res, eval_batch, wrote);
 	return 0;
 }

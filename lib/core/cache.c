@@ -148,7 +148,8 @@ int ab_cache_store(const struct ab_cache *c, const char *name, const char *json,
 	return ab_file_replace(c->fd, name, json, 0600, shown, err, errlen);
 }
 
-int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s)
+int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s,
+		  const volatile sig_atomic_t *stop)
 {
 	struct timespec pause = {0, 50 * 1000 * 1000};
 	char lock[AB_CACHE_NAME_MAX + 8];
@@ -164,7 +165,8 @@ int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s)
 		return -EPERM;
 	}
 	for (double waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 0.05) {
-		if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= timeout_s) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= timeout_s ||
+		    (stop && *stop)) {
 			close(fd);
 			return -ETIMEDOUT;
 		}

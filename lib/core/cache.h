@@ -8,6 +8,7 @@
 #ifndef AUTOBATCH_CACHE_H
 #define AUTOBATCH_CACHE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,10 +50,11 @@ int ab_cache_load(const struct ab_cache *c, const char *name, char **json);
 int ab_cache_store(const struct ab_cache *c, const char *name, const char *json, char *err,
 		   size_t errlen);
 
-/* Takes the entry's lock (NAME.lock), waiting up to timeout_s: concurrent identical sruns
- * then probe once, and the others find the decision in the cache. A file descriptor, or a
- * negative errno (the caller then probes without the lock). */
-int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s);
+/* Takes the entry's lock (NAME.lock), waiting up to timeout_s or until *stop (may be NULL)
+ * is set: concurrent identical sruns then probe once, and the others find the decision in
+ * the cache. A file descriptor, or a negative errno (the caller then probes without it). */
+int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s,
+		  const volatile sig_atomic_t *stop);
 void ab_cache_unlock(int fd);
 
 #endif

@@ -35,6 +35,9 @@
 #define AB_GUARD_ENV "AUTOBATCH_PROBE_GUARD"
 /* Set to JOB.STEP when the launch is refused: that step's tasks end before the command. */
 #define AB_ABORT_ENV "SLURM_AUTOBATCH_ABORT"
+/* The ticket of a step launched before its decision: its tasks wait for srun's answer on the
+ * hold channel (hold.h). SLURM_-named so that --export=NONE keeps it. */
+#define AB_HOLD_ENV "SLURM_AUTOBATCH_HOLD"
 
 /* ---- the trial protocol: what the probe gives a trial (the hook reads these) ---- */
 #define AB_ENV_TRIAL "AUTOBATCH_TRIAL"

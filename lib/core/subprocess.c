@@ -263,10 +263,11 @@ int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t
 	struct program g = {p, {-1, -1}, {-1, -1}};
 	struct output o = {.p = p};
 	struct ab_proc proc;
+	enum ab_stop stop;
 	int rc;
 
 	p->out_len = 0;
-	p->timed_out = p->out_truncated = false;
+	p->timed_out = p->out_truncated = p->stopped = false;
 	if (!(p->out = malloc(AB_SUBPROCESS_STDOUT_MAX + 1)))
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
 	p->out[0] = '\0';
@@ -274,18 +275,22 @@ int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t
 		rc = ab_fail(err, errlen, errno, "cannot create a pipe: %s", strerror(errno));
 		goto fail;
 	}
-	if ((rc = ab_proc_start(&proc, 0, program_body, &g, err, errlen)) < 0)
+	if ((rc = ab_proc_start(&proc, p->die_with_parent ? AB_PROC_PDEATHSIG : 0, program_body,
+				&g, err, errlen)) < 0)
 		goto fail;
 	close(g.out[1]);
 	close(g.err[1]);
-	p->timed_out = ab_proc_wait(&proc, &(struct ab_proc_watch){
-						   .deadline_s = p->timeout_s,
-						   .fds = {g.out[0], g.err[0]},
-						   .on_data = on_output,
-						   .arg = &o,
-						   .grace_s = grace_s,
-						   .drain_s = DRAIN_S,
-					   }) == AB_STOP_DEADLINE;
+	stop = ab_proc_wait(&proc, &(struct ab_proc_watch){
+					   .deadline_s = p->timeout_s,
+					   .interrupted = p->interrupted,
+					   .fds = {g.out[0], g.err[0]},
+					   .on_data = on_output,
+					   .arg = &o,
+					   .grace_s = grace_s,
+					   .drain_s = DRAIN_S,
+				   });
+	p->timed_out = stop == AB_STOP_DEADLINE;
+	p->stopped = stop == AB_STOP_INTERRUPT;
 	if (o.lines.len)
 		feed(p, &o.lines, "\n", 1);
 	p->status = proc.status;

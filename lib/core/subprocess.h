@@ -72,6 +72,8 @@ struct ab_subprocess {
 	char *const *argv;       /* argv[0] is an absolute path */
 	char *const *envp;       /* the whole environment of the child */
 	double timeout_s;        /* 0: none */
+	const volatile sig_atomic_t *interrupted; /* stop it once nonzero; may be NULL */
+	bool die_with_parent;    /* AB_PROC_PDEATHSIG: it is killed when we die */
 	/* Called with each complete stderr line (without the newline), as it arrives. */
 	void (*on_line)(void *arg, const char *line);
 	void *arg;
@@ -81,11 +83,12 @@ struct ab_subprocess {
 	bool out_truncated;
 	int status;              /* from waitpid */
 	bool timed_out;
+	bool stopped;            /* by *interrupted */
 };
 
-/* Runs to completion. 0 when the program ran (see status/timed_out), or a negative errno
- * with a message when it could not be started. On the deadline the child gets SIGINT twice,
- * then SIGKILL after grace_s. */
+/* Runs to completion. 0 when the program ran (see status/timed_out/stopped), or a negative
+ * errno with a message when it could not be started. On the deadline or an interrupt the
+ * child gets SIGINT twice, then SIGKILL after grace_s. */
 int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t errlen);
 
 void ab_subprocess_free(struct ab_subprocess *p);

@@ -1,0 +1,482 @@
+/* hold.c - the hold channel (hold.h): srun listens and answers; each task of the step,
+ * launched before the decision, connects back and waits for it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "hold.h"
+#include "number.h"
+#include "protocol.h"
+
+#define MAGIC "AUTOBATCH-HOLD 1 "
+#define HELLO_MAX 128
+#define REPLY_MAX (AB_HOLD_VARS_MAX * (AB_HOLD_NAME_MAX + AB_HOLD_VALUE_MAX + 2) + 2 * AB_ERR_MAX)
+#define PER_CONN_S 2.0   /* a task's hello arrives with its connection; no task stalls srun */
+#define CONNECT_TRY_S 5.0
+#define CONNECT_FOR_S 120.0 /* a task that cannot reach srun says so after this */
+#define WAIT_MAX_S 604800L  /* a week: beyond any probe_timeout */
+
+/* the decision's variables (spank/srun_apply.c exports them) and their SLURM_ twins */
+static const char *const hold_names[] = {
+	AB_ENV_BATCH_SIZE, AB_ENV_GRAD_ACCUM,   AB_ENV_GLOBAL_BATCH, AB_ENV_EVAL_BATCH_SIZE,
+	AB_ENV_FRACTION,   AB_ENV_DEVICE_BYTES, AB_ENV_REPORT,       AB_ENV_CONFIG,
+};
+
+bool ab_hold_name_ok(const char *name)
+{
+	const char *base = strncmp(name, "SLURM_", 6) == 0 ? name + 6 : name;
+
+	for (size_t i = 0; i < sizeof(hold_names) / sizeof(hold_names[0]); i++)
+		if (strcmp(base, hold_names[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool printable_line(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+int ab_hold_answer_add(struct ab_hold_answer *a, const char *name, const char *value)
+{
+	struct ab_hold_var *v;
+
+	if (!ab_hold_name_ok(name) || !printable_line(value))
+		return -EINVAL;
+	if (a->nvars >= AB_HOLD_VARS_MAX)
+		return -E2BIG;
+	v = &a->vars[a->nvars];
+	if (ab_copy(v->name, sizeof(v->name), name) < 0 ||
+	    ab_copy(v->value, sizeof(v->value), value) < 0)
+		return -E2BIG;
+	a->nvars++;
+	return 0;
+}
+
+/* ---- tokens ---- */
+
+static int draw_token(char *hex)
+{
+	unsigned char raw[AB_HOLD_TOKEN_HEX / 2];
+	size_t got = 0;
+
+	while (got < sizeof(raw)) {
+		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			got += (size_t)n;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
+static bool token_shaped(const char *s, size_t len)
+{
+	if (len != AB_HOLD_TOKEN_HEX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("0123456789abcdef", s[i]) || !s[i])
+			return false;
+	return true;
+}
+
+/* A comparison whose time does not tell how much of a guess was right. */
+static bool token_equal(const char *a, const char *b)
+{
+	unsigned char diff = 0;
+
+	for (size_t i = 0; i < AB_HOLD_TOKEN_HEX; i++)
+		diff |= (unsigned char)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
+/* ---- bytes on a socket, with deadlines ---- */
+
+static int wait_fd(int fd, short events, double until)
+{
+	for (;;) {
+		double left = until - ab_now();
+		struct pollfd p = {.fd = fd, .events = events};
+		int n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(&p, 1, (int)(left * 1000.0) + 1);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int send_all(int fd, const char *buf, size_t len, double until)
+{
+	while (len) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int rc;
+
+		if (n > 0) {
+			buf += n, len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if ((rc = wait_fd(fd, POLLOUT, until)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Reads until the text ends with end (a line or the answer's last), EOF, or until; buf is
+ * NUL-terminated. 0, -EPIPE at EOF before end, -EMSGSIZE, -ETIMEDOUT. */
+static int recv_until(int fd, char *buf, size_t buflen, const char *end, double until)
+{
+	size_t len = 0, endlen = strlen(end);
+
+	buf[0] = '\0';
+	for (;;) {
+		ssize_t n;
+		int rc;
+
+		if (len >= endlen && !strcmp(buf + len - endlen, end))
+			return 0;
+		if (len + 1 >= buflen)
+			return -EMSGSIZE;
+		n = recv(fd, buf + len, buflen - 1 - len, MSG_DONTWAIT);
+		if (n > 0) {
+			len += (size_t)n;
+			buf[len] = '\0';
+			continue;
+		}
+		if (n == 0)
+			return -EPIPE;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if ((rc = wait_fd(fd, POLLIN, until)) < 0)
+			return rc;
+	}
+}
+
+/* ---- srun ---- */
+
+static int listen_on(int family, unsigned port)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t sl;
+	int fd, one = 1, zero = 0;
+
+	if ((fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		/* one socket for both: IPv4 tasks arrive as mapped addresses */
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		a->sin6_family = AF_INET6, a->sin6_addr = in6addr_any;
+		a->sin6_port = htons((unsigned short)port), sl = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET, a->sin_addr.s_addr = htonl(INADDR_ANY);
+		a->sin_port = htons((unsigned short)port), sl = sizeof(*a);
+	}
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, SOMAXCONN) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* IPv6 where the host has it, else IPv4 */
+static int listen_any(unsigned port)
+{
+	int fd = listen_on(AF_INET6, port);
+
+	return fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL ? listen_on(AF_INET, port) : fd;
+}
+
+static unsigned bound_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return 0;
+	return ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+					: ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, char *err, size_t errlen)
+{
+	unsigned n = lo ? hi - lo + 1 : 1, start = 0;
+	int rc, fd = -EADDRINUSE;
+
+	memset(s, 0, sizeof(*s));
+	s->fd = -1;
+	if (lo && (hi < lo || hi > 65535))
+		return ab_fail(err, errlen, EINVAL, "the port range %u-%u is not one", lo, hi);
+	if ((rc = draw_token(s->client_token)) < 0 || (rc = draw_token(s->server_token)) < 0)
+		return ab_fail(err, errlen, -rc, "no random bytes for the hold tokens: %s",
+			       strerror(-rc));
+	if (lo) /* sruns started together spread over the range */
+		start = (unsigned)(((unsigned char)s->client_token[0] << 8) | s->client_token[1]);
+	for (unsigned i = 0; i < n && fd == -EADDRINUSE; i++)
+		fd = listen_any(lo ? lo + (start + i) % n : 0);
+	if (fd < 0)
+		return ab_fail(err, errlen, -fd, "cannot listen for the step's tasks%s: %s",
+			       lo ? " in SrunPortRange" : "", strerror(-fd));
+	s->fd = fd;
+	s->port = bound_port(fd);
+	return 0;
+}
+
+int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char *buf,
+			  size_t buflen)
+{
+	return ab_format(buf, buflen, "1:%u:%u:%s:%s", s->port, wait_s, s->client_token,
+			 s->server_token);
+}
+
+static size_t format_reply(const struct ab_hold_server *s, const struct ab_hold_answer *a,
+			   char *buf, size_t buflen)
+{
+	static const char *const verdicts[] = {"DECIDED", "CONTINUE ", "ABORT "};
+	char msg[AB_ERR_MAX];
+	size_t len = 0;
+
+	ab_append(buf, buflen, &len, MAGIC "%s\n%s%s\n", s->server_token, verdicts[a->verdict],
+		  a->verdict == AB_HOLD_DECIDED ? "" : ab_printable(a->message, msg, sizeof(msg)));
+	for (size_t i = 0; a->verdict == AB_HOLD_DECIDED && i < a->nvars; i++)
+		ab_append(buf, buflen, &len, "%s=%s\n", a->vars[i].name, a->vars[i].value);
+	ab_append(buf, buflen, &len, "END\n");
+	return len;
+}
+
+static bool answer_one(const struct ab_hold_server *s, int c, const char *reply, size_t len)
+{
+	char hello[HELLO_MAX];
+	double until = ab_now() + PER_CONN_S;
+
+	if (recv_until(c, hello, sizeof(hello), "\n", until) < 0 ||
+	    strlen(hello) != strlen(MAGIC) + AB_HOLD_TOKEN_HEX + 1 ||
+	    strncmp(hello, MAGIC, strlen(MAGIC)) != 0 ||
+	    !token_equal(hello + strlen(MAGIC), s->client_token))
+		return false;
+	return send_all(c, reply, len, until) == 0;
+}
+
+unsigned ab_hold_serve(struct ab_hold_server *s, const struct ab_hold_answer *a,
+		       unsigned expected, double serve_s, const volatile sig_atomic_t *stop)
+{
+	char *reply = malloc(REPLY_MAX);
+	size_t len = reply ? format_reply(s, a, reply, REPLY_MAX) : 0;
+	double end = ab_now() + serve_s;
+	unsigned answered = 0;
+
+	while (reply && answered < expected && ab_now() < end && !(stop && *stop)) {
+		struct pollfd p = {.fd = s->fd, .events = POLLIN};
+		int c;
+
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		if ((c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) < 0)
+			continue;
+		answered += answer_one(s, c, reply, len);
+		close(c);
+	}
+	free(reply);
+	return answered;
+}
+
+void ab_hold_close(struct ab_hold_server *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+}
+
+/* ---- a task ---- */
+
+/* one field of the ticket, up to the next ':' (or the end when last) */
+static const char *field(const char *p, char *buf, size_t buflen, bool last)
+{
+	const char *end = last ? p + strlen(p) : strchr(p, ':');
+
+	if (!end || (size_t)(end - p) >= buflen)
+		return NULL;
+	memcpy(buf, p, (size_t)(end - p));
+	buf[end - p] = '\0';
+	return last ? end : end + 1;
+}
+
+int ab_hold_ticket_parse(const char *value, struct ab_hold_ticket *t, char *err, size_t errlen)
+{
+	char f[5][AB_HOLD_TOKEN_HEX + 2];
+	const char *p = value;
+	long port, wait_s;
+
+	memset(t, 0, sizeof(*t));
+	for (int i = 0; i < 5 && p; i++)
+		p = field(p, f[i], sizeof(f[i]), i == 4);
+	if (!p || strcmp(f[0], "1") != 0 || ab_parse_whole(f[1], 1, 65535, &port) < 0 ||
+	    ab_parse_whole(f[2], 1, WAIT_MAX_S, &wait_s) < 0 ||
+	    !token_shaped(f[3], strlen(f[3])) || !token_shaped(f[4], strlen(f[4])))
+		return ab_fail(err, errlen, EINVAL, "SLURM_AUTOBATCH_HOLD is not srun's ticket");
+	t->port = (unsigned)port, t->wait_s = (unsigned)wait_s;
+	memcpy(t->client_token, f[3], sizeof(t->client_token));
+	memcpy(t->server_token, f[4], sizeof(t->server_token));
+	return 0;
+}
+
+static int connect_once(const struct addrinfo *ai, double until)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			ai->ai_protocol), rc, soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		return fd;
+	rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, until) : -errno;
+	if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr)
+		rc = -soerr;
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* Tries every address of host until one answers, again every second: a full listen queue
+ * drops connections for a while, and refused means srun is gone. */
+static int connect_srun(const char *host, unsigned port, double until, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
+	char service[8], shown[128];
+	int fd = -EHOSTUNREACH;
+
+	snprintf(service, sizeof(service), "%u", port);
+	for (;;) {
+		int gai = getaddrinfo(host, service, &hints, &res);
+
+		if (gai == 0) {
+			for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+				double t = ab_now() + CONNECT_TRY_S;
+
+				fd = connect_once(ai, t < until ? t : until);
+			}
+			freeaddrinfo(res);
+		}
+		if (fd >= 0)
+			return fd;
+		if (ab_now() + 1.0 >= until)
+			break;
+		poll(NULL, 0, 1000);
+	}
+	ab_printable(host, shown, sizeof(shown));
+	return ab_fail(err, errlen, ECONNREFUSED,
+		       "cannot reach srun at %s port %u (%s): is a firewall between the compute "
+		       "nodes and srun's host? Sites that filter set SrunPortRange, which "
+		       "autobatch listens in",
+		       shown, port, fd < 0 ? strerror(-fd) : "no address");
+}
+
+static int parse_verdict(const char *line, struct ab_hold_answer *a)
+{
+	const char *msg = NULL;
+
+	if (!strcmp(line, "DECIDED"))
+		a->verdict = AB_HOLD_DECIDED;
+	else if (!strncmp(line, "CONTINUE ", 9))
+		a->verdict = AB_HOLD_CONTINUE, msg = line + 9;
+	else if (!strncmp(line, "ABORT ", 6))
+		a->verdict = AB_HOLD_ABORT, msg = line + 6;
+	else
+		return -EPROTO;
+	if (msg)
+		ab_printable(msg, a->message, sizeof(a->message));
+	return 0;
+}
+
+/* The answer, line by line; the server's token first. */
+static int parse_answer(char *text, const struct ab_hold_ticket *t, struct ab_hold_answer *a)
+{
+	char *save = NULL, *line = strtok_r(text, "\n", &save);
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	if (!line || strlen(line) != strlen(MAGIC) + AB_HOLD_TOKEN_HEX ||
+	    strncmp(line, MAGIC, strlen(MAGIC)) != 0)
+		return -EPROTO;
+	if (!token_equal(line + strlen(MAGIC), t->server_token))
+		return -EACCES;
+	if (!(line = strtok_r(NULL, "\n", &save)) || (rc = parse_verdict(line, a)) < 0)
+		return -EPROTO;
+	while ((line = strtok_r(NULL, "\n", &save)) && strcmp(line, "END") != 0) {
+		char *eq = strchr(line, '=');
+
+		if (!eq || a->verdict != AB_HOLD_DECIDED)
+			return -EPROTO;
+		*eq = '\0';
+		if ((rc = ab_hold_answer_add(a, line, eq + 1)) < 0)
+			return rc == -E2BIG ? -EPROTO : rc;
+	}
+	return line ? 0 : -EPROTO;
+}
+
+int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hold_answer *a,
+		 char *err, size_t errlen)
+{
+	char hello[HELLO_MAX], *reply;
+	double start = ab_now(), until = start + t->wait_s;
+	double connect_until = start + (t->wait_s < CONNECT_FOR_S ? t->wait_s : CONNECT_FOR_S);
+	int fd, rc;
+
+	if (!(reply = malloc(REPLY_MAX)))
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	if ((fd = connect_srun(host, t->port, connect_until, err, errlen)) < 0) {
+		free(reply);
+		return fd;
+	}
+	snprintf(hello, sizeof(hello), MAGIC "%s\n", t->client_token);
+	rc = send_all(fd, hello, strlen(hello), until);
+	if (rc == 0)
+		rc = recv_until(fd, reply, REPLY_MAX, "\nEND\n", until);
+	close(fd);
+	if (rc == 0)
+		rc = parse_answer(reply, t, a);
+	free(reply);
+	if (rc == -ETIMEDOUT)
+		return ab_fail(err, errlen, ETIMEDOUT, "srun did not answer within %u s",
+			       t->wait_s);
+	if (rc == -EPIPE || rc == -ECONNRESET)
+		return ab_fail(err, errlen, EPIPE, "srun ended the wait without a decision (%s)",
+			       strerror(-rc));
+	if (rc == -EACCES)
+		return ab_fail(err, errlen, EACCES, "the answer on port %u is not from this step's "
+						    "srun (wrong token)",
+			       t->port);
+	if (rc < 0)
+		return ab_fail(err, errlen, EPROTO, "srun's answer is malformed");
+	return 0;
+}

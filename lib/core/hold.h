@@ -1,0 +1,104 @@
+/* hold.h - the hold channel: the step srun launches before its batch size is known waits in
+ * each task (task_init, as the user) until srun, probing meanwhile, answers it over TCP.
+ *
+ * Why: slurmd refuses a step credential older than cred_expire (120 s by default), and srun
+ * creates the step, with its credential, before the plugin's local_user_init. A probe of
+ * minutes must therefore run after the launch, not between the step's creation and its
+ * launch. srun listens (ab_hold_listen) before it launches, names the port and two random
+ * tokens in SLURM_AUTOBATCH_HOLD, and answers every task once it has decided
+ * (ab_hold_serve). Each task connects back to the host slurmd names in SLURM_SRUN_COMM_HOST
+ * (srun's own address as the node sees it), proves it knows the client token, checks the
+ * server's, and gets the verdict and the variables to export (ab_hold_wait).
+ *
+ * Wire format, text lines:
+ *   task -> srun: "AUTOBATCH-HOLD 1 <client token>"
+ *   srun -> task: "AUTOBATCH-HOLD 1 <server token>", then "DECIDED", "CONTINUE <message>" or
+ *                 "ABORT <message>", then "NAME=VALUE" lines, then "END".
+ */
+#ifndef AUTOBATCH_HOLD_H
+#define AUTOBATCH_HOLD_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+
+#define AB_HOLD_TOKEN_HEX 32 /* 128 random bits each */
+#define AB_HOLD_VARS_MAX 16
+#define AB_HOLD_NAME_MAX 64
+#define AB_HOLD_VALUE_MAX (PATH_MAX + 1)
+
+enum ab_hold_verdict {
+	AB_HOLD_DECIDED,  /* export the variables, then run the command */
+	AB_HOLD_CONTINUE, /* the command runs with the user's original settings */
+	AB_HOLD_ABORT,    /* the task ends before the command */
+};
+
+struct ab_hold_var {
+	char name[AB_HOLD_NAME_MAX];
+	char value[AB_HOLD_VALUE_MAX];
+};
+
+struct ab_hold_answer {
+	enum ab_hold_verdict verdict;
+	char message[AB_ERR_MAX];
+	size_t nvars;
+	struct ab_hold_var vars[AB_HOLD_VARS_MAX];
+};
+
+/* Adds NAME=VALUE to the answer; -E2BIG when full, -EINVAL for a name the tasks would refuse
+ * (ab_hold_name_ok) or a value with a control character. */
+int ab_hold_answer_add(struct ab_hold_answer *a, const char *name, const char *value);
+
+/* The variables a task takes from srun: the decision's AUTOBATCH_* names and their SLURM_
+ * twins, nothing else (the channel must not become a way to set LD_PRELOAD). */
+bool ab_hold_name_ok(const char *name);
+
+/* ---- srun's side ---- */
+
+struct ab_hold_server {
+	int fd; /* listening, -1 once closed */
+	unsigned port;
+	char client_token[AB_HOLD_TOKEN_HEX + 1];
+	char server_token[AB_HOLD_TOKEN_HEX + 1];
+};
+
+/* Listens on every address (IPv6 and IPv4) on a port in [lo, hi] (Slurm's SrunPortRange, so
+ * a site's firewall lets the tasks through), any port when lo is 0; draws both tokens. 0 or
+ * a negative errno with a message. */
+int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, char *err, size_t errlen);
+
+/* The value of SLURM_AUTOBATCH_HOLD for the tasks: "1:PORT:WAIT_S:CLIENT:SERVER", where
+ * WAIT_S bounds how long a task waits for its answer. */
+int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char *buf,
+			  size_t buflen);
+
+/* Answers every task that connects with a, until expected tasks have had it, serve_s seconds
+ * have passed, or *stop is set. Connections the tasks made while srun was probing wait in the
+ * listen queue meanwhile. Returns how many tasks were answered. */
+unsigned ab_hold_serve(struct ab_hold_server *s, const struct ab_hold_answer *a,
+		       unsigned expected, double serve_s, const volatile sig_atomic_t *stop);
+
+void ab_hold_close(struct ab_hold_server *s);
+
+/* ---- a task's side ---- */
+
+struct ab_hold_ticket {
+	unsigned port;
+	unsigned wait_s;
+	char client_token[AB_HOLD_TOKEN_HEX + 1];
+	char server_token[AB_HOLD_TOKEN_HEX + 1];
+};
+
+/* Parses SLURM_AUTOBATCH_HOLD (hostile: it is in the user's environment). */
+int ab_hold_ticket_parse(const char *value, struct ab_hold_ticket *t, char *err, size_t errlen);
+
+/* Connects to host:t->port (retrying while srun's listen queue is full), and waits up to
+ * t->wait_s seconds for the answer, which it checks line by line. 0 with *a, or a negative
+ * errno with one sentence (-ECONNREFUSED, -ETIMEDOUT, -EPROTO, -EACCES: a wrong token). */
+int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hold_answer *a,
+		 char *err, size_t errlen);
+
+#endif

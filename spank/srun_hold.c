@@ -1,0 +1,216 @@
+/* srun_hold.c - srun (local context): a decision that needs the probe is made after the
+ * launch. The step's tasks wait in task_init on the hold channel (lib/core/hold.h) while a
+ * thread of srun probes, applies the decision and answers them.
+ *
+ * Why not probe here, before returning: srun creates the step, and with it the step's
+ * credential, before slurm_spank_local_user_init, and slurmd refuses a credential older than
+ * cred_expire (120 s by default). A probe of minutes between the two made every real job
+ * fail with "Job credential expired", in every context srun runs in. Launched at once, the
+ * step uses its credential while it is fresh, and nothing depends on how long probing takes
+ * (only probe_timeout bounds it).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <slurm/slurm.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "srun.h"
+
+#define SERVE_S 300.0   /* after the decision, for the tasks still starting to ask */
+#define WAIT_SLACK_S 300u
+
+struct deferred {
+	struct ab_plan *pl;
+	struct ab_cache cache;
+	char entry[AB_CACHE_NAME_MAX];
+	struct ab_hold_server server;
+	char **env; /* srun's environment, copied before the launch changes it */
+	pthread_t thread;
+};
+
+/* srun runs local_user_init once: one decision at most is being made. */
+static struct deferred *current;
+static volatile sig_atomic_t stopping;
+
+/* SrunPortRange from the configuration srun itself read (libslurm's slurm_conf, laid out as
+ * the slurm.h this plugin is built against says): a site that filters the traffic from its
+ * compute nodes to srun's host opens that range. */
+static void srun_port_range(unsigned *lo, unsigned *hi)
+{
+	const slurm_conf_t *conf = dlsym(RTLD_DEFAULT, "slurm_conf");
+
+	*lo = *hi = 0;
+	if (conf && conf->srun_port_range && conf->srun_port_range[0])
+		*lo = conf->srun_port_range[0], *hi = conf->srun_port_range[1];
+}
+
+/* How long a task waits: while an identical srun holds the cache entry's lock, then the
+ * probe (twice with --autobatch-eval), and some slack for applying and answering. */
+static unsigned wait_s(void)
+{
+	unsigned probe = ab_state.site.probe_timeout;
+
+	return probe + 60 + probe * (ab_state.req.eval ? 2 : 1) + WAIT_SLACK_S;
+}
+
+static char **copy_env(void)
+{
+	extern char **environ;
+	size_t n = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	if (!(env = calloc(n + 1, sizeof(*env))))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!(env[i] = strdup(environ[i]))) {
+			for (size_t j = 0; j < i; j++)
+				free(env[j]);
+			free(env);
+			return NULL;
+		}
+	return env;
+}
+
+static void deferred_free(struct deferred *d)
+{
+	for (size_t i = 0; d->env && d->env[i]; i++)
+		free(d->env[i]);
+	free(d->env);
+	ab_hold_close(&d->server);
+	ab_cache_close(&d->cache);
+	free(d->pl);
+	free(d);
+}
+
+static int probe(struct ab_plan *pl, struct ab_result *res, long *eval_batch, char **json,
+		 char *err, size_t errlen)
+{
+	struct ab_result eval = {0};
+	int rc;
+
+	if ((rc = ab_probe_run(&pl->job, "train", &stopping, res, json, err, errlen)) < 0)
+		return rc;
+	if (ab_state.req.eval) {
+		struct ab_probe_job ej = pl->job;
+
+		ej.key = pl->keys.eval;
+		ej.global_batch = 0;
+		ej.warm_batch = 0; /* the cached decision is the train batch's */
+		if ((rc = ab_probe_run(&ej, "eval", &stopping, &eval, NULL, err, errlen)) < 0)
+			return rc;
+	}
+	*eval_batch = eval.batch;
+	return 0;
+}
+
+/* The cache once more under its lock (an identical srun may have just decided), else the
+ * probe; then the decision applied. 0 with *vars, or a negative errno with err. */
+static int decide(struct deferred *d, struct ab_hold_answer *vars, char *err, size_t errlen)
+{
+	struct ab_plan *pl = d->pl;
+	struct ab_result res;
+	char *json = NULL, warm[AB_CACHE_NAME_MAX];
+	long eval_batch = 0;
+	int rc = 0, lock = -1;
+	bool hit = false;
+
+	if (d->entry[0]) {
+		/* identical sruns started together probe once: the others wait, then hit */
+		lock = ab_cache_lock(&d->cache, d->entry, ab_state.site.probe_timeout + 60.0,
+				     &stopping);
+		hit = ab_srun_cache_lookup(pl, &d->cache, d->entry, sizeof(d->entry), &res,
+					   &json) == 0;
+	}
+	if (hit) {
+		eval_batch = res.eval_batch;
+	} else {
+		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
+		rc = probe(pl, &res, &eval_batch, &json, err, errlen);
+	}
+	pl->cached = hit;
+	if (rc == 0 && (rc = ab_apply(pl, &res, eval_batch, json, vars, err, errlen)) == 0 && !hit)
+		ab_srun_cache_store(pl, &d->cache, d->entry, json, eval_batch);
+	ab_cache_unlock(lock);
+	free(json);
+	return rc;
+}
+
+static void *deferred_main(void *arg)
+{
+	struct deferred *d = arg;
+	struct ab_hold_answer answer = {.verdict = AB_HOLD_DECIDED};
+	char err[2 * AB_ERR_MAX];
+	int rc;
+
+	if ((rc = decide(d, &answer, err, sizeof(err))) < 0 && !stopping) {
+		ab_srun_policy(err, rc, &answer.verdict);
+		snprintf(answer.message, sizeof(answer.message), "%s",
+			 rc == -EINTR ? "probing was interrupted"
+			 : answer.verdict == AB_HOLD_ABORT ? "probing failed and on_failure=abort"
+							   : "probing failed; original settings");
+	}
+	if (!stopping)
+		ab_hold_serve(&d->server, &answer, d->pl->job.ntasks ? d->pl->job.ntasks : 1,
+			      SERVE_S, &stopping);
+	return NULL;
+}
+
+int ab_srun_defer(struct ab_plan *pl, struct ab_cache *cache, const char *entry, char *err,
+		  size_t errlen)
+{
+	struct deferred *d = calloc(1, sizeof(*d));
+	char ticket[256];
+	unsigned lo, hi;
+	int rc;
+
+	if (!d)
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	d->server.fd = -1;
+	d->cache.fd = -1;
+	srun_port_range(&lo, &hi);
+	if ((rc = ab_hold_listen(&d->server, lo, hi, err, errlen)) < 0)
+		goto fail;
+	if ((rc = ab_hold_ticket_format(&d->server, wait_s(), ticket, sizeof(ticket))) < 0 ||
+	    setenv(AB_HOLD_ENV, ticket, 1) < 0) {
+		rc = ab_fail(err, errlen, EIO, "cannot give the tasks their ticket");
+		goto fail;
+	}
+	if (!(d->env = copy_env())) {
+		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
+		goto unset;
+	}
+	d->pl = pl;
+	d->pl->job.env = d->env;
+	d->cache = *cache;
+	snprintf(d->entry, sizeof(d->entry), "%s", entry);
+	if ((rc = pthread_create(&d->thread, NULL, deferred_main, d)) != 0) {
+		d->pl = NULL, d->cache.fd = -1; /* still the caller's */
+		rc = ab_fail(err, errlen, rc, "cannot start probing: %s", strerror(rc));
+		goto unset;
+	}
+	current = d;
+	return 0;
+unset:
+	unsetenv(AB_HOLD_ENV);
+fail:
+	deferred_free(d);
+	return rc;
+}
+
+void ab_srun_defer_end(void)
+{
+	if (!current)
+		return;
+	/* the probe step is cancelled within its grace; the serving stops at its next poll */
+	stopping = 1;
+	pthread_join(current->thread, NULL);
+	deferred_free(current);
+	current = NULL;
+}

@@ -1,0 +1,363 @@
+/* test_hold.c - the hold channel (lib/core/hold.c) over real TCP on the loopback: a task
+ * gets srun's verdict and variables; wrong tokens, a srun that dies or never answers, a rogue
+ * answer and a hostile ticket are refused; fifty tasks queued while srun probes are answered;
+ * a port range is kept.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "unit.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "hold.h"
+
+static char err[AB_ERR_MAX];
+
+/* A task in a child process: its result comes back through a pipe as "rc|verdict|message|
+ * NAME=VALUE;..." so the parent can be srun meanwhile. */
+struct task {
+	pid_t pid;
+	int fd;
+};
+
+/* srun's listening socket, which a task on another node does not hold: closed in the child */
+static int srun_fd = -1;
+
+static void start_task(struct task *t, const struct ab_hold_ticket *ticket)
+{
+	int p[2];
+
+	assert_int_equal(pipe(p), 0);
+	t->pid = fork();
+	assert_true(t->pid >= 0);
+	if (t->pid == 0) {
+		struct ab_hold_answer a;
+		char out[8192], e[AB_ERR_MAX] = "";
+		int rc, len;
+
+		if (srun_fd >= 0)
+			close(srun_fd);
+		rc = ab_hold_wait("127.0.0.1", ticket, &a, e, sizeof(e));
+		len = snprintf(out, sizeof(out), "%d|%d|%s|%s|", rc, rc == 0 ? (int)a.verdict : -1,
+				   rc == 0 ? a.message : "", e);
+
+		for (size_t i = 0; rc == 0 && i < a.nvars; i++)
+			len += snprintf(out + len, sizeof(out) - (size_t)len, "%s=%s;", a.vars[i].name,
+					a.vars[i].value);
+		close(p[0]);
+		if (write(p[1], out, (size_t)len) < 0)
+			_exit(2);
+		_exit(0);
+	}
+	close(p[1]);
+	t->fd = p[0];
+}
+
+static void end_task(struct task *t, char *out, size_t outlen)
+{
+	ssize_t n, len = 0;
+	int status;
+
+	while ((n = read(t->fd, out + len, outlen - 1 - (size_t)len)) > 0)
+		len += n;
+	out[len] = '\0';
+	close(t->fd);
+	assert_int_equal(waitpid(t->pid, &status, 0), t->pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void ticket_of(const struct ab_hold_server *s, unsigned wait_s, struct ab_hold_ticket *t)
+{
+	char value[256];
+
+	srun_fd = s->fd;
+	assert_int_equal(ab_hold_ticket_format(s, wait_s, value, sizeof(value)), 0);
+	assert_int_equal(ab_hold_ticket_parse(value, t, err, sizeof(err)), 0);
+}
+
+static void decided_answer(struct ab_hold_answer *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->verdict = AB_HOLD_DECIDED;
+	assert_int_equal(ab_hold_answer_add(a, "AUTOBATCH_BATCH_SIZE", "96"), 0);
+	assert_int_equal(ab_hold_answer_add(a, "SLURM_AUTOBATCH_BATCH_SIZE", "96"), 0);
+	assert_int_equal(ab_hold_answer_add(a, "AUTOBATCH_CONFIG", "/home/u/exp 1/cfg.yaml"), 0);
+}
+
+/* The tasks connect first (as they do while srun probes); srun answers later. */
+static void decided_reaches_every_task(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct ab_hold_answer a;
+	struct task tasks[3];
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_true(s.port > 0);
+	ticket_of(&s, 30, &t);
+	for (int i = 0; i < 3; i++)
+		start_task(&tasks[i], &t);
+	usleep(300 * 1000); /* queued while srun "probes" */
+	decided_answer(&a);
+	assert_int_equal(ab_hold_serve(&s, &a, 3, 10.0, NULL), 3);
+	for (int i = 0; i < 3; i++) {
+		end_task(&tasks[i], out, sizeof(out));
+		assert_string_equal(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;SLURM_AUTOBATCH_BATCH_SIZE=96;"
+					 "AUTOBATCH_CONFIG=/home/u/exp 1/cfg.yaml;");
+	}
+	ab_hold_close(&s);
+}
+
+static void continue_and_abort_carry_their_message(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct ab_hold_answer a = {.verdict = AB_HOLD_ABORT};
+	struct task task;
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	ticket_of(&s, 30, &t);
+	snprintf(a.message, sizeof(a.message), "probing failed\nand on_failure=abort");
+	start_task(&task, &t);
+	assert_int_equal(ab_hold_serve(&s, &a, 1, 10.0, NULL), 1);
+	end_task(&task, out, sizeof(out));
+	/* a newline would end the line: it arrives as '?' */
+	assert_string_equal(out, "0|2|probing failed?and on_failure=abort||");
+
+	a = (struct ab_hold_answer){.verdict = AB_HOLD_CONTINUE};
+	snprintf(a.message, sizeof(a.message), "original settings");
+	start_task(&task, &t);
+	assert_int_equal(ab_hold_serve(&s, &a, 1, 10.0, NULL), 1);
+	end_task(&task, out, sizeof(out));
+	assert_string_equal(out, "0|1|original settings||");
+	ab_hold_close(&s);
+}
+
+/* A task with a wrong client token gets nothing; one expecting another server token refuses
+ * the answer. */
+static void wrong_tokens(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t, bad;
+	struct ab_hold_answer a;
+	struct task task;
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	ticket_of(&s, 5, &t);
+	decided_answer(&a);
+
+	bad = t;
+	bad.client_token[0] = bad.client_token[0] == 'a' ? 'b' : 'a';
+	start_task(&task, &bad);
+	assert_int_equal(ab_hold_serve(&s, &a, 1, 1.5, NULL), 0);
+	end_task(&task, out, sizeof(out));
+	assert_contains(out, "srun ended the wait without a decision");
+	assert_int_equal(atoi(out), -EPIPE);
+
+	bad = t;
+	bad.server_token[5] = bad.server_token[5] == 'a' ? 'b' : 'a';
+	start_task(&task, &bad);
+	assert_int_equal(ab_hold_serve(&s, &a, 1, 5.0, NULL), 1);
+	end_task(&task, out, sizeof(out));
+	assert_int_equal(atoi(out), -EACCES);
+	assert_contains(out, "is not from this step's srun (wrong token)");
+	ab_hold_close(&s);
+}
+
+/* srun dies while its tasks wait: they are told at once, not at their deadline. */
+static void srun_gone(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct task task;
+	char out[8192];
+	double t0;
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	ticket_of(&s, 60, &t);
+	start_task(&task, &t);
+	usleep(300 * 1000);
+	t0 = ab_now();
+	ab_hold_close(&s);
+	end_task(&task, out, sizeof(out));
+	assert_true(ab_now() - t0 < 5);
+	assert_int_equal(atoi(out), -EPIPE);
+
+	/* and a task that starts after srun is gone says it cannot reach it */
+	t.wait_s = 2;
+	start_task(&task, &t);
+	end_task(&task, out, sizeof(out));
+	assert_int_equal(atoi(out), -ECONNREFUSED);
+	assert_contains(out, "cannot reach srun at 127.0.0.1 port");
+	assert_contains(out, "SrunPortRange");
+}
+
+static void no_answer_in_time(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct task task;
+	char out[8192];
+	double t0 = ab_now();
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	ticket_of(&s, 1, &t);
+	start_task(&task, &t);
+	end_task(&task, out, sizeof(out));
+	assert_true(ab_now() - t0 < 4);
+	assert_int_equal(atoi(out), -ETIMEDOUT);
+	assert_contains(out, "srun did not answer within 1 s");
+	ab_hold_close(&s);
+}
+
+/* Whoever answers with the right server token still sets only the decision's variables. */
+static void rogue_answer_sets_nothing_else(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct task task;
+	char out[8192], reply[512], hello[128];
+	int c;
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	ticket_of(&s, 10, &t);
+	start_task(&task, &t);
+	assert_true((c = accept(s.fd, NULL, NULL)) >= 0);
+	assert_true(read(c, hello, sizeof(hello)) > 0);
+	snprintf(reply, sizeof(reply), "AUTOBATCH-HOLD 1 %s\nDECIDED\nLD_PRELOAD=/tmp/x.so\nEND\n",
+		 s.server_token);
+	assert_true(write(c, reply, strlen(reply)) > 0);
+	close(c);
+	end_task(&task, out, sizeof(out));
+	assert_int_equal(atoi(out), -EPROTO);
+
+	struct ab_hold_answer a = {0};
+	assert_int_equal(ab_hold_answer_add(&a, "LD_PRELOAD", "/tmp/x.so"), -EINVAL);
+	assert_int_equal(ab_hold_answer_add(&a, "AUTOBATCH_BATCH_SIZE", "9\nLD_PRELOAD=x"), -EINVAL);
+	assert_int_equal(a.nvars, 0);
+	ab_hold_close(&s);
+}
+
+static void tickets(void **state)
+{
+	static const char *const bad[] = {
+		"", "1", "2:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"1:0:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"1:70000:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"1:80:0:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"1:80:-1:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"1:80:10:0123456789ABCDEF0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"1:80:10:0123456789abcdef0123456789abcde:0123456789abcdef0123456789abcdef",
+		"1:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef:x",
+		"1:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdefa",
+	};
+	struct ab_hold_ticket t;
+
+	(void)state;
+	assert_int_equal(ab_hold_ticket_parse("1:80:10:0123456789abcdef0123456789abcdef:"
+					      "fedcba9876543210fedcba9876543210",
+					      &t, err, sizeof(err)),
+			 0);
+	assert_int_equal(t.port, 80);
+	assert_int_equal(t.wait_s, 10);
+	assert_string_equal(t.server_token, "fedcba9876543210fedcba9876543210");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ab_hold_ticket_parse(bad[i], &t, err, sizeof(err)) != -EINVAL)
+			fail_msg("accepted the ticket '%s'", bad[i]);
+	assert_contains(err, "SLURM_AUTOBATCH_HOLD is not srun's ticket");
+}
+
+/* Fifty tasks queue while srun probes; every one is answered once srun serves. */
+static void many_tasks_queued(void **state)
+{
+	enum { N = 50 };
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct ab_hold_answer a;
+	static struct task tasks[N];
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	ticket_of(&s, 30, &t);
+	for (int i = 0; i < N; i++)
+		start_task(&tasks[i], &t);
+	sleep(1);
+	decided_answer(&a);
+	assert_int_equal(ab_hold_serve(&s, &a, N, 20.0, NULL), N);
+	for (int i = 0; i < N; i++) {
+		end_task(&tasks[i], out, sizeof(out));
+		assert_contains(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;");
+	}
+	ab_hold_close(&s);
+}
+
+/* A stop (srun ending) ends the serving at once. */
+static void stop_ends_serving(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_answer a;
+	volatile sig_atomic_t stop = 1;
+	double t0 = ab_now();
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	decided_answer(&a);
+	assert_int_equal(ab_hold_serve(&s, &a, 4, 30.0, &stop), 0);
+	assert_true(ab_now() - t0 < 1);
+	ab_hold_close(&s);
+}
+
+/* SrunPortRange: the port is in the range; a range with every port taken says so. */
+static void port_range(void **state)
+{
+	struct ab_hold_server s, s2;
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	ab_hold_close(&s);
+	assert_int_equal(ab_hold_listen(&s, 47100, 47109, err, sizeof(err)), 0);
+	assert_true(s.port >= 47100 && s.port <= 47109);
+	assert_int_equal(ab_hold_listen(&s2, s.port, s.port, err, sizeof(err)), -EADDRINUSE);
+	assert_contains(err, "cannot listen for the step's tasks in SrunPortRange");
+	assert_int_equal(ab_hold_listen(&s2, 10, 5, err, sizeof(err)), -EINVAL);
+	ab_hold_close(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(decided_reaches_every_task),
+		cmocka_unit_test(continue_and_abort_carry_their_message),
+		cmocka_unit_test(wrong_tokens),
+		cmocka_unit_test(srun_gone),
+		cmocka_unit_test(no_answer_in_time),
+		cmocka_unit_test(rogue_answer_sets_nothing_else),
+		cmocka_unit_test(tickets),
+		cmocka_unit_test(many_tasks_queued),
+		cmocka_unit_test(stop_ends_serving),
+		cmocka_unit_test(port_range),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
