@@ -82,7 +82,9 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	hook = run_hook_dir(o->hook_dir, &missing);
 	s->exec = (struct ab_exec){
 		.argv = o->command, .config = o->config, .key = o->key, .document = o->document,
+		.accum_key = o->config_accum > 1 ? o->accum_key : NULL,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
+		.max_trial_seconds = o->max_trial_seconds,
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
 		.note = run_print_note,
 		.peak_source = s->dev.kind == AB_DEVICE_HOST   ? AB_PEAK_FROM_RSS
@@ -100,6 +102,10 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	s->fn = ab_exec_trial;
 	s->ctx = &s->exec;
 	s->mode = "exec";
+	if (s->exec.accum_key)
+		fprintf(stderr, "autobatch: accumulation in trials: 1 of %ld (%s): peak memory does "
+				"not depend on it, a step's time does\n",
+			o->config_accum, o->accum_key);
 	return 0;
 }
 
@@ -235,6 +241,8 @@ int cmd_run(int argc, char **argv)
 	r.parallel = (int)s.round.nslots;
 	r.warm_from = o.warm_start ? (o.warm_from ? o.warm_from : "--warm-start") : NULL;
 	r.warm_batch = o.warm_start;
+	r.accum_key = s.exec.accum_key;
+	r.config_accum = o.config_accum;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
 	if (!r.ok && !r.error[0])

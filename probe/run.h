@@ -28,6 +28,8 @@ struct run_opts {
 	size_t nfractions;
 	enum ab_objective objective;
 	const char *device, *mode, *config, *preset, *key, *json, *phase, *plot, *model;
+	const char *accum_key; /* written as 1 into a trial's config copy (--accum-key, preset) */
+	long config_accum;     /* what the config says at it; 0: not known */
 	const char *hook_dir; /* the Python step hook; NULL with --instrument off */
 	int document, steps, max_trials;
 	long parallel; /* trials at once, one per GPU: 1 (default), N, or 0 for auto */
@@ -36,7 +38,7 @@ struct run_opts {
 	const char *warm_from;     /* the cache entry it came from, for the report */
 	long min, max, multiple_of, global_batch, devices, start;
 	uint64_t comm_reserve;
-	double startup_seconds, trial_seconds;
+	double startup_seconds, trial_seconds, max_trial_seconds;
 	bool keep;
 	char **command;
 };
@@ -69,7 +71,8 @@ int run_usage(void); /* prints the usage, returns 2 */
 const char *run_hook_dir(const char *dir, const char **missing);
 
 /* run_config.c: the batch key (--key, the preset named or detected) into o->key, and *start
- * from the config's value at it. */
+ * from the config's value at it; the accumulation key (--accum-key, the preset's when the file
+ * has it) into o->accum_key, and o->config_accum from its value. */
 int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen);
 
 /* run_output.c: the progress line of a trial (arg: a struct progress) and of a slow trial. */

@@ -25,6 +25,27 @@ void start_from_value(const char *value, long *start)
 		*start = (long)v;
 }
 
+/* The accumulation key: --accum-key, else the preset's when the file has it; and the value
+ * the file gives it (a trial runs with 1 there). */
+static int accum_key(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
+		     char *err, size_t errlen)
+{
+	char value[64], none[AB_ERR_MAX];
+	double v;
+
+	if (!o->accum_key && p && p->keys[AB_ROLE_GRAD_ACCUM] &&
+	    ab_config_get(cfg, p->keys[AB_ROLE_GRAD_ACCUM], o->document, value, sizeof(value),
+			  none, sizeof(none)) == 0)
+		o->accum_key = p->keys[AB_ROLE_GRAD_ACCUM];
+	if (!o->accum_key)
+		return 0;
+	if (ab_config_get(cfg, o->accum_key, o->document, value, sizeof(value), err, errlen) < 0)
+		return -EINVAL;
+	if (ab_is_number(value, strlen(value)) && (v = strtod(value, NULL)) >= 1 && v <= 1e9)
+		o->config_accum = (long)v;
+	return 0;
+}
+
 int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 {
 	const struct ab_preset *p = NULL;
@@ -54,7 +75,8 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 		rc = ab_config_get(cfg, o->key, o->document, value, sizeof(value), err, errlen);
 	if (rc == 0)
 		start_from_value(value, start);
+	if (rc == 0)
+		rc = accum_key(o, cfg, p, err, errlen);
 	ab_config_free(cfg);
 	return rc;
 }
-

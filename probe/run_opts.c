@@ -25,11 +25,14 @@ int run_usage(void)
 		"  --model layers=N,hidden=N,heads=N,seq=N,vocab=N[,ffn=N,dtype=bf16|fp32,recompute=1]\n"
 		"  --comm-reserve SIZE   memory kept for NCCL when the probe sees one GPU\n"
 		"  --config FILE [--preset NAME | --key KEY] [--document N]\n"
+		"  --accum-key KEY       gradient accumulation key, 1 in trials (default: preset's)\n"
 		"  --min N --max N --multiple-of N --start N\n"
 		"  --global-batch G --devices N   keep G = batch x devices x accumulation\n"
 		"  --phase train|eval    --steps K (default 3, after one warm-up step)\n"
 		"  --startup-seconds S   allowance to the first step: loading, compiling (default 600)\n"
 		"  --trial-seconds S     allowance for the steps, from the first (default 60)\n"
+		"  --max-trial-seconds S a measured step gets twice a slow warm-up step, up to S\n"
+		"                        (default 1800)\n"
 		"  --instrument on|off   count a Python trial's PyTorch optimizer steps (default on)\n"
 		"  --hook-dir DIR        where the Python step hook is (default: installed)\n"
 		"  --parallel N|auto     trials at once, one per GPU of CUDA_VISIBLE_DEVICES (auto:\n"
@@ -115,6 +118,11 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 			return -1;
 		o->startup_seconds = (double)v;
 		return 0;
+	case 'X':
+		if (parse_long(arg, 1, 86400, "max-trial-seconds", &v) < 0)
+			return -1;
+		o->max_trial_seconds = (double)v;
+		return 0;
 	}
 	return -1;
 }
@@ -132,7 +140,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"plot", 1, 0, 'G'},         {"model", 1, 0, 'L'},      {"comm-reserve", 1, 0, 'R'},
 		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
 		{"parallel", 1, 0, 'N'},     {"warm-start", 1, 0, 'W'}, {"warm-per-sample", 1, 0, 'Y'},
-		{"warm-from", 1, 0, 'F'},
+		{"warm-from", 1, 0, 'F'},    {"accum-key", 1, 0, 'A'}, {"max-trial-seconds", 1, 0, 'X'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -143,7 +151,9 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 	*o = (struct run_opts){.fractions = {0.8}, .nfractions = 1, .phase = "train",
 			       .document = -1, .steps = 3, .devices = 1, .parallel = 1,
 			       .startup_seconds = AB_STARTUP_SECONDS_DEFAULT,
-			       .trial_seconds = AB_TRIAL_SECONDS_DEFAULT, .hook_dir = AB_DEFAULT_HOOK_DIR};
+			       .trial_seconds = AB_TRIAL_SECONDS_DEFAULT,
+			       .max_trial_seconds = AB_MAX_TRIAL_SECONDS_DEFAULT,
+			       .hook_dir = AB_DEFAULT_HOOK_DIR};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -158,6 +168,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'c': o->config = optarg; break;
 		case 'p': o->preset = optarg; break;
 		case 'K': o->key = optarg; break;
+		case 'A': o->accum_key = optarg; break;
 		case 'j': o->json = optarg; break;
 		case 'G': o->plot = optarg; break;
 		case 'e': o->keep = true; break;

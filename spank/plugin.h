@@ -50,6 +50,7 @@ struct ab_probe_job {
 	char **argv;            /* the step's command */
 	const char *config;     /* absolute path, or NULL */
 	const char *key;        /* the micro-batch key in it */
+	const char *accum_key;  /* its gradient accumulation key (1 in trials), or NULL */
 	long global_batch;      /* 0: none */
 	/* a warm start: a cached decision of a job differing only in memory-neutral values */
 	long warm_batch;        /* 0: none */

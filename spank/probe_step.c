@@ -124,6 +124,7 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 	if (req->mode == AB_MODE_MODEL)
 		add(b, "--mode=model");
 	addf(b, "--startup-seconds=%u", site->startup_seconds);
+	addf(b, "--max-trial-seconds=%u", site->max_trial_seconds);
 	if (!ab_instrument(site, req))
 		add(b, "--instrument=off");
 	if (job->config) {
@@ -131,6 +132,10 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		add(b, job->config);
 		add(b, "--key");
 		add(b, job->key);
+		if (job->accum_key) {
+			add(b, "--accum-key");
+			add(b, job->accum_key);
+		}
 	}
 	if (job->warm_batch) {
 		addf(b, "--warm-start=%ld", job->warm_batch);

@@ -172,6 +172,7 @@ int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 			       req->config);
 	pl->job.config = pl->config;
 	pl->job.key = pl->keys.micro;
+	pl->job.accum_key = pl->keys.accum;
 	if (!pl->job.global_batch)
 		pl->job.global_batch = pl->keys.file_global;
 	return 0;

@@ -3,11 +3,14 @@
  * (every layer's activations are kept for the backward pass), and it speaks autobatch's
  * trial protocol, so on a machine without a GPU autobatch probes it on the host.
  *
- *   toy_train --config FILE    reads "batch_size: N", "width: W", "activation_kib: A" and
- *                              "max_steps: S" (a YAML the plugin edits)
+ *   toy_train --config FILE    reads "batch_size: N", "width: W", "activation_kib: A",
+ *                              "max_steps: S", "accumulate_grad_batches: K" and
+ *                              "step_ms: M" (a YAML the plugin edits)
  *
  * Each sample keeps A KiB of saved activations, as a long sequence would: that, not the
- * small MLP, is what fills memory, so the batch that fits is easy to predict and check.
+ * small MLP, is what fills memory, so the batch that fits is easy to predict and check. An
+ * optimizer step is K micro-batches, each taking at least M ms (a large model's pace): the
+ * memory does not depend on K, the time of a step does.
  *
  * Under a trial (AUTOBATCH_TRIAL=1) it runs AUTOBATCH_TRIAL_STEPS steps after a warm-up and
  * appends {"step_s": S, "samples": B} lines to $AUTOBATCH_TRIAL_REPORT; otherwise it trains
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define IN 64
 
@@ -110,6 +114,8 @@ int main(int argc, char **argv)
 	struct net n = {.width = config ? (int)config_value(config, "width", 256) : 256};
 	FILE *rep = trial && report ? fopen(report, "a") : NULL;
 	long act_bytes = 1024 * (config ? config_value(config, "activation_kib", 1024) : 1024);
+	long accum = config ? config_value(config, "accumulate_grad_batches", 1) : 1;
+	long step_ms = config ? config_value(config, "step_ms", 0) : 0;
 	float *x, *h1, *h2, *y;
 	char *saved;
 
@@ -134,14 +140,23 @@ int main(int argc, char **argv)
 		       getenv("AUTOBATCH_BATCH_SIZE") ? getenv("AUTOBATCH_BATCH_SIZE") : "(unset)");
 	for (int s = 0; s < steps; s++) {
 		double t0 = now();
-		float loss = step(&n, B, x, h1, h2, y);
+		float loss = 0;
 
-		for (long b = 0; b < B; b++) /* keep this step's activations for "backward" */
-			memset(saved + (size_t)b * (size_t)act_bytes, (int)(loss * 100) + s,
-			       (size_t)act_bytes);
+		for (long a = 0; a < (accum > 0 ? accum : 1); a++) {
+			double m0 = now();
 
-		if (rep)
+			loss = step(&n, B, x, h1, h2, y);
+			for (long b = 0; b < B; b++) /* keep this step's activations for "backward" */
+				memset(saved + (size_t)b * (size_t)act_bytes, (int)(loss * 100) + s,
+				       (size_t)act_bytes);
+			while (step_ms > 0 && (now() - m0) * 1000.0 < (double)step_ms)
+				usleep(10000);
+		}
+
+		if (rep) { /* as it happens: the probe watches the steps come */
 			fprintf(rep, "{\"step_s\": %.6f, \"samples\": %ld}\n", now() - t0, B);
+			fflush(rep);
+		}
 		else if (!trial)
 			printf("step %d: batch %ld, loss %.4f\n", s, B, loss);
 	}

@@ -373,7 +373,8 @@ static int connect_srun(const char *host, unsigned port, double until, char *err
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
 	char service[8], shown[128];
-	int fd = -EHOSTUNREACH;
+	const char *why;
+	int fd = -EHOSTUNREACH; /* no address: the host does not resolve */
 
 	snprintf(service, sizeof(service), "%u", port);
 	for (;;) {
@@ -394,11 +395,12 @@ static int connect_srun(const char *host, unsigned port, double until, char *err
 		poll(NULL, 0, 1000);
 	}
 	ab_printable(host, shown, sizeof(shown));
+	why = strerror(-fd);
 	return ab_fail(err, errlen, ECONNREFUSED,
 		       "cannot reach srun at %s port %u (%s): is a firewall between the compute "
 		       "nodes and srun's host? Sites that filter set SrunPortRange, which "
 		       "autobatch listens in",
-		       shown, port, fd < 0 ? strerror(-fd) : "no address");
+		       shown, port, why);
 }
 
 static int parse_verdict(const char *line, struct ab_hold_answer *a)

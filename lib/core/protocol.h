@@ -72,6 +72,8 @@
 #define AB_FIELD_PER_SAMPLE "per_sample_bytes" /* the memory line's slope at the choice */
 #define AB_FIELD_WARM_START "warm_start" /* {"from": entry, "batch": B, "verified": bool} */
 #define AB_FIELD_WARM_FROM "from"
+/* {"key": K, "trials": 1, "config": N}: trials ran with accumulation 1 of the config's N */
+#define AB_FIELD_TRIAL_ACCUM "accumulation_in_trials"
 
 /* What the search optimizes: named on the probe's command line and in the report. */
 enum ab_objective { AB_OBJECTIVE_MEMORY, AB_OBJECTIVE_THROUGHPUT };

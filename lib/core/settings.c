@@ -99,6 +99,7 @@ void ab_site_init(struct ab_site *site)
 	site->enforce = false;
 	site->comm_reserve = AB_COMM_RESERVE_DEFAULT;
 	site->startup_seconds = 600;
+	site->max_trial_seconds = 1800;
 	site->instrument = true;
 	site->parallel = true;
 }
@@ -131,6 +132,7 @@ static const struct site_arg site_args[] = {
 	{"device_memory", ARG_SIZE, FIELD(device_memory)},
 	{"comm_reserve", ARG_SIZE, FIELD(comm_reserve)},
 	{"startup_seconds", ARG_SECONDS, FIELD(startup_seconds)},
+	{"max_trial_seconds", ARG_SECONDS, FIELD(max_trial_seconds)},
 	{"instrument", ARG_ONOFF, FIELD(instrument)},
 	{"parallel", ARG_ONOFF, FIELD(parallel)},
 };
@@ -602,7 +604,7 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		"config=%s preset=%s key=%s global_batch=%ld\n"
 		"on_failure=%s probe=%s probe_timeout=%us probe_args=%s\n"
 		"cache=%s cache_dir=%s enforce=%s device_memory=%lluB comm_reserve=%lluB\n"
-		"startup_seconds=%us instrument=%s parallel=%s\n",
+		"startup_seconds=%us max_trial_seconds=%us instrument=%s parallel=%s\n",
 		fraction, from, req->source != AB_SOURCE_DEFAULT ? "=" : "",
 		req->source != AB_SOURCE_DEFAULT ? shown : "", site->min_fraction,
 		site->max_fraction, ab_over_max_name(site->over_max),
@@ -614,5 +616,5 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		*site->probe_args ? site->probe_args : "(none)", site->cache ? "on" : "off",
 		*site->cache_dir ? site->cache_dir : "(default)", site->enforce ? "on" : "off",
 		(unsigned long long)site->device_memory, (unsigned long long)site->comm_reserve, site->startup_seconds,
-		ab_instrument(site, req) ? "on" : "off", site->parallel ? "on" : "off");
+		site->max_trial_seconds, ab_instrument(site, req) ? "on" : "off", site->parallel ? "on" : "off");
 }

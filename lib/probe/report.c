@@ -162,6 +162,14 @@ char *ab_report_json(const struct ab_report *r)
 		json_object_object_add(w, "verified", json_object_new_boolean(warm > 0));
 		json_object_object_add(o, AB_FIELD_WARM_START, w);
 	}
+	if (r->accum_key) { /* "accumulation in trials: 1 of 16" */
+		struct json_object *a = json_object_new_object();
+
+		json_object_object_add(a, "key", json_object_new_string(r->accum_key));
+		json_object_object_add(a, "trials", json_object_new_int(1));
+		json_object_object_add(a, "config", json_object_new_int64(r->config_accum));
+		json_object_object_add(o, AB_FIELD_TRIAL_ACCUM, a);
+	}
 	/* trials run at once, one per GPU (1: one after another), and in how many rounds */
 	json_object_object_add(o, AB_FIELD_PARALLEL,
 			       json_object_new_int(r->parallel > 1 ? r->parallel : 1));

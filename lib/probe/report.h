@@ -46,6 +46,8 @@ struct ab_report {
 	int parallel;                      /* trials at once; 0 or 1: one at a time */
 	const char *warm_from;             /* a warm start's cache entry, or NULL */
 	long warm_batch;                   /* the batch it verified first */
+	const char *accum_key; /* trials ran with 1 here instead of config_accum; or NULL */
+	long config_accum;
 };
 
 /* The report as a JSON text (malloc'ed, one line). */

@@ -50,13 +50,18 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 		if (ab_config_load(x->config, AB_FORMAT_AUTO, &cfg, err, errlen) < 0)
 			return -EINVAL;
 		rc = ab_config_find(cfg, x->key, x->document, &n, err, errlen);
+		if (rc == 0 && x->accum_key)
+			rc = ab_config_find(cfg, x->accum_key, x->document, &n, err, errlen);
 		ab_config_free(cfg);
 		if (rc < 0)
 			return rc;
 	}
 	if (!(x->startup_seconds > 0))
 		x->startup_seconds = AB_STARTUP_SECONDS_DEFAULT;
-	if ((rc = ab_workdir_create(x->workdir, sizeof(x->workdir), err, errlen)) < 0)
+	if (!(x->max_trial_seconds > 0))
+		x->max_trial_seconds = AB_MAX_TRIAL_SECONDS_DEFAULT;
+	if ((rc = ab_workdir_create(x->workdir, sizeof(x->workdir), &x->workdir_lock, err,
+				    errlen)) < 0)
 		return rc;
 	/* A trial's children that leave its process group (setsid) are re-parented to us,
 	 * not to init, so none outlives its trial. */
@@ -68,6 +73,8 @@ void ab_exec_cleanup(struct ab_exec *x)
 {
 	if (x->workdir[0] && !x->keep)
 		ab_trial_tree_remove(x->workdir);
+	if (x->workdir[0] && x->workdir_lock >= 0)
+		close(x->workdir_lock);
 	x->workdir[0] = '\0';
 }
 
@@ -146,6 +153,7 @@ struct outcome {
 	uint64_t rss_peak, gpu_peak;
 	double seconds;
 	double first_step_s; /* when the first step line was seen; 0: not while it ran */
+	double window_s;     /* what a measured step was allowed */
 };
 
 /* The trial's report, read while it runs: whole lines only, each once. */
@@ -216,17 +224,53 @@ static bool sample_memory(const struct ab_exec *x, pid_t pid, struct outcome *o)
 	return false;
 }
 
+/* The longest step the trial has reported (0: none said how long it took). */
+static double longest_step(const struct ab_trial_report *rep)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < rep->steps && i < AB_REPORT_MAX_STEPS; i++)
+		m = rep->step_s[i] > m ? rep->step_s[i] : m;
+	return m;
+}
+
+/* What a measured step may take after the warm-up: --trial-seconds, or twice the slowest step
+ * seen when that is longer (a large model, a long accumulation), up to --max-trial-seconds. */
+static double step_window(const struct ab_exec *x, double longest)
+{
+	double w = 2 * longest < x->max_trial_seconds ? 2 * longest : x->max_trial_seconds;
+
+	return w > x->trial_seconds ? w : x->trial_seconds;
+}
+
+/* What the trial's watch keeps between samples. */
+struct watching {
+	const struct ab_exec *x;
+	long batch;
+	struct report_watch *w;
+	struct outcome *o;
+	double first, done, next_note; /* seconds since the start; 0: not yet */
+	bool told_window;
+};
+
 /* Which deadline, if any, ends the trial now (the probe's interrupt is the runner's). The
  * start-up allowance runs until the first step (the warm-up, which holds compilation too);
- * --trial-seconds from there. */
-static enum ending deadline(const struct ab_exec *x, double elapsed, double first,
-			    double done)
+ * the step window from there. The warm-up and one measured step are the evidence a fit needs:
+ * once it is seen, a step that would end past --trial-seconds is not waited for. */
+static enum ending deadline(const struct watching *t, double elapsed)
 {
-	if (done > 0)
-		return elapsed - done > AB_DONE_GRACE_SECONDS ? ENDED_DONE : ENDED_ITSELF;
-	if (first > 0)
-		return elapsed - first > x->trial_seconds ? ENDED_STEPS : ENDED_ITSELF;
-	return elapsed > x->startup_seconds ? ENDED_STARTUP : ENDED_ITSELF;
+	const struct ab_exec *x = t->x;
+	double since, longest;
+
+	if (t->done > 0)
+		return elapsed - t->done > AB_DONE_GRACE_SECONDS ? ENDED_DONE : ENDED_ITSELF;
+	if (t->first == 0)
+		return elapsed > x->startup_seconds ? ENDED_STARTUP : ENDED_ITSELF;
+	since = elapsed - t->first;
+	longest = longest_step(&t->w->rep);
+	if (t->w->rep.steps >= AB_TRIAL_MIN_STEPS && since + longest > x->trial_seconds)
+		return ENDED_DONE;
+	return since > step_window(x, longest) ? ENDED_STEPS : ENDED_ITSELF;
 }
 
 static void progress_note(const struct ab_exec *x, long batch, double elapsed, size_t steps)
@@ -240,15 +284,6 @@ static void progress_note(const struct ab_exec *x, long batch, double elapsed, s
 		     steps, x->steps + 1, elapsed);
 }
 
-/* What the trial's watch keeps between samples. */
-struct watching {
-	const struct ab_exec *x;
-	long batch;
-	struct report_watch *w;
-	struct outcome *o;
-	double first, done, next_note; /* seconds since the start; 0: not yet */
-};
-
 /* Every POLL_MS while the trial runs: its memory, its report, its deadlines. */
 static bool watch_trial(void *arg, pid_t pid, double elapsed)
 {
@@ -260,7 +295,15 @@ static bool watch_trial(void *arg, pid_t pid, double elapsed)
 		t->first = elapsed;
 	if (t->w->rep.steps >= (size_t)t->x->steps + 1 && t->done == 0)
 		t->done = elapsed;
-	t->o->ending = over ? ENDED_MEMORY : deadline(t->x, elapsed, t->first, t->done);
+	if (t->first > 0 && !t->told_window &&
+	    step_window(t->x, longest_step(&t->w->rep)) > t->x->trial_seconds) {
+		note(t->x, "trial %d (batch %ld): its warm-up step took %.0f s; a measured step gets "
+			   "up to %.0f s (twice that, beyond --trial-seconds %.0f)",
+		     t->x->count, t->batch, longest_step(&t->w->rep),
+		     step_window(t->x, longest_step(&t->w->rep)), t->x->trial_seconds);
+		t->told_window = true;
+	}
+	t->o->ending = over ? ENDED_MEMORY : deadline(t, elapsed);
 	if (t->o->ending != ENDED_ITSELF)
 		return true;
 	if (elapsed >= t->next_note) {
@@ -273,7 +316,7 @@ static bool watch_trial(void *arg, pid_t pid, double elapsed)
 static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc,
 		       struct report_watch *w, struct outcome *o)
 {
-	struct watching t = {x, batch, w, o, 0, 0, NOTE_FIRST_SECONDS};
+	struct watching t = {x, batch, w, o, 0, 0, NOTE_FIRST_SECONDS, false};
 	double start = ab_now();
 
 	if (ab_proc_wait(proc, &(struct ab_proc_watch){
@@ -289,6 +332,7 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 	watch_report(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = t.first;
+	o->window_s = step_window(x, longest_step(&w->rep));
 	o->rss_peak = ab_group_peak_bytes(&o->group, (uint64_t)proc->ru.ru_maxrss * 1024);
 }
 
@@ -359,10 +403,12 @@ static int no_evidence(const struct ab_exec *x, long batch, const struct outcome
 	if (o->ending == ENDED_STEPS)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "trial %d (batch %ld) did not finish its steps: after its warm-up "
-			       "step (%.0f s from the start), no measured step came within "
-			       "--trial-seconds %.0f; it was stopped. Raise --trial-seconds or check "
-			       "the command",
-			       x->count, batch, o->first_step_s, x->trial_seconds);
+			       "step (%.0f s from the start), no measured step came within %.0f s "
+			       "(--trial-seconds %.0f, or twice the warm-up step up to "
+			       "--max-trial-seconds %.0f); it was stopped. Raise --trial-seconds or "
+			       "check the command",
+			       x->count, batch, o->first_step_s, o->window_s, x->trial_seconds,
+			       x->max_trial_seconds);
 	if (steps == 1)
 		return ab_fail(err, errlen, EPROTO,
 			       "trial %d (batch %ld) exited after its warm-up step, before a measured "
@@ -454,7 +500,7 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	struct outcome o = {0};
 	char **argv = NULL, **owned = NULL, *log = NULL;
 	size_t len, nargs = 0;
-	struct ab_trial_place place = {x->workdir, x->config, x->key, x->document};
+	struct ab_trial_place place = {x->workdir, x->config, x->key, x->accum_key, x->document};
 	struct ab_trial_files f;
 	struct ab_proc proc;
 	int rc;

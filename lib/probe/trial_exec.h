@@ -20,6 +20,7 @@
 
 #define AB_STARTUP_SECONDS_DEFAULT 600 /* loading, building a dataset, compiling */
 #define AB_TRIAL_SECONDS_DEFAULT 60    /* the steps, counted from the first */
+#define AB_MAX_TRIAL_SECONDS_DEFAULT 1800 /* for a measured step, however slow the steps */
 #define AB_DONE_GRACE_SECONDS 3        /* to exit by itself once its steps were seen */
 
 enum ab_peak_source {
@@ -32,11 +33,16 @@ struct ab_exec {
 	char *const *argv;      /* the command; argv[0] looked up in PATH */
 	const char *config;     /* as given on the command line, or NULL */
 	const char *key;        /* the batch key written into the config copy */
+	const char *accum_key;  /* the accumulation key, written as 1 into the copy; or NULL */
 	int document;           /* -1: the key's only document */
 	const char *phase;      /* "train" or "eval" */
 	int steps;              /* AUTOBATCH_TRIAL_STEPS, measured after one warm-up step */
 	double startup_seconds; /* allowance to the first step (0: the default) */
 	double trial_seconds;   /* allowance from the first step to the last */
+	/* A program whose warm-up step is slow gets twice that step for a measured step, up to
+	 * this (0: the default); once one measured step is seen, a step that would end past
+	 * trial_seconds is not waited for: the warm-up and one measured step are the evidence. */
+	double max_trial_seconds;
 	enum ab_peak_source peak_source;
 	uint64_t capacity;      /* RSS or GPU memory above this is an OOM */
 	/* AB_PEAK_FROM_GPU: the GPU memory of the trial's process group (NVML); NULL when NVML
@@ -55,6 +61,7 @@ struct ab_exec {
 	/* internal */
 	int count;
 	char workdir[PATH_MAX]; /* where trial directories go; created, then removed */
+	int workdir_lock;       /* held while the probe runs, once workdir is set */
 };
 
 /* Creates the work directory (under $TMPDIR) and checks the command and config. */

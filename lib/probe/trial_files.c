@@ -7,11 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -91,15 +92,19 @@ static void host_name(char *buf, size_t len)
 			*p = '_';
 }
 
+#define STALE_AFTER_S 60 /* a directory younger than this may be a probe's not yet locked */
+
 /* Work directories of probes that were killed (nothing could remove them then): ours by
- * owner, host and name, their probe's pid gone. A reused pid only delays the removal. */
+ * owner, host and name, and unlocked: a live probe holds its directory's lock for as long as
+ * it runs. Not a pid: a probe in another PID namespace sharing this $TMPDIR (a container, a
+ * job's private namespace) has pids that mean nothing here. */
 static void remove_stale(const char *tmp, const char *host)
 {
 	int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char prefix[160];
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
-	long pid;
+	struct stat st;
 
 	if (!d) {
 		if (fd >= 0)
@@ -107,19 +112,28 @@ static void remove_stale(const char *tmp, const char *host)
 		return;
 	}
 	snprintf(prefix, sizeof(prefix), "autobatch-probe.%s.", host);
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, prefix, strlen(prefix)) &&
-		    sscanf(e->d_name + strlen(prefix), "%ld.", &pid) == 1 && pid > 0 &&
-		    kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+	while ((e = readdir(d))) {
+		int sub;
+
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue;
+		if (fstat(sub, &st) == 0 && st.st_uid == geteuid() &&
+		    time(NULL) - st.st_mtime > STALE_AFTER_S && flock(sub, LOCK_EX | LOCK_NB) == 0)
 			remove_at(dirfd(d), e->d_name);
+		close(sub);
+	}
 	closedir(d);
 }
 
-int ab_workdir_create(char *dir, size_t len, char *err, size_t errlen)
+int ab_workdir_create(char *dir, size_t len, int *lock, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
 	char host[128];
 
+	*lock = -1;
 	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
 	host_name(host, sizeof(host));
 	remove_stale(tmp, host);
@@ -130,6 +144,17 @@ int ab_workdir_create(char *dir, size_t len, char *err, size_t errlen)
 		return ab_fail(err, errlen, errno ? errno : ENAMETOOLONG,
 			       "cannot create a directory for trials under %s: %s", tmp,
 			       strerror(errno ? errno : ENAMETOOLONG));
+	/* held until the probe ends: no other probe takes the directory for stale */
+	if ((*lock = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    flock(*lock, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+
+		if (*lock >= 0)
+			close(*lock);
+		*lock = -1;
+		ab_trial_tree_remove(dir);
+		return ab_fail(err, errlen, e, "cannot lock %s: %s", dir, strerror(e));
+	}
 	return 0;
 }
 
@@ -160,7 +185,9 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 {
 	char name[PATH_MAX], value[32], note[256], *out = NULL;
 	struct ab_config *cfg = NULL;
-	struct ab_edit e = {t->key, value};
+	/* peak memory does not depend on how many micro-batches are accumulated, a step's time
+	 * does: a trial's optimizer step is one micro-batch */
+	struct ab_edit e[2] = {{t->key, value}, {t->accum_key, "1"}};
 	size_t len;
 	int rc;
 
@@ -170,7 +197,8 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 		return ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", t->config);
 	if ((rc = ab_config_load(t->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
-	rc = ab_config_apply(cfg, &e, 1, t->document, &out, &len, note, sizeof(note), err, errlen);
+	rc = ab_config_apply(cfg, e, t->accum_key ? 2 : 1, t->document, &out, &len, note,
+			     sizeof(note), err, errlen);
 	if (rc == 0 && (rc = write_file(f->config, out, len)) < 0)
 		ab_fail(err, errlen, -rc, "cannot write the trial's config copy %s: %s", f->config,
 			strerror(-rc));

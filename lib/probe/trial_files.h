@@ -11,9 +11,10 @@
 
 #include "config_edit.h"
 
-/* Creates DIR as $TMPDIR/autobatch-probe.HOST.PID.XXXXXX (mode 0700), first removing those
- * of this host's probes that are gone. 0 or a negative errno with a message. */
-int ab_workdir_create(char *dir, size_t len, char *err, size_t errlen);
+/* Creates DIR as $TMPDIR/autobatch-probe.HOST.PID.XXXXXX (mode 0700), locked (*lock, held
+ * until the probe closes it or ends), first removing those of this host's probes that are gone
+ * (unlocked). 0 or a negative errno with a message. */
+int ab_workdir_create(char *dir, size_t len, int *lock, char *err, size_t errlen);
 
 /* Removes a directory of ours and everything in it, never following a link. */
 void ab_trial_tree_remove(const char *path);
@@ -23,6 +24,7 @@ struct ab_trial_place {
 	const char *workdir;
 	const char *config; /* the user's config, or NULL */
 	const char *key;    /* the batch key written into the copy */
+	const char *accum_key; /* the accumulation key, written as 1 into the copy; or NULL */
 	int document;       /* -1: the key's only document */
 };
 
@@ -33,8 +35,8 @@ struct ab_trial_files {
 	char config[PATH_MAX]; /* the private copy, or "" */
 };
 
-/* Creates trial COUNT's directory and files, the config copy with BATCH at the key written by
- * the same editor the plugin uses. */
+/* Creates trial COUNT's directory and files, the config copy with BATCH at the key (and 1 at
+ * the accumulation key) written by the same editor the plugin uses. */
 int ab_trial_files_create(const struct ab_trial_place *t, int count, long batch,
 			  struct ab_trial_files *f, char *err, size_t errlen);
 

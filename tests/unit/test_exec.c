@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -440,14 +441,18 @@ static void nvml_absent(void **state)
 }
 
 /* a probe killed by SIGKILL could not remove its work directory: the next probe does, and
- * leaves a live probe's alone, another host's alone (a $TMPDIR shared between nodes), and
- * follows no link: neither one inside a stale directory nor one planted in its place */
+ * leaves alone a live probe's (locked, whatever its pid says: one in another PID namespace
+ * sharing $TMPDIR has pids that mean nothing here), a directory just made and not locked yet,
+ * another host's (a $TMPDIR shared between nodes), and follows no link: neither one inside a
+ * stale directory nor one planted in its place */
 static void stale_workdirs_removed(void **state)
 {
 	char tmp[] = "/tmp/autobatch-test-stale.XXXXXX", dead[256], live[256], other[256];
-	char planted[256], victim[256], file[300], host[128];
+	char planted[256], victim[256], file[300], host[128], young[256];
 	char *argv[] = {(char *)"true", NULL};
+	struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
 	struct ab_exec x;
+	int held;
 
 	(void)state;
 	assert_non_null(mkdtemp(tmp));
@@ -455,13 +460,15 @@ static void stale_workdirs_removed(void **state)
 	for (char *p = host; *p; p++)
 		if (*p == '.' || *p == '/')
 			*p = '_';
-	snprintf(dead, sizeof(dead), "%s/autobatch-probe.%s.999999999.AbCdEf", tmp, host);
-	snprintf(live, sizeof(live), "%s/autobatch-probe.%s.%ld.AbCdEf", tmp, host, (long)getppid());
+	snprintf(dead, sizeof(dead), "%s/autobatch-probe.%s.%ld.AbCdEf", tmp, host, (long)getpid());
+	snprintf(live, sizeof(live), "%s/autobatch-probe.%s.999999997.AbCdEf", tmp, host);
+	snprintf(young, sizeof(young), "%s/autobatch-probe.%s.999999996.AbCdEf", tmp, host);
 	snprintf(other, sizeof(other), "%s/autobatch-probe.elsewhere.999999999.AbCdEf", tmp);
 	snprintf(planted, sizeof(planted), "%s/autobatch-probe.%s.999999998.AbCdEf", tmp, host);
 	snprintf(victim, sizeof(victim), "%s/victim", tmp);
 	assert_int_equal(mkdir(dead, 0700), 0);
 	assert_int_equal(mkdir(live, 0700), 0);
+	assert_int_equal(mkdir(young, 0700), 0);
 	assert_int_equal(mkdir(other, 0700), 0);
 	assert_int_equal(mkdir(victim, 0700), 0);
 	snprintf(file, sizeof(file), "%s/keep", victim);
@@ -473,21 +480,138 @@ static void stale_workdirs_removed(void **state)
 	close(open(file, O_CREAT | O_WRONLY, 0600));
 	snprintf(file, sizeof(file), "%s/trial-1/link", dead);
 	assert_int_equal(symlink(victim, file), 0);
+	/* killed two minutes ago; the live one started as long ago and holds its lock */
+	assert_int_equal(utimensat(AT_FDCWD, dead, old, 0), 0);
+	assert_int_equal(utimensat(AT_FDCWD, live, old, 0), 0);
+	assert_int_equal(utimensat(AT_FDCWD, other, old, 0), 0);
+	assert_true((held = open(live, O_RDONLY | O_DIRECTORY)) >= 0);
+	assert_int_equal(flock(held, LOCK_EX), 0);
 	setenv("TMPDIR", tmp, 1);
 	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 5);
 	unsetenv("TMPDIR");
 	assert_int_equal(access(dead, F_OK), -1);
 	assert_int_equal(access(live, F_OK), 0);
+	assert_int_equal(access(young, F_OK), 0);
 	assert_int_equal(access(other, F_OK), 0);
 	snprintf(file, sizeof(file), "%s/keep", victim);
 	assert_int_equal(access(file, F_OK), 0); /* through neither link */
+	/* and the probe holds its own directory's lock while it runs */
+	{
+		int mine = open(x.workdir, O_RDONLY | O_DIRECTORY);
+
+		assert_true(mine >= 0);
+		assert_int_equal(flock(mine, LOCK_EX | LOCK_NB), -1);
+		close(mine);
+	}
 	ab_exec_cleanup(&x);
+	close(held);
 	rmdir(live);
+	rmdir(young);
 	rmdir(other);
 	unlink(planted);
 	unlink(file);
 	rmdir(victim);
 	assert_int_equal(rmdir(tmp), 0); /* nothing else was left in it */
+}
+
+/* A trial of a shell script: steps as the script writes them, as slowly as it sleeps */
+static char **slow_argv(const char *script)
+{
+	static char *argv[4];
+
+	argv[0] = (char *)"/bin/sh", argv[1] = (char *)"-c", argv[2] = (char *)script;
+	argv[3] = NULL;
+	return argv;
+}
+
+static char noted[512];
+static void keep_note(void *arg, const char *line)
+{
+	(void)arg;
+	snprintf(noted, sizeof(noted), "%s", line);
+}
+
+/* A warm-up step longer than --trial-seconds: a measured step gets twice that, and once one
+ * came the trial ends (a warm-up and one measured step are the evidence), not after the rest;
+ * without one the window ends it, bounded by --max-trial-seconds. */
+static void slow_steps_get_a_window(void **state)
+{
+	const char *two = "R=$AUTOBATCH_TRIAL_REPORT; sleep 2; echo '{\"step_s\": 2.0}' >>$R; "
+			  "sleep 2; echo '{\"step_s\": 2.0}' >>$R; sleep 100";
+	const char *one = "R=$AUTOBATCH_TRIAL_REPORT; sleep 1; echo '{\"step_s\": 1.5}' >>$R; "
+			  "sleep 100";
+	struct ab_exec x;
+	struct ab_trial tr;
+	double t0;
+
+	(void)state;
+	exec_init(&x, slow_argv(two), AB_PEAK_FROM_RSS, GiB, 1);
+	x.note = keep_note;
+	t0 = ab_now();
+	if (ab_exec_trial(&x, 4, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	assert_int_equal(tr.steps, 2);
+	assert_true(ab_now() - t0 < 10);
+	assert_contains(noted, "trial 1 (batch 4): its warm-up step took 2 s; a measured step "
+			       "gets up to 4 s (twice that, beyond --trial-seconds 1)");
+	ab_exec_cleanup(&x);
+
+	exec_init(&x, slow_argv(one), AB_PEAK_FROM_RSS, GiB, 1);
+	t0 = ab_now();
+	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_true(ab_now() - t0 >= 3.9 && ab_now() - t0 < 10);
+	assert_contains(err, "no measured step came within 3 s (--trial-seconds 1, or twice the "
+			     "warm-up step up to --max-trial-seconds 1800)");
+	ab_exec_cleanup(&x);
+
+	exec_init(&x, slow_argv(one), AB_PEAK_FROM_RSS, GiB, 1);
+	x.max_trial_seconds = 2;
+	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_contains(err, "no measured step came within 2 s");
+	ab_exec_cleanup(&x);
+}
+
+/* The trial's config copy has the batch and an accumulation of 1 (peak memory does not
+ * depend on it; a step's time does); the user's file keeps its 16. */
+static void trials_accumulate_one(void **state)
+{
+	char path[] = "/tmp/ab-test-accum-XXXXXX.yaml", got[256] = "";
+	const char *script =
+		"grep -qx 'batch_size: 10' \"$AUTOBATCH_CONFIG\" && "
+		"grep -qx 'grad_accum: 1' \"$AUTOBATCH_CONFIG\" || exit 5; R=$AUTOBATCH_TRIAL_REPORT; "
+		"for i in 1 2 3 4; do echo '{\"step_s\": 0.01}' >>$R; done";
+	int fd = mkstemps(path, 5);
+	struct ab_exec x;
+	struct ab_trial tr;
+	FILE *f;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "batch_size: 8\ngrad_accum: 16\n", 29), 29);
+	close(fd);
+	x = (struct ab_exec){.argv = slow_argv(script), .document = -1, .phase = "train",
+			     .steps = 3, .trial_seconds = 5, .peak_source = AB_PEAK_FROM_RSS,
+			     .capacity = GiB, .config = path, .key = "batch_size",
+			     .accum_key = "grad_accum"};
+	if (ab_exec_init(&x, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	if (ab_exec_trial(&x, 10, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	ab_exec_cleanup(&x);
+	assert_non_null(f = fopen(path, "r"));
+	assert_int_equal(fread(got, 1, sizeof(got) - 1, f), 29);
+	fclose(f);
+	assert_string_equal(got, "batch_size: 8\ngrad_accum: 16\n");
+	/* a key the file lacks is refused before any trial */
+	x = (struct ab_exec){.argv = slow_argv(script), .document = -1, .phase = "train",
+			     .steps = 3, .trial_seconds = 5, .peak_source = AB_PEAK_FROM_RSS,
+			     .capacity = GiB, .config = path, .key = "batch_size",
+			     .accum_key = "gradient_accumulation_steps"};
+	assert_true(ab_exec_init(&x, err, sizeof(err)) < 0);
+	assert_contains(err, "gradient_accumulation_steps");
+	unlink(path);
 }
 
 static void hung_trial_killed(void **state)
@@ -500,8 +624,9 @@ static void hung_trial_killed(void **state)
 	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 1);
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
 	assert_contains(err, "trial 1 (batch 4) did not finish its steps: after its warm-up "
-			     "step (0 s from the start), no measured step came within "
-			     "--trial-seconds 1; it was stopped");
+			     "step (0 s from the start), no measured step came within 1 s "
+			     "(--trial-seconds 1, or twice the warm-up step up to "
+			     "--max-trial-seconds 1800); it was stopped");
 	assert_int_equal(trialprogs_alive(), 0);
 	ab_exec_cleanup(&x);
 }
@@ -664,6 +789,8 @@ int main(void)
 		cmocka_unit_test(gpu_memory_polled),
 		cmocka_unit_test(nvml_absent),
 		cmocka_unit_test(stale_workdirs_removed),
+		cmocka_unit_test(slow_steps_get_a_window),
+		cmocka_unit_test(trials_accumulate_one),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),
