@@ -119,6 +119,18 @@ static uint64_t warm_fingerprint(const struct ab_config *cfg, const struct ab_pl
 	return h.h;
 }
 
+/* srun's own command line: a bare ':' there separates a heterogeneous step's components */
+static bool het_step(void)
+{
+	char args[1 << 16];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, args, sizeof(args)) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n > 0 && ab_srun_het_step(args, (size_t)n);
+}
+
 int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 {
 	const struct ab_request *req = &ab_state.req;
@@ -130,6 +142,11 @@ int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 	if (n <= 0)
 		return ab_fail(err, errlen, errno, "cannot find srun itself: %s", strerror(errno));
 	pl->srun[n] = '\0';
+	if (het_step())
+		return ab_fail(err, errlen, EINVAL,
+			       "a heterogeneous step (srun ... : ...) is not probed: its components "
+			       "hold different programs, and Slurm hands the decision to the first "
+			       "one only; give --autobatch to an srun of the training component alone");
 	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ARGV, &pl->job.argc, &pl->job.argv) != ESPANK_SUCCESS)

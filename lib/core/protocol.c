@@ -35,3 +35,12 @@ long ab_global_batch(long requested, long batch, long grad_accum, long devices)
 		return 0;
 	return global;
 }
+
+bool ab_srun_het_step(const char *args, size_t len)
+{
+	/* the first word is srun itself */
+	for (size_t i = strnlen(args, len) + 1; i < len; i += strnlen(args + i, len - i) + 1)
+		if (args[i] == ':' && (i + 1 == len || args[i + 1] == '\0'))
+			return true;
+	return false;
+}

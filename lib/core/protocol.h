@@ -7,6 +7,7 @@
 #ifndef AUTOBATCH_PROTOCOL_H
 #define AUTOBATCH_PROTOCOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* ---- what the user sets ---- */
@@ -88,6 +89,10 @@ int ab_env_twin(const char *name, char *buf, size_t buflen);
 /* An option's value as Slurm hands it over: sbatch propagates a bare --autobatch as the
  * text "(null)", which means no value. */
 const char *ab_option_value(const char *arg);
+
+/* True when srun's command line (NUL-separated, as /proc/self/cmdline gives it) holds a bare
+ * ':', which srun reads as the border between the components of a heterogeneous step. */
+bool ab_srun_het_step(const char *args, size_t len);
 
 /* The global batch of a decision: the one the user asked for, else micro-batch x
  * accumulation x data-parallel width (devices <= 0 counts as 1); 0 when it overflows. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "number.h"
+#include "protocol.h"
 #include "settings.h"
 
 #define ARGV(...) ((char *const[]){__VA_ARGS__})
@@ -472,6 +473,21 @@ static void describe(void **state)
 			 -ENAMETOOLONG);
 }
 
+/* srun's own syntax: a bare ':' separates a heterogeneous step's components */
+static void het_steps(void **state)
+{
+	static const char het[] = "srun\0-n1\0--autobatch=0.8\0train\0:\0-n1\0ps";
+	static const char plain[] = "srun\0--autobatch\0sh\0-c\0: ; x:\0a:b";
+	static const char last[] = "srun\0x\0:";
+
+	(void)state;
+	assert_true(ab_srun_het_step(het, sizeof(het)));
+	assert_true(ab_srun_het_step(last, sizeof(last)));
+	assert_false(ab_srun_het_step(plain, sizeof(plain)));
+	assert_false(ab_srun_het_step(":", 2)); /* a program named ':' is srun's argv[0] */
+	assert_false(ab_srun_het_step("", 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -491,6 +507,7 @@ int main(void)
 		cmocka_unit_test(request_check),
 		cmocka_unit_test(policy),
 		cmocka_unit_test(describe),
+		cmocka_unit_test(het_steps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
