@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -92,8 +91,6 @@ static void host_name(char *buf, size_t len)
 			*p = '_';
 }
 
-#define STALE_AFTER_S 60 /* a directory younger than this may be a probe's not yet locked */
-
 /* Work directories of probes that were killed (nothing could remove them then): ours by
  * owner, host and name, and unlocked: a live probe holds its directory's lock for as long as
  * it runs. Not a pid: a probe in another PID namespace sharing this $TMPDIR (a container, a
@@ -120,41 +117,52 @@ static void remove_stale(const char *tmp, const char *host)
 		sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub < 0)
 			continue;
-		if (fstat(sub, &st) == 0 && st.st_uid == geteuid() &&
-		    time(NULL) - st.st_mtime > STALE_AFTER_S && flock(sub, LOCK_EX | LOCK_NB) == 0)
+		/* held while it is emptied: a probe that made it just now finds it gone, not half
+		 * empty, and makes another (make_locked) */
+		if (fstat(sub, &st) == 0 && st.st_uid == geteuid() && flock(sub, LOCK_EX | LOCK_NB) == 0)
 			remove_at(dirfd(d), e->d_name);
 		close(sub);
 	}
 	closedir(d);
 }
 
+/* mkdtemp, then the lock; a directory another probe took for stale between the two (it locks
+ * what it removes) is gone by then: 0 with the lock, or -EAGAIN to make another. */
+static int make_locked(char *dir, int *lock)
+{
+	struct stat st;
+
+	if (!mkdtemp(dir))
+		return -errno;
+	if ((*lock = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return errno == ENOENT ? -EAGAIN : -errno;
+	if (flock(*lock, LOCK_EX | LOCK_NB) == 0 && fstat(*lock, &st) == 0 && st.st_nlink > 0)
+		return 0;
+	close(*lock);
+	*lock = -1;
+	return -EAGAIN;
+}
+
 int ab_workdir_create(char *dir, size_t len, int *lock, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
 	char host[128];
+	int rc = -EAGAIN;
 
 	*lock = -1;
 	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
 	host_name(host, sizeof(host));
 	remove_stale(tmp, host);
-	errno = 0;
-	if (snprintf(dir, len, "%s/autobatch-probe.%s.%ld.XXXXXX", tmp, host, (long)getpid()) >=
-		    (int)len ||
-	    !mkdtemp(dir))
-		return ab_fail(err, errlen, errno ? errno : ENAMETOOLONG,
-			       "cannot create a directory for trials under %s: %s", tmp,
-			       strerror(errno ? errno : ENAMETOOLONG));
-	/* held until the probe ends: no other probe takes the directory for stale */
-	if ((*lock = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-	    flock(*lock, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno;
-
-		if (*lock >= 0)
-			close(*lock);
-		*lock = -1;
-		ab_trial_tree_remove(dir);
-		return ab_fail(err, errlen, e, "cannot lock %s: %s", dir, strerror(e));
+	for (int i = 0; i < 5 && rc == -EAGAIN; i++) {
+		if (snprintf(dir, len, "%s/autobatch-probe.%s.%ld.XXXXXX", tmp, host,
+			     (long)getpid()) >= (int)len)
+			rc = -ENAMETOOLONG;
+		else
+			rc = make_locked(dir, lock);
 	}
+	if (rc < 0)
+		return ab_fail(err, errlen, -rc, "cannot create a directory for trials under %s: %s",
+			       tmp, strerror(-rc));
 	return 0;
 }
 
