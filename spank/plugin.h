@@ -57,6 +57,8 @@ struct ab_probe_job {
 	uint64_t warm_per_sample;
 	const char *warm_from;  /* its cache entry's name */
 	char *const *env;       /* srun's environment when it decided (NULL: environ now) */
+	void (*tick)(void *arg); /* called every 0.2 s while the probe step runs; or NULL */
+	void *tick_arg;
 };
 
 /* probe_step.c: runs the probe step; 0 with the result (and its JSON in *json, malloc'ed,

@@ -292,7 +292,8 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	/* it dies with srun: its own srun's shepherd then cancels the probe step */
 	p = (struct ab_subprocess){.argv = b.v, .envp = env, .on_line = relay_line,
 				   .arg = &relay, .timeout_s = ab_state.site.probe_timeout,
-				   .interrupted = stop, .die_with_parent = true};
+				   .interrupted = stop, .die_with_parent = true,
+				   .tick = job->tick, .tick_arg = job->tick_arg};
 	if ((rc = ab_subprocess_run(&p, GRACE_S, err, errlen)) < 0)
 		goto done;
 	if ((rc = judge(&p, &relay, res, err, errlen)) == 0 && json) {

@@ -128,13 +128,18 @@ static void hold(spank_t sp, const char *ticket)
 	char host[256], err[AB_ERR_MAX], node[64] = "", why[2 * AB_ERR_MAX];
 	struct ab_hold_ticket t;
 	struct ab_hold_answer a;
+	int rc;
 
 	spank_unsetenv(sp, AB_HOLD_ENV); /* the command and its own sruns never see it */
 	if (spank_getenv(sp, "SLURM_SRUN_COMM_HOST", host, sizeof(host)) != ESPANK_SUCCESS &&
 	    spank_getenv(sp, "SLURM_LAUNCH_NODE_IPADDR", host, sizeof(host)) != ESPANK_SUCCESS)
 		snprintf(host, sizeof(host), "localhost");
-	if (ab_hold_ticket_parse(ticket, &t, err, sizeof(err)) < 0 ||
-	    ab_hold_wait(host, &t, &a, err, sizeof(err)) < 0) {
+	rc = ab_hold_ticket_parse(ticket, &t, err, sizeof(err));
+	if (rc == 0 && spank_get_item(sp, S_TASK_GLOBAL_ID, &t.task) != ESPANK_SUCCESS)
+		rc = ab_fail(err, sizeof(err), EINVAL, "Slurm did not say which task this is");
+	if (rc == 0)
+		rc = ab_hold_wait(host, &t, &a, err, sizeof(err));
+	if (rc < 0) {
 		if (!first_task(sp, false))
 			_exit(1);
 		gethostname(node, sizeof(node) - 1);

@@ -11,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <slurm/slurm.h>
 #include <stdio.h>
@@ -18,11 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "srun.h"
 
 #define SERVE_S 300.0   /* after the decision, for the tasks still starting to ask */
-#define WAIT_SLACK_S 300u
+#define GATHER_S 300.0  /* after the decision, for tasks that have not said hello yet */
+#define WAIT_SLACK_S (300u + (unsigned)GATHER_S)
 
 struct deferred {
 	struct ab_plan *pl;
@@ -110,8 +113,35 @@ static int probe(struct ab_plan *pl, struct ab_result *res, long *eval_batch, ch
 	return 0;
 }
 
+static void gather(void *arg)
+{
+	ab_hold_gather(arg);
+}
+
+/* Every task of the step must be able to hear the decision before anything is rewritten:
+ * they said hello while srun probed (or say it now). */
+static int all_tasks_here(struct deferred *d, char *err, size_t errlen)
+{
+	struct ab_hold_server *s = &d->server;
+	double end = ab_now() + GATHER_S;
+
+	while (ab_hold_gather(s) < s->expected && ab_now() < end && !stopping)
+		poll(NULL, 0, 100);
+	if (s->nseen == s->expected)
+		return 0;
+	if (stopping)
+		return ab_fail(err, errlen, ECANCELED, "srun ended while probing; the probe step "
+						       "was cancelled");
+	return ab_fail(err, errlen, EHOSTUNREACH,
+		       "only %u of the step's %u tasks reached srun (port %u) by %.0f s after the "
+		       "decision, so it was not applied: their own lines say why (a firewall "
+		       "between the compute nodes and srun's host?)",
+		       s->nseen, s->expected, s->port, GATHER_S);
+}
+
 /* The cache once more under its lock (an identical srun may have just decided), else the
- * probe; then the decision applied. 0 with *vars, or a negative errno with err. */
+ * probe; then, once every task can hear it, the decision applied. 0 with *vars, or a
+ * negative errno with err. */
 static int decide(struct deferred *d, struct ab_hold_answer *vars, char *err, size_t errlen)
 {
 	struct ab_plan *pl = d->pl;
@@ -135,6 +165,8 @@ static int decide(struct deferred *d, struct ab_hold_answer *vars, char *err, si
 		rc = probe(pl, &res, &eval_batch, &json, err, errlen);
 	}
 	pl->cached = hit;
+	if (rc == 0)
+		rc = all_tasks_here(d, err, errlen);
 	if (rc == 0 && (rc = ab_apply(pl, &res, eval_batch, json, vars, err, errlen)) == 0 && !hit)
 		ab_srun_cache_store(pl, &d->cache, d->entry, json, eval_batch);
 	ab_cache_unlock(lock);
@@ -157,8 +189,8 @@ static void *deferred_main(void *arg)
 							   : "probing failed; original settings");
 	}
 	if (!stopping)
-		ab_hold_serve(&d->server, &answer, d->pl->job.ntasks ? d->pl->job.ntasks : 1,
-			      SERVE_S, &stopping);
+		ab_hold_serve(&d->server, &answer, SERVE_S, &stopping);
+	ab_hold_close(&d->server); /* a task asking later hears at once that srun is done */
 	return NULL;
 }
 
@@ -175,7 +207,7 @@ int ab_srun_defer(struct ab_plan *pl, struct ab_cache *cache, const char *entry,
 	d->server.fd = -1;
 	d->cache.fd = -1;
 	srun_port_range(&lo, &hi);
-	if ((rc = ab_hold_listen(&d->server, lo, hi, err, errlen)) < 0)
+	if ((rc = ab_hold_listen(&d->server, lo, hi, pl->job.ntasks, err, errlen)) < 0)
 		goto fail;
 	if ((rc = ab_hold_ticket_format(&d->server, wait_s(), ticket, sizeof(ticket))) < 0 ||
 	    setenv(AB_HOLD_ENV, ticket, 1) < 0) {
@@ -188,6 +220,8 @@ int ab_srun_defer(struct ab_plan *pl, struct ab_cache *cache, const char *entry,
 	}
 	d->pl = pl;
 	d->pl->job.env = d->env;
+	d->pl->job.tick = gather; /* the tasks say hello while srun probes */
+	d->pl->job.tick_arg = &d->server;
 	d->cache = *cache;
 	snprintf(d->entry, sizeof(d->entry), "%s", entry);
 	if ((rc = pthread_create(&d->thread, NULL, deferred_main, d)) != 0) {

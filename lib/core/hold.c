@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -143,26 +144,21 @@ static int send_all(int fd, const char *buf, size_t len, double until)
 	return 0;
 }
 
-/* Reads until the text ends with end (a line or the answer's last), EOF, or until; buf is
- * NUL-terminated. 0, -EPIPE at EOF before end, -EMSGSIZE, -ETIMEDOUT. */
-static int recv_until(int fd, char *buf, size_t buflen, const char *end, double until)
+/* Reads what has come into buf at *len (NUL-terminated), waiting until `until` for some:
+ * 0, -EPIPE at EOF, -EMSGSIZE when full, -ETIMEDOUT. */
+static int recv_some(int fd, char *buf, size_t buflen, size_t *len, double until)
 {
-	size_t len = 0, endlen = strlen(end);
-
-	buf[0] = '\0';
 	for (;;) {
 		ssize_t n;
 		int rc;
 
-		if (len >= endlen && !strcmp(buf + len - endlen, end))
-			return 0;
-		if (len + 1 >= buflen)
+		if (*len + 1 >= buflen)
 			return -EMSGSIZE;
-		n = recv(fd, buf + len, buflen - 1 - len, MSG_DONTWAIT);
+		n = recv(fd, buf + *len, buflen - 1 - *len, MSG_DONTWAIT);
 		if (n > 0) {
-			len += (size_t)n;
-			buf[len] = '\0';
-			continue;
+			*len += (size_t)n;
+			buf[*len] = '\0';
+			return 0;
 		}
 		if (n == 0)
 			return -EPIPE;
@@ -173,6 +169,11 @@ static int recv_until(int fd, char *buf, size_t buflen, const char *end, double 
 	}
 }
 
+static bool ends_with(const char *text, size_t len, const char *end)
+{
+	return len >= strlen(end) && !strcmp(text + len - strlen(end), end);
+}
+
 /* ---- srun ---- */
 
 static int listen_on(int family, unsigned port)
@@ -181,7 +182,7 @@ static int listen_on(int family, unsigned port)
 	socklen_t sl;
 	int fd, one = 1, zero = 0;
 
-	if ((fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+	if ((fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (family == AF_INET6) {
@@ -225,9 +226,11 @@ static unsigned bound_port(int fd)
 					: ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, char *err, size_t errlen)
+int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, unsigned expected,
+		   char *err, size_t errlen)
 {
 	unsigned n = lo ? hi - lo + 1 : 1, start = 0;
+	struct rlimit rl;
 	int rc, fd = -EADDRINUSE;
 
 	memset(s, 0, sizeof(*s));
@@ -237,13 +240,23 @@ int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, char *err
 	if ((rc = draw_token(s->client_token)) < 0 || (rc = draw_token(s->server_token)) < 0)
 		return ab_fail(err, errlen, -rc, "no random bytes for the hold tokens: %s",
 			       strerror(-rc));
+	s->expected = expected ? expected : 1;
+	if (!(s->seen = calloc(s->expected, 1)))
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	/* held connections are srun's descriptors: half of what is left, the rest told LATER */
+	s->maxconns = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur != RLIM_INFINITY
+			      ? (size_t)(rl.rlim_cur - 128) / 2
+			      : 64;
 	if (lo) /* sruns started together spread over the range */
 		start = (unsigned)(((unsigned char)s->client_token[0] << 8) | s->client_token[1]);
 	for (unsigned i = 0; i < n && fd == -EADDRINUSE; i++)
 		fd = listen_any(lo ? lo + (start + i) % n : 0);
-	if (fd < 0)
+	if (fd < 0) {
+		free(s->seen);
+		s->seen = NULL;
 		return ab_fail(err, errlen, -fd, "cannot listen for the step's tasks%s: %s",
 			       lo ? " in SrunPortRange" : "", strerror(-fd));
+	}
 	s->fd = fd;
 	s->port = bound_port(fd);
 	return 0;
@@ -256,14 +269,13 @@ int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char 
 			 s->server_token);
 }
 
-static size_t format_reply(const struct ab_hold_server *s, const struct ab_hold_answer *a,
-			   char *buf, size_t buflen)
+static size_t format_verdict(const struct ab_hold_answer *a, char *buf, size_t buflen)
 {
 	static const char *const verdicts[] = {"DECIDED", "CONTINUE ", "ABORT "};
 	char msg[AB_ERR_MAX];
 	size_t len = 0;
 
-	ab_append(buf, buflen, &len, MAGIC "%s\n%s%s\n", s->server_token, verdicts[a->verdict],
+	ab_append(buf, buflen, &len, "%s%s\n", verdicts[a->verdict],
 		  a->verdict == AB_HOLD_DECIDED ? "" : ab_printable(a->message, msg, sizeof(msg)));
 	for (size_t i = 0; a->verdict == AB_HOLD_DECIDED && i < a->nvars; i++)
 		ab_append(buf, buflen, &len, "%s=%s\n", a->vars[i].name, a->vars[i].value);
@@ -271,44 +283,170 @@ static size_t format_reply(const struct ab_hold_server *s, const struct ab_hold_
 	return len;
 }
 
-static bool answer_one(const struct ab_hold_server *s, int c, const char *reply, size_t len)
+/* "AUTOBATCH-HOLD 1 <client token> <task>\n" with our token and a task of this step */
+static bool hello_ok(const struct ab_hold_server *s, const char *hello, unsigned *task)
 {
-	char hello[HELLO_MAX];
-	double until = ab_now() + PER_CONN_S;
+	size_t m = strlen(MAGIC);
+	char id[16];
+	long v;
 
-	if (recv_until(c, hello, sizeof(hello), "\n", until) < 0 ||
-	    strlen(hello) != strlen(MAGIC) + AB_HOLD_TOKEN_HEX + 1 ||
-	    strncmp(hello, MAGIC, strlen(MAGIC)) != 0 ||
-	    !token_equal(hello + strlen(MAGIC), s->client_token))
+	if (strncmp(hello, MAGIC, m) != 0 || strlen(hello) < m + AB_HOLD_TOKEN_HEX + 3 ||
+	    hello[m + AB_HOLD_TOKEN_HEX] != ' ' || !token_equal(hello + m, s->client_token))
 		return false;
-	return send_all(c, reply, len, until) == 0;
+	snprintf(id, sizeof(id), "%.*s", (int)strcspn(hello + m + AB_HOLD_TOKEN_HEX + 1, "\n"),
+		 hello + m + AB_HOLD_TOKEN_HEX + 1);
+	if (ab_parse_whole(id, 0, (long)s->expected - 1, &v) < 0)
+		return false;
+	*task = (unsigned)v;
+	return true;
 }
 
-unsigned ab_hold_serve(struct ab_hold_server *s, const struct ab_hold_answer *a,
-		       unsigned expected, double serve_s, const volatile sig_atomic_t *stop)
+static void drop(struct ab_hold_server *s, size_t i)
 {
-	char *reply = malloc(REPLY_MAX);
-	size_t len = reply ? format_reply(s, a, reply, REPLY_MAX) : 0;
-	double end = ab_now() + serve_s;
-	unsigned answered = 0;
+	s->nheld -= s->conns[i].held;
+	close(s->conns[i].fd);
+	s->conns[i] = s->conns[--s->nconns];
+}
 
-	while (reply && answered < expected && ab_now() < end && !(stop && *stop)) {
-		struct pollfd p = {.fd = s->fd, .events = POLLIN};
-		int c;
+/* A connection's hello, as far as it has come: 1 complete (and ours), 0 not yet, -1 bad. */
+static int read_hello(const struct ab_hold_server *s, struct ab_hold_conn *c)
+{
+	ssize_t n = recv(c->fd, c->hello + c->len, sizeof(c->hello) - 1 - c->len, MSG_DONTWAIT);
 
-		if (poll(&p, 1, 200) <= 0)
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		return -1;
+	if (n > 0)
+		c->len += (size_t)n;
+	c->hello[c->len] = '\0';
+	if (!memchr(c->hello, '\n', c->len))
+		return c->len + 1 >= sizeof(c->hello) ? -1 : 0;
+	return hello_ok(s, c->hello, &c->task) ? 1 : -1;
+}
+
+/* To a held task, which has the server's token already: the verdict. */
+static bool say_verdict(int fd, const char *v, size_t len)
+{
+	return send_all(fd, v, len, ab_now() + PER_CONN_S) == 0;
+}
+
+/* The server's token and a word: WAIT, LATER, or the verdict that follows. */
+static bool say(const struct ab_hold_server *s, int fd, const char *what, size_t len)
+{
+	char head[sizeof(MAGIC) + AB_HOLD_TOKEN_HEX + 2];
+
+	snprintf(head, sizeof(head), MAGIC "%s\n", s->server_token);
+	return send_all(fd, head, strlen(head), ab_now() + PER_CONN_S) == 0 &&
+	       send_all(fd, what, len, ab_now() + PER_CONN_S) == 0;
+}
+
+static void accept_new(struct ab_hold_server *s)
+{
+	int c;
+
+	while ((c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		struct ab_hold_conn *grown;
+
+		if (s->nconns >= s->maxconns + 16) { /* hellos pending beyond what is held */
+			close(c);
 			continue;
-		if ((c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) < 0)
+		}
+		if (s->nconns % 64 == 0 &&
+		    !(grown = realloc(s->conns, (s->nconns + 64) * sizeof(*grown)))) {
+			close(c);
 			continue;
-		answered += answer_one(s, c, reply, len);
-		close(c);
+		}
+		if (s->nconns % 64 == 0)
+			s->conns = grown;
+		s->conns[s->nconns++] = (struct ab_hold_conn){.fd = c, .since = ab_now()};
 	}
-	free(reply);
-	return answered;
+}
+
+/* One pass over what the tasks said: new connections, hellos. With a verdict (v, len), a
+ * task that says hello gets it at once; else it is told to wait, or LATER when srun holds as
+ * many connections as it may. */
+static void take_hellos(struct ab_hold_server *s, const char *v, size_t len)
+{
+	accept_new(s);
+	for (size_t i = 0; i < s->nconns;) {
+		struct ab_hold_conn *c = &s->conns[i];
+		int r;
+
+		if (c->held || (r = read_hello(s, c)) == 0) {
+			if (!c->held && ab_now() - c->since > PER_CONN_S)
+				drop(s, i);
+			else
+				i++;
+			continue;
+		}
+		if (r < 0) {
+			drop(s, i);
+			continue;
+		}
+		if (!s->seen[c->task]) /* a task told LATER comes back: it is counted once */
+			s->nseen++, s->seen[c->task] = 1;
+		if (v) {
+			if (say(s, c->fd, v, len) && s->seen[c->task] < 2)
+				s->nanswered++, s->seen[c->task] = 2;
+			drop(s, i);
+		} else if (s->nheld < s->maxconns && say(s, c->fd, "WAIT\n", 5)) {
+			c->held = true;
+			s->nheld++;
+			i++;
+		} else {
+			say(s, c->fd, "LATER\n", 6);
+			drop(s, i);
+		}
+	}
+}
+
+unsigned ab_hold_gather(struct ab_hold_server *s)
+{
+	if (s->fd >= 0)
+		take_hellos(s, NULL, 0);
+	return s->nseen;
+}
+
+unsigned ab_hold_serve(struct ab_hold_server *s, const struct ab_hold_answer *a, double serve_s,
+		       const volatile sig_atomic_t *stop)
+{
+	char *v = malloc(REPLY_MAX);
+	size_t len = v ? format_verdict(a, v, REPLY_MAX) : 0;
+	double end = ab_now() + serve_s;
+
+	if (!v || s->fd < 0) {
+		free(v);
+		return s->nanswered;
+	}
+	for (size_t i = 0; i < s->nconns;) { /* those held get it now */
+		struct ab_hold_conn *c = &s->conns[i];
+
+		if (!c->held) {
+			i++;
+			continue;
+		}
+		if (say_verdict(c->fd, v, len) && s->seen[c->task] < 2)
+			s->nanswered++, s->seen[c->task] = 2;
+		drop(s, i);
+	}
+	while (s->nanswered < s->expected && ab_now() < end && !(stop && *stop)) {
+		struct pollfd p = {.fd = s->fd, .events = POLLIN};
+
+		take_hellos(s, v, len);
+		if (s->nanswered < s->expected)
+			poll(&p, 1, s->nconns ? 20 : 200);
+	}
+	free(v);
+	return s->nanswered;
 }
 
 void ab_hold_close(struct ab_hold_server *s)
 {
+	while (s->nconns)
+		drop(s, s->nconns - 1);
+	free(s->conns);
+	s->conns = NULL;
+	free(s->seen);
+	s->seen = NULL;
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
@@ -367,8 +505,10 @@ static int connect_once(const struct addrinfo *ai, double until)
 	return fd;
 }
 
+#define REFUSED_FOR_S 3.0 /* a port nobody listens on: srun is gone, or a firewall rejects */
+
 /* Tries every address of host until one answers, again every second: a full listen queue
- * drops connections for a while, and refused means srun is gone. */
+ * drops connections for a while (they time out); a refusal is final after a few seconds. */
 static int connect_srun(const char *host, unsigned port, double until, char *err, size_t errlen)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
@@ -390,6 +530,8 @@ static int connect_srun(const char *host, unsigned port, double until, char *err
 		}
 		if (fd >= 0)
 			return fd;
+		if (fd == -ECONNREFUSED && ab_now() + REFUSED_FOR_S < until)
+			until = ab_now() + REFUSED_FOR_S;
 		if (ab_now() + 1.0 >= until)
 			break;
 		poll(NULL, 0, 1000);
@@ -420,19 +562,30 @@ static int parse_verdict(const char *line, struct ab_hold_answer *a)
 	return 0;
 }
 
-/* The answer, line by line; the server's token first. */
-static int parse_answer(char *text, const struct ab_hold_ticket *t, struct ab_hold_answer *a)
+/* srun's first line: its token, checked as soon as it comes (a server that is not this
+ * step's srun would otherwise keep the task waiting). */
+static int check_server(const char *text, const struct ab_hold_ticket *t)
+{
+	size_t m = strlen(MAGIC);
+
+	if (strcspn(text, "\n") != m + AB_HOLD_TOKEN_HEX || strncmp(text, MAGIC, m) != 0)
+		return -EPROTO;
+	return token_equal(text + m, t->server_token) ? 0 : -EACCES;
+}
+
+/* What follows srun's first line: WAIT (the verdict follows), LATER (-EAGAIN: ask again
+ * shortly) or the verdict, then its variables, then END. */
+static int parse_answer(char *text, struct ab_hold_answer *a)
 {
 	char *save = NULL, *line = strtok_r(text, "\n", &save);
 	int rc;
 
 	memset(a, 0, sizeof(*a));
-	if (!line || strlen(line) != strlen(MAGIC) + AB_HOLD_TOKEN_HEX ||
-	    strncmp(line, MAGIC, strlen(MAGIC)) != 0)
-		return -EPROTO;
-	if (!token_equal(line + strlen(MAGIC), t->server_token))
-		return -EACCES;
-	if (!(line = strtok_r(NULL, "\n", &save)) || (rc = parse_verdict(line, a)) < 0)
+	if (line && !strcmp(line, "WAIT"))
+		line = strtok_r(NULL, "\n", &save);
+	if (line && !strcmp(line, "LATER"))
+		return -EAGAIN;
+	if (!line || (rc = parse_verdict(line, a)) < 0)
 		return -EPROTO;
 	while ((line = strtok_r(NULL, "\n", &save)) && strcmp(line, "END") != 0) {
 		char *eq = strchr(line, '=');
@@ -446,29 +599,51 @@ static int parse_answer(char *text, const struct ab_hold_ticket *t, struct ab_ho
 	return line ? 0 : -EPROTO;
 }
 
+/* One connection: the hello, srun's token, then its answer; -EAGAIN when srun says LATER. */
+static int ask(const char *host, const struct ab_hold_ticket *t, double connect_until,
+	       double until, char *reply, struct ab_hold_answer *a, char *err, size_t errlen)
+{
+	char hello[HELLO_MAX], *body = NULL;
+	size_t len = 0;
+	int fd, rc;
+
+	if ((fd = connect_srun(host, t->port, connect_until, err, errlen)) < 0)
+		return fd;
+	snprintf(hello, sizeof(hello), MAGIC "%s %u\n", t->client_token, t->task);
+	rc = send_all(fd, hello, strlen(hello), until);
+	while (rc == 0 && !body) {
+		if ((rc = recv_some(fd, reply, REPLY_MAX, &len, until)) == 0 && strchr(reply, '\n')) {
+			if ((rc = check_server(reply, t)) == 0)
+				body = strchr(reply, '\n') + 1;
+		}
+	}
+	while (rc == 0 && strcmp(body, "LATER\n") != 0 && !ends_with(reply, len, "\nEND\n"))
+		rc = recv_some(fd, reply, REPLY_MAX, &len, until);
+	close(fd);
+	return rc < 0 ? rc : parse_answer(body, a);
+}
+
 int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hold_answer *a,
 		 char *err, size_t errlen)
 {
-	char hello[HELLO_MAX], *reply;
-	double start = ab_now(), until = start + t->wait_s;
-	double connect_until = start + (t->wait_s < CONNECT_FOR_S ? t->wait_s : CONNECT_FOR_S);
-	int fd, rc;
+	double until = ab_now() + t->wait_s;
+	char *reply = malloc(REPLY_MAX);
+	int rc = -EAGAIN;
 
-	if (!(reply = malloc(REPLY_MAX)))
+	if (!reply)
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
-	if ((fd = connect_srun(host, t->port, connect_until, err, errlen)) < 0) {
-		free(reply);
-		return fd;
+	while (rc == -EAGAIN && ab_now() + 1.0 < until) {
+		double connect_until = ab_now() + CONNECT_FOR_S;
+
+		rc = ask(host, t, connect_until < until ? connect_until : until, until, reply, a, err,
+			 errlen);
+		if (rc == -EAGAIN) /* srun holds as many as it may: a little later */
+			poll(NULL, 0, 2000);
 	}
-	snprintf(hello, sizeof(hello), MAGIC "%s\n", t->client_token);
-	rc = send_all(fd, hello, strlen(hello), until);
-	if (rc == 0)
-		rc = recv_until(fd, reply, REPLY_MAX, "\nEND\n", until);
-	close(fd);
-	if (rc == 0)
-		rc = parse_answer(reply, t, a);
 	free(reply);
-	if (rc == -ETIMEDOUT)
+	if (rc == -ECONNREFUSED)
+		return rc; /* err says it */
+	if (rc == -ETIMEDOUT || rc == -EAGAIN)
 		return ab_fail(err, errlen, ETIMEDOUT, "srun did not answer within %u s",
 			       t->wait_s);
 	if (rc == -EPIPE || rc == -ECONNRESET)

@@ -10,10 +10,15 @@
  * (srun's own address as the node sees it), proves it knows the client token, checks the
  * server's, and gets the verdict and the variables to export (ab_hold_wait).
  *
+ * srun gathers the tasks while it probes (ab_hold_gather, between the probe's polls), so it
+ * knows before it rewrites anything whether every task can hear the decision.
+ *
  * Wire format, text lines:
- *   task -> srun: "AUTOBATCH-HOLD 1 <client token>"
- *   srun -> task: "AUTOBATCH-HOLD 1 <server token>", then "DECIDED", "CONTINUE <message>" or
- *                 "ABORT <message>", then "NAME=VALUE" lines, then "END".
+ *   task -> srun: "AUTOBATCH-HOLD 1 <client token> <global task id>"
+ *   srun -> task: "AUTOBATCH-HOLD 1 <server token>", then "WAIT" (the connection is held and
+ *                 the verdict follows on it), "LATER" (srun holds too many: connect again
+ *                 shortly) or the verdict: "DECIDED", "CONTINUE <message>" or "ABORT
+ *                 <message>", then "NAME=VALUE" lines, then "END".
  */
 #ifndef AUTOBATCH_HOLD_H
 #define AUTOBATCH_HOLD_H
@@ -58,29 +63,50 @@ bool ab_hold_name_ok(const char *name);
 
 /* ---- srun's side ---- */
 
+struct ab_hold_conn {
+	int fd;
+	double since;       /* when accepted */
+	bool held;          /* said hello and was told to wait */
+	unsigned task;
+	size_t len;
+	char hello[128];
+};
+
 struct ab_hold_server {
 	int fd; /* listening, -1 once closed */
 	unsigned port;
 	char client_token[AB_HOLD_TOKEN_HEX + 1];
 	char server_token[AB_HOLD_TOKEN_HEX + 1];
+	unsigned expected;        /* the step's tasks */
+	unsigned char *seen;      /* per task: 1 once it said hello, 2 once answered */
+	unsigned nseen, nanswered;
+	struct ab_hold_conn *conns; /* waiting for their hello, or held */
+	size_t nconns, nheld, maxconns; /* beyond maxconns held, a task is told LATER */
 };
 
 /* Listens on every address (IPv6 and IPv4) on a port in [lo, hi] (Slurm's SrunPortRange, so
- * a site's firewall lets the tasks through), any port when lo is 0; draws both tokens. 0 or
- * a negative errno with a message. */
-int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, char *err, size_t errlen);
+ * a site's firewall lets the tasks through), any port when lo is 0, for a step of `expected`
+ * tasks; draws both tokens. 0 or a negative errno with a message. */
+int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, unsigned expected,
+		   char *err, size_t errlen);
 
 /* The value of SLURM_AUTOBATCH_HOLD for the tasks: "1:PORT:WAIT_S:CLIENT:SERVER", where
  * WAIT_S bounds how long a task waits for its answer. */
 int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char *buf,
 			  size_t buflen);
 
-/* Answers every task that connects with a, until expected tasks have had it, serve_s seconds
- * have passed, or *stop is set. Connections the tasks made while srun was probing wait in the
- * listen queue meanwhile. Returns how many tasks were answered. */
-unsigned ab_hold_serve(struct ab_hold_server *s, const struct ab_hold_answer *a,
-		       unsigned expected, double serve_s, const volatile sig_atomic_t *stop);
+/* Takes what the tasks say now, without waiting: accepts their connections, checks their
+ * hellos, tells them to wait. Called between the probe's polls. Returns how many tasks have
+ * said hello so far. */
+unsigned ab_hold_gather(struct ab_hold_server *s);
 
+/* Answers every task with a: those held at once, those that connect later as they do, until
+ * every task has had it, serve_s seconds have passed, or *stop is set. Returns how many tasks
+ * were answered in all. */
+unsigned ab_hold_serve(struct ab_hold_server *s, const struct ab_hold_answer *a, double serve_s,
+		       const volatile sig_atomic_t *stop);
+
+/* Closes the port and every connection (a task still waiting sees srun gone). */
 void ab_hold_close(struct ab_hold_server *s);
 
 /* ---- a task's side ---- */
@@ -90,14 +116,16 @@ struct ab_hold_ticket {
 	unsigned wait_s;
 	char client_token[AB_HOLD_TOKEN_HEX + 1];
 	char server_token[AB_HOLD_TOKEN_HEX + 1];
+	unsigned task; /* the task's global id, which it names in its hello */
 };
 
 /* Parses SLURM_AUTOBATCH_HOLD (hostile: it is in the user's environment). */
 int ab_hold_ticket_parse(const char *value, struct ab_hold_ticket *t, char *err, size_t errlen);
 
-/* Connects to host:t->port (retrying while srun's listen queue is full), and waits up to
- * t->wait_s seconds for the answer, which it checks line by line. 0 with *a, or a negative
- * errno with one sentence (-ECONNREFUSED, -ETIMEDOUT, -EPROTO, -EACCES: a wrong token). */
+/* Connects to host:t->port (retrying while srun's listen queue is full, or when srun says
+ * LATER), names task t->task, and waits up to t->wait_s seconds in all for the answer, which it
+ * checks line by line. 0 with *a, or a negative errno with one sentence (-ECONNREFUSED,
+ * -ETIMEDOUT, -EPIPE: srun gone, -EPROTO, -EACCES: a wrong token). */
 int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hold_answer *a,
 		 char *err, size_t errlen);
 

@@ -258,6 +258,15 @@ static void on_output(void *arg, int index, const char *buf, size_t n)
 		feed(o->p, &o->lines, buf, n);
 }
 
+static bool on_tick(void *arg, pid_t pid, double elapsed_s)
+{
+	const struct output *o = arg;
+
+	(void)pid, (void)elapsed_s;
+	o->p->tick(o->p->tick_arg);
+	return false;
+}
+
 int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t errlen)
 {
 	struct program g = {p, {-1, -1}, {-1, -1}};
@@ -283,6 +292,7 @@ int ab_subprocess_run(struct ab_subprocess *p, double grace_s, char *err, size_t
 	stop = ab_proc_wait(&proc, &(struct ab_proc_watch){
 					   .deadline_s = p->timeout_s,
 					   .interrupted = p->interrupted,
+					   .sample = p->tick ? on_tick : NULL,
 					   .fds = {g.out[0], g.err[0]},
 					   .on_data = on_output,
 					   .arg = &o,

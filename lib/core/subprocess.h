@@ -74,6 +74,8 @@ struct ab_subprocess {
 	double timeout_s;        /* 0: none */
 	const volatile sig_atomic_t *interrupted; /* stop it once nonzero; may be NULL */
 	bool die_with_parent;    /* AB_PROC_PDEATHSIG: it is killed when we die */
+	void (*tick)(void *arg); /* called every 0.2 s while it runs; may be NULL */
+	void *tick_arg;
 	/* Called with each complete stderr line (without the newline), as it arrives. */
 	void (*on_line)(void *arg, const char *line);
 	void *arg;

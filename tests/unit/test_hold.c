@@ -1,7 +1,8 @@
 /* test_hold.c - the hold channel (lib/core/hold.c) over real TCP on the loopback: a task
- * gets srun's verdict and variables; wrong tokens, a srun that dies or never answers, a rogue
- * answer and a hostile ticket are refused; fifty tasks queued while srun probes are answered;
- * a port range is kept.
+ * gets srun's verdict and variables; srun gathers the tasks while it probes and counts each
+ * once; wrong tokens and task ids, a srun that dies or never answers, a rogue answer and a
+ * hostile ticket are refused; fifty tasks are answered; tasks beyond what srun may hold are
+ * told to come back later, and do; a port range is kept.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +36,9 @@ struct task {
 /* srun's listening socket, which a task on another node does not hold: closed in the child */
 static int srun_fd = -1;
 
-static void start_task(struct task *t, const struct ab_hold_ticket *ticket)
+static void start_task(struct task *t, const struct ab_hold_ticket *ticket, unsigned id)
 {
+	struct ab_hold_ticket mine = *ticket;
 	int p[2];
 
 	assert_int_equal(pipe(p), 0);
@@ -48,7 +51,8 @@ static void start_task(struct task *t, const struct ab_hold_ticket *ticket)
 
 		if (srun_fd >= 0)
 			close(srun_fd);
-		rc = ab_hold_wait("127.0.0.1", ticket, &a, e, sizeof(e));
+		mine.task = id;
+		rc = ab_hold_wait("127.0.0.1", &mine, &a, e, sizeof(e));
 		len = snprintf(out, sizeof(out), "%d|%d|%s|%s|", rc, rc == 0 ? (int)a.verdict : -1,
 				   rc == 0 ? a.message : "", e);
 
@@ -95,7 +99,18 @@ static void decided_answer(struct ab_hold_answer *a)
 	assert_int_equal(ab_hold_answer_add(a, "AUTOBATCH_CONFIG", "/home/u/exp 1/cfg.yaml"), 0);
 }
 
-/* The tasks connect first (as they do while srun probes); srun answers later. */
+/* gather until n tasks said hello, for at most 10 s */
+static unsigned gather_until(struct ab_hold_server *s, unsigned n)
+{
+	double end = ab_now() + 10;
+
+	while (ab_hold_gather(s) < n && ab_now() < end)
+		usleep(20 * 1000);
+	return s->nseen;
+}
+
+/* The tasks connect first and srun gathers them while it "probes" (each told to wait, each
+ * counted once); then every one gets the verdict. */
 static void decided_reaches_every_task(void **state)
 {
 	struct ab_hold_server s;
@@ -105,14 +120,17 @@ static void decided_reaches_every_task(void **state)
 	char out[8192];
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 3, err, sizeof(err)), 0);
 	assert_true(s.port > 0);
 	ticket_of(&s, 30, &t);
 	for (int i = 0; i < 3; i++)
-		start_task(&tasks[i], &t);
-	usleep(300 * 1000); /* queued while srun "probes" */
+		start_task(&tasks[i], &t, (unsigned)i);
+	assert_int_equal(gather_until(&s, 3), 3);
+	assert_int_equal(s.nheld, 3);
+	usleep(300 * 1000);
+	assert_int_equal(ab_hold_gather(&s), 3); /* nobody counted twice */
 	decided_answer(&a);
-	assert_int_equal(ab_hold_serve(&s, &a, 3, 10.0, NULL), 3);
+	assert_int_equal(ab_hold_serve(&s, &a, 10.0, NULL), 3);
 	for (int i = 0; i < 3; i++) {
 		end_task(&tasks[i], out, sizeof(out));
 		assert_string_equal(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;SLURM_AUTOBATCH_BATCH_SIZE=96;"
@@ -130,19 +148,24 @@ static void continue_and_abort_carry_their_message(void **state)
 	char out[8192];
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 1, err, sizeof(err)), 0);
 	ticket_of(&s, 30, &t);
 	snprintf(a.message, sizeof(a.message), "probing failed\nand on_failure=abort");
-	start_task(&task, &t);
-	assert_int_equal(ab_hold_serve(&s, &a, 1, 10.0, NULL), 1);
+	start_task(&task, &t, 0);
+	assert_int_equal(ab_hold_serve(&s, &a, 10.0, NULL), 1);
 	end_task(&task, out, sizeof(out));
 	/* a newline would end the line: it arrives as '?' */
 	assert_string_equal(out, "0|2|probing failed?and on_failure=abort||");
 
+	ab_hold_close(&s);
+
+	/* a task that asks once srun has decided gets the verdict at once */
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 1, err, sizeof(err)), 0);
+	ticket_of(&s, 30, &t);
 	a = (struct ab_hold_answer){.verdict = AB_HOLD_CONTINUE};
 	snprintf(a.message, sizeof(a.message), "original settings");
-	start_task(&task, &t);
-	assert_int_equal(ab_hold_serve(&s, &a, 1, 10.0, NULL), 1);
+	start_task(&task, &t, 0);
+	assert_int_equal(ab_hold_serve(&s, &a, 10.0, NULL), 1);
 	end_task(&task, out, sizeof(out));
 	assert_string_equal(out, "0|1|original settings||");
 	ab_hold_close(&s);
@@ -159,23 +182,29 @@ static void wrong_tokens(void **state)
 	char out[8192];
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 2, err, sizeof(err)), 0);
 	ticket_of(&s, 5, &t);
 	decided_answer(&a);
 
 	bad = t;
 	bad.client_token[0] = bad.client_token[0] == 'a' ? 'b' : 'a';
-	start_task(&task, &bad);
-	assert_int_equal(ab_hold_serve(&s, &a, 1, 1.5, NULL), 0);
+	start_task(&task, &bad, 0);
+	assert_int_equal(gather_until(&s, 1), 0); /* not counted */
 	end_task(&task, out, sizeof(out));
 	assert_contains(out, "srun ended the wait without a decision");
 	assert_int_equal(atoi(out), -EPIPE);
 
+	/* a task id outside the step is not one of its tasks */
+	start_task(&task, &t, 2);
+	assert_int_equal(gather_until(&s, 1), 0);
+	end_task(&task, out, sizeof(out));
+	assert_int_equal(atoi(out), -EPIPE);
+
 	bad = t;
 	bad.server_token[5] = bad.server_token[5] == 'a' ? 'b' : 'a';
-	start_task(&task, &bad);
-	assert_int_equal(ab_hold_serve(&s, &a, 1, 5.0, NULL), 1);
-	end_task(&task, out, sizeof(out));
+	start_task(&task, &bad, 1);
+	assert_int_equal(gather_until(&s, 1), 1);
+	end_task(&task, out, sizeof(out)); /* it refused srun's WAIT: wrong token */
 	assert_int_equal(atoi(out), -EACCES);
 	assert_contains(out, "is not from this step's srun (wrong token)");
 	ab_hold_close(&s);
@@ -191,10 +220,10 @@ static void srun_gone(void **state)
 	double t0;
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 2, err, sizeof(err)), 0);
 	ticket_of(&s, 60, &t);
-	start_task(&task, &t);
-	usleep(300 * 1000);
+	start_task(&task, &t, 0);
+	assert_int_equal(gather_until(&s, 1), 1); /* held, waiting */
 	t0 = ab_now();
 	ab_hold_close(&s);
 	end_task(&task, out, sizeof(out));
@@ -202,10 +231,12 @@ static void srun_gone(void **state)
 	assert_int_equal(atoi(out), -EPIPE);
 
 	/* and a task that starts after srun is gone says it cannot reach it */
-	t.wait_s = 2;
-	start_task(&task, &t);
+	t.wait_s = 5;
+	t0 = ab_now();
+	start_task(&task, &t, 1);
 	end_task(&task, out, sizeof(out));
 	assert_int_equal(atoi(out), -ECONNREFUSED);
+	assert_true(ab_now() - t0 < 5); /* refused is final after a few seconds */
 	assert_contains(out, "cannot reach srun at 127.0.0.1 port");
 	assert_contains(out, "SrunPortRange");
 }
@@ -219,13 +250,14 @@ static void no_answer_in_time(void **state)
 	double t0 = ab_now();
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
-	ticket_of(&s, 1, &t);
-	start_task(&task, &t);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 1, err, sizeof(err)), 0);
+	ticket_of(&s, 2, &t);
+	start_task(&task, &t, 0);
+	assert_int_equal(gather_until(&s, 1), 1);
 	end_task(&task, out, sizeof(out));
-	assert_true(ab_now() - t0 < 4);
+	assert_true(ab_now() - t0 < 5);
 	assert_int_equal(atoi(out), -ETIMEDOUT);
-	assert_contains(out, "srun did not answer within 1 s");
+	assert_contains(out, "srun did not answer within 2 s");
 	ab_hold_close(&s);
 }
 
@@ -239,9 +271,14 @@ static void rogue_answer_sets_nothing_else(void **state)
 	int c;
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 1, err, sizeof(err)), 0);
 	ticket_of(&s, 10, &t);
-	start_task(&task, &t);
+	start_task(&task, &t, 0);
+	{
+		struct pollfd p = {.fd = s.fd, .events = POLLIN};
+
+		assert_int_equal(poll(&p, 1, 10000), 1);
+	}
 	assert_true((c = accept(s.fd, NULL, NULL)) >= 0);
 	assert_true(read(c, hello, sizeof(hello)) > 0);
 	snprintf(reply, sizeof(reply), "AUTOBATCH-HOLD 1 %s\nDECIDED\nLD_PRELOAD=/tmp/x.so\nEND\n",
@@ -298,13 +335,44 @@ static void many_tasks_queued(void **state)
 	char out[8192];
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, N, err, sizeof(err)), 0);
 	ticket_of(&s, 30, &t);
 	for (int i = 0; i < N; i++)
-		start_task(&tasks[i], &t);
-	sleep(1);
+		start_task(&tasks[i], &t, (unsigned)i);
+	assert_int_equal(gather_until(&s, N), N);
 	decided_answer(&a);
-	assert_int_equal(ab_hold_serve(&s, &a, N, 20.0, NULL), N);
+	assert_int_equal(ab_hold_serve(&s, &a, 20.0, NULL), N);
+	for (int i = 0; i < N; i++) {
+		end_task(&tasks[i], out, sizeof(out));
+		assert_contains(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;");
+	}
+	ab_hold_close(&s);
+}
+
+/* srun may hold only so many connections: the others are told LATER, come back, and are
+ * answered with the rest; each is counted once. */
+static void beyond_what_srun_holds(void **state)
+{
+	enum { N = 5 };
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct ab_hold_answer a;
+	struct task tasks[N];
+	char out[8192];
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, N, err, sizeof(err)), 0);
+	s.maxconns = 2;
+	ticket_of(&s, 30, &t);
+	for (int i = 0; i < N; i++)
+		start_task(&tasks[i], &t, (unsigned)i);
+	assert_int_equal(gather_until(&s, N), N);
+	assert_int_equal(s.nheld, 2);
+	sleep(3); /* those told LATER come back and are told again */
+	assert_int_equal(ab_hold_gather(&s), N);
+	assert_int_equal(s.nheld, 2);
+	decided_answer(&a);
+	assert_int_equal(ab_hold_serve(&s, &a, 20.0, NULL), N);
 	for (int i = 0; i < N; i++) {
 		end_task(&tasks[i], out, sizeof(out));
 		assert_contains(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;");
@@ -321,9 +389,9 @@ static void stop_ends_serving(void **state)
 	double t0 = ab_now();
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 4, err, sizeof(err)), 0);
 	decided_answer(&a);
-	assert_int_equal(ab_hold_serve(&s, &a, 4, 30.0, &stop), 0);
+	assert_int_equal(ab_hold_serve(&s, &a, 30.0, &stop), 0);
 	assert_true(ab_now() - t0 < 1);
 	ab_hold_close(&s);
 }
@@ -334,13 +402,13 @@ static void port_range(void **state)
 	struct ab_hold_server s, s2;
 
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 1, err, sizeof(err)), 0);
 	ab_hold_close(&s);
-	assert_int_equal(ab_hold_listen(&s, 47100, 47109, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 47100, 47109, 1, err, sizeof(err)), 0);
 	assert_true(s.port >= 47100 && s.port <= 47109);
-	assert_int_equal(ab_hold_listen(&s2, s.port, s.port, err, sizeof(err)), -EADDRINUSE);
+	assert_int_equal(ab_hold_listen(&s2, s.port, s.port, 1, err, sizeof(err)), -EADDRINUSE);
 	assert_contains(err, "cannot listen for the step's tasks in SrunPortRange");
-	assert_int_equal(ab_hold_listen(&s2, 10, 5, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ab_hold_listen(&s2, 10, 5, 1, err, sizeof(err)), -EINVAL);
 	ab_hold_close(&s);
 }
 
@@ -355,6 +423,7 @@ int main(void)
 		cmocka_unit_test(rogue_answer_sets_nothing_else),
 		cmocka_unit_test(tickets),
 		cmocka_unit_test(many_tasks_queued),
+		cmocka_unit_test(beyond_what_srun_holds),
 		cmocka_unit_test(stop_ends_serving),
 		cmocka_unit_test(port_range),
 	};
