@@ -142,11 +142,6 @@ int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 	if (n <= 0)
 		return ab_fail(err, errlen, errno, "cannot find srun itself: %s", strerror(errno));
 	pl->srun[n] = '\0';
-	if (het_step())
-		return ab_fail(err, errlen, EINVAL,
-			       "a heterogeneous step (srun ... : ...) is not probed: its components "
-			       "hold different programs, and Slurm hands the decision to the first "
-			       "one only; give --autobatch to an srun of the training component alone");
 	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ARGV, &pl->job.argc, &pl->job.argv) != ESPANK_SUCCESS)
@@ -158,6 +153,11 @@ int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 	pl->stepid = stepid;
 	ab_state.jobid = jobid;
 	ab_state.stepid = stepid;
+	if (het_step())
+		return ab_fail(err, errlen, EINVAL,
+			       "a heterogeneous step (srun ... : ...) is not probed: its components "
+			       "hold different programs, and Slurm hands the decision to the first "
+			       "one only; give --autobatch to an srun of the training component alone");
 	pl->job.nodelist = getenv("SLURM_STEP_NODELIST") ? getenv("SLURM_STEP_NODELIST")
 							 : getenv("SLURM_NODELIST");
 	if (!req->config[0])

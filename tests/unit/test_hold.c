@@ -324,60 +324,48 @@ static void tickets(void **state)
 	assert_contains(err, "SLURM_AUTOBATCH_HOLD is not srun's ticket");
 }
 
-/* Fifty tasks queue while srun probes; every one is answered once srun serves. */
-static void many_tasks_queued(void **state)
+/* n tasks gathered while srun "probes", srun holding at most maxconns (0: as it likes): the
+ * others are told LATER, come back and are told again, each counted once; all are answered. */
+static void gather_and_answer(unsigned n, size_t maxconns)
 {
-	enum { N = 50 };
 	struct ab_hold_server s;
 	struct ab_hold_ticket t;
 	struct ab_hold_answer a;
-	static struct task tasks[N];
+	static struct task tasks[64];
 	char out[8192];
 
-	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, N, err, sizeof(err)), 0);
+	assert_int_equal(ab_hold_listen(&s, 0, 0, n, err, sizeof(err)), 0);
+	if (maxconns)
+		s.maxconns = maxconns;
 	ticket_of(&s, 30, &t);
-	for (int i = 0; i < N; i++)
-		start_task(&tasks[i], &t, (unsigned)i);
-	assert_int_equal(gather_until(&s, N), N);
+	for (unsigned i = 0; i < n; i++)
+		start_task(&tasks[i], &t, i);
+	assert_int_equal(gather_until(&s, n), n);
+	if (maxconns) {
+		assert_int_equal(s.nheld, maxconns);
+		sleep(3);
+		assert_int_equal(ab_hold_gather(&s), n);
+		assert_int_equal(s.nheld, maxconns);
+	}
 	decided_answer(&a);
-	assert_int_equal(ab_hold_serve(&s, &a, 20.0, NULL), N);
-	for (int i = 0; i < N; i++) {
+	assert_int_equal(ab_hold_serve(&s, &a, 20.0, NULL), n);
+	for (unsigned i = 0; i < n; i++) {
 		end_task(&tasks[i], out, sizeof(out));
 		assert_contains(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;");
 	}
 	ab_hold_close(&s);
 }
 
-/* srun may hold only so many connections: the others are told LATER, come back, and are
- * answered with the rest; each is counted once. */
+static void many_tasks_queued(void **state)
+{
+	(void)state;
+	gather_and_answer(50, 0);
+}
+
 static void beyond_what_srun_holds(void **state)
 {
-	enum { N = 5 };
-	struct ab_hold_server s;
-	struct ab_hold_ticket t;
-	struct ab_hold_answer a;
-	struct task tasks[N];
-	char out[8192];
-
 	(void)state;
-	assert_int_equal(ab_hold_listen(&s, 0, 0, N, err, sizeof(err)), 0);
-	s.maxconns = 2;
-	ticket_of(&s, 30, &t);
-	for (int i = 0; i < N; i++)
-		start_task(&tasks[i], &t, (unsigned)i);
-	assert_int_equal(gather_until(&s, N), N);
-	assert_int_equal(s.nheld, 2);
-	sleep(3); /* those told LATER come back and are told again */
-	assert_int_equal(ab_hold_gather(&s), N);
-	assert_int_equal(s.nheld, 2);
-	decided_answer(&a);
-	assert_int_equal(ab_hold_serve(&s, &a, 20.0, NULL), N);
-	for (int i = 0; i < N; i++) {
-		end_task(&tasks[i], out, sizeof(out));
-		assert_contains(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;");
-	}
-	ab_hold_close(&s);
+	gather_and_answer(5, 2);
 }
 
 /* A stop (srun ending) ends the serving at once. */
