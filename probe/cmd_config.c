@@ -8,9 +8,9 @@
 
 #include "commands.h"
 #include "config_edit.h"
+#include "error.h"
 #include "number.h"
 #include "presets.h"
-#include "settings.h"
 
 #define MAX_EDITS 32
 

@@ -21,7 +21,7 @@
 #include "presets.h"
 #include "report.h"
 #include "search.h"
-#include "settings.h"
+#include "request.h"
 #include "cuda_module.h"
 #include "run.h"
 #include "size.h"

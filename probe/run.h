@@ -13,7 +13,7 @@
 #include "device.h"
 #include "model.h"
 #include "report.h"
-#include "settings.h"
+#include "request.h"
 #include "trial_exec.h"
 #include "trial_model.h"
 #include "trial_round.h"

@@ -1,14 +1,26 @@
 /* dispatch.c - the SPANK entry points: parse plugstack.conf once, register the options,
- * then hand each hook to the module of the context it runs in.
+ * then hand each hook to the module of the context it runs in, with the process's context.
  */
 #include <slurm/spank.h>
 #include <stdlib.h>
 
-#include "plugin.h"
+#include "alloc.h"
+#include "context.h"
+#include "options.h"
+#include "probe_step.h"
+#include "remote.h"
+#include "srun.h"
 
 SPANK_PLUGIN(autobatch, 1)
 
-struct ab_plugin ab_state;
+/* The only state of the plugin, one per process (see context.h). Option callbacks take no
+ * argument of ours, so theirs is reached here. */
+static struct ab_ctx ctx;
+
+static int option_cb(int val, const char *value, int remote)
+{
+	return ab_option_record(&ctx, val, value, remote);
+}
 
 /* AUTOBATCH=F is handed to Slurm as the environment form of --autobatch=F, so Slurm
  * validates it like the option (a bad value stops srun even for an optional plugin) and a
@@ -21,25 +33,25 @@ static void alias_env_option(void)
 	if (!value || getenv(AB_OPTION_ENV))
 		return;
 	if (setenv(AB_OPTION_ENV, value, 0) == 0)
-		ab_state.env_alias = true;
+		ctx.env_alias = true;
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-	spank_context_t ctx = spank_context();
+	spank_context_t sc = spank_context();
 
-	if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE)
+	if (sc != S_CTX_LOCAL && sc != S_CTX_ALLOCATOR && sc != S_CTX_REMOTE)
 		return 0;
-	ab_site_init(&ab_state.site);
-	ab_request_init(&ab_state.req);
-	ab_state.site_ok = ab_site_parse(&ab_state.site, ac, (char *const *)av,
-					 ab_state.site_err, sizeof(ab_state.site_err)) == 0;
-	if (ab_options_register(sp) < 0)
+	ab_site_init(&ctx.site);
+	ab_request_init(&ctx.req);
+	ctx.site_ok = ab_site_parse(&ctx.site, ac, (char *const *)av, ctx.site_err,
+				    sizeof(ctx.site_err)) == 0;
+	if (ab_options_register(sp, option_cb) < 0)
 		return -1;
-	if (ctx != S_CTX_REMOTE && !(ctx == S_CTX_LOCAL && ab_is_probe_step()))
+	if (sc != S_CTX_REMOTE && !(sc == S_CTX_LOCAL && ab_is_probe_step()))
 		alias_env_option();
-	if (!ab_state.site_ok) {
-		slurm_error(AB_LOG_PREFIX "%s (fix plugstack.conf)", ab_state.site_err);
+	if (!ctx.site_ok) {
+		slurm_error(AB_LOG_PREFIX "%s (fix plugstack.conf)", ctx.site_err);
 		return -1;
 	}
 	return 0;
@@ -47,11 +59,12 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
+	(void)sp, (void)ac, (void)av;
 	switch (spank_context()) {
 	case S_CTX_LOCAL:
-		return ab_srun_post_opt(sp, ac, av);
+		return ab_srun_post_opt(&ctx);
 	case S_CTX_ALLOCATOR:
-		return ab_alloc_post_opt(sp, ac, av);
+		return ab_alloc_post_opt(&ctx);
 	default:
 		return 0;
 	}
@@ -59,23 +72,26 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
 int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
-	return ab_srun_user_init(sp, ac, av);
+	(void)ac, (void)av;
+	return ab_srun_user_init(sp, &ctx);
 }
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
-	return spank_context() == S_CTX_REMOTE ? ab_remote_user_init(sp, ac, av) : 0;
+	(void)ac, (void)av;
+	return spank_context() == S_CTX_REMOTE ? ab_remote_user_init(sp, &ctx) : 0;
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-	return spank_context() == S_CTX_REMOTE ? ab_remote_task_init(sp, ac, av) : 0;
+	(void)ac, (void)av;
+	return spank_context() == S_CTX_REMOTE ? ab_remote_task_init(sp, &ctx) : 0;
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	(void)sp, (void)ac, (void)av;
 	if (spank_context() == S_CTX_LOCAL)
-		ab_srun_exit();
+		ab_srun_exit(&ctx);
 	return 0;
 }

@@ -5,21 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin.h"
+#include "options.h"
 
 /* Records --autobatch[=F]. sbatch propagates a bare --autobatch as the text "(null)"; the
  * first call after we aliased AUTOBATCH is the environment's value, named as such. */
-static int set_autobatch(const char *optarg, char *err, size_t errlen)
+static int set_autobatch(struct ab_ctx *c, const char *value, char *err, size_t errlen)
 {
-	optarg = ab_option_value(optarg);
-	if (ab_state.env_alias) {
-		ab_state.env_alias = false;
-		return ab_request_from_env(&ab_state.req, optarg ? optarg : "", err, errlen);
+	value = ab_option_value(value);
+	if (c->env_alias) {
+		c->env_alias = false;
+		return ab_request_from_env(&c->req, value ? value : "", err, errlen);
 	}
-	return ab_request_set(&ab_state.req, AB_OPT_AUTOBATCH, optarg, err, errlen);
+	return ab_request_set(&c->req, AB_OPT_AUTOBATCH, value, err, errlen);
 }
 
-static int option_cb(int val, const char *optarg, int remote)
+int ab_option_record(struct ab_ctx *c, int val, const char *value, int remote)
 {
 	char err[AB_ERR_MAX];
 	int rc;
@@ -28,16 +28,16 @@ static int option_cb(int val, const char *optarg, int remote)
 	 * remote context must not fail a launch over it. */
 	if (remote)
 		return 0;
-	if (!ab_state.site_ok) {
+	if (!c->site_ok) {
 		slurm_error(AB_LOG_PREFIX "--%s cannot be used: the plugin is misconfigured (%s); "
 			    "ask your administrator to fix plugstack.conf",
-			    ab_options[val].name, ab_state.site_err);
+			    ab_options[val].name, c->site_err);
 		return -1;
 	}
 	if (val == AB_OPT_AUTOBATCH)
-		rc = set_autobatch(optarg, err, sizeof(err));
+		rc = set_autobatch(c, value, err, sizeof(err));
 	else
-		rc = ab_request_set(&ab_state.req, (enum ab_option)val, optarg, err, sizeof(err));
+		rc = ab_request_set(&c->req, (enum ab_option)val, value, err, sizeof(err));
 	if (rc < 0) {
 		slurm_error(AB_LOG_PREFIX "%s", err);
 		return -1;
@@ -45,11 +45,20 @@ static int option_cb(int val, const char *optarg, int remote)
 	/* A denied fraction fails here, where srun stops on a refusal even for an
 	 * optional plugin; the clamp note is printed once, after all options. */
 	if (val == AB_OPT_AUTOBATCH)
-		return ab_request_resolve(true);
+		return ab_options_resolve(c, true);
 	return 0;
 }
 
-int ab_options_register(spank_t sp)
+int ab_options_settle(struct ab_ctx *c)
+{
+	if (!c->resolved)
+		return ab_options_resolve(c, false);
+	if (c->eff.note[0])
+		slurm_info(AB_LOG_PREFIX "%s", c->eff.note);
+	return 0;
+}
+
+int ab_options_register(spank_t sp, spank_opt_cb_f cb)
 {
 	for (int i = 0; i < AB_OPT_COUNT; i++) {
 		struct spank_option opt = {
@@ -58,7 +67,7 @@ int ab_options_register(spank_t sp)
 			.usage = (char *)ab_options[i].usage,
 			.has_arg = ab_options[i].has_arg,
 			.val = i,
-			.cb = option_cb,
+			.cb = cb,
 		};
 		spank_err_t rc = spank_option_register(sp, &opt);
 
@@ -71,17 +80,17 @@ int ab_options_register(spank_t sp)
 	return 0;
 }
 
-int ab_request_resolve(bool quiet)
+int ab_options_resolve(struct ab_ctx *c, bool quiet)
 {
-	char err[AB_ERR_MAX], note[AB_ERR_MAX];
+	char err[AB_ERR_MAX];
 
-	if (ab_resolve_fraction(&ab_state.site, &ab_state.req, &ab_state.fraction, note,
-				sizeof(note), err, sizeof(err)) < 0) {
+	if (ab_settings_resolve(&c->site, &c->req, &c->eff, err, sizeof(err)) < 0) {
 		slurm_error(AB_LOG_PREFIX "%s", err);
-		ab_state.failed = true;
+		c->failed = true;
 		return -1;
 	}
-	if (note[0] && !quiet)
-		slurm_info(AB_LOG_PREFIX "%s", note);
+	c->resolved = true;
+	if (c->eff.note[0] && !quiet)
+		slurm_info(AB_LOG_PREFIX "%s", c->eff.note);
 	return 0;
 }

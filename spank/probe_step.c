@@ -10,9 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "probe_step.h"
+
 #include "error.h"
 #include "hostlist.h"
-#include "plugin.h"
 #include "subprocess.h"
 
 #define MAX_ARGS 256
@@ -90,8 +91,8 @@ static bool wants_gpu(const char *probe_args)
 static int build(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
 		   struct argv_builder *b, char *err, size_t errlen)
 {
-	const struct ab_site *site = &ab_state.site;
-	const struct ab_request *req = &ab_state.req;
+	const struct ab_site *site = &job->ctx->site;
+	const struct ab_request *req = &job->ctx->req;
 	char node[256];
 
 	if (ab_hostlist_first(job->nodelist, node, sizeof(node)) < 0)
@@ -116,7 +117,7 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 	add(b, "-");
 	if (site->parallel)
 		add(b, "--parallel=auto");
-	addf(b, "--fraction=%g", ab_state.fraction);
+	addf(b, "--fraction=%g", job->ctx->eff.fraction);
 	add(b, "--objective");
 	add(b, ab_objective_name(req->objective));
 	add(b, "--phase");
@@ -125,7 +126,7 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		add(b, "--mode=model");
 	addf(b, "--startup-seconds=%u", site->startup_seconds);
 	addf(b, "--max-trial-seconds=%u", site->max_trial_seconds);
-	if (!ab_instrument(site, req))
+	if (!job->ctx->eff.instrument)
 		add(b, "--instrument=off");
 	if (job->config) {
 		add(b, "--config");
@@ -227,8 +228,8 @@ static void relay_line(void *arg, const char *line)
 		r->interrupted = true;
 }
 
-static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab_result *res,
-		 char *err, size_t errlen)
+static int judge(const struct ab_site *site, const struct ab_subprocess *p,
+		 const struct relay *r, struct ab_result *res, char *err, size_t errlen)
 {
 	char why[512];
 	bool parsed;
@@ -240,7 +241,7 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "the probe step did not finish within probe_timeout=%us and was "
 			       "cancelled",
-			       ab_state.site.probe_timeout);
+			       site->probe_timeout);
 	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
 	/* a report wins over srun's "interrupt" lines, not over the probe's own exit by SIGINT
 	 * or its report saying so. No srun passes the probe's 130 on after a --quit-on-interrupt
@@ -260,7 +261,7 @@ static int judge(const struct ab_subprocess *p, const struct relay *r, struct ab
 		return ab_fail(err, errlen, ENOENT,
 			       "the probe %s could not be run on the node (%s): check probe= in "
 			       "plugstack.conf",
-			       ab_state.site.probe, r->cause);
+			       site->probe, r->cause);
 	if (r->cause[0])
 		return ab_fail(err, errlen, ENODEV,
 			       "the probe step could not get a GPU (%s): run on GPU nodes, or "
@@ -282,7 +283,7 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	char **env = NULL;
 	int rc;
 
-	snprintf(args, sizeof(args), "%s", ab_state.site.probe_args);
+	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = build(job, phase, args, &b, err, errlen)) < 0)
 		goto done;
 	if (!(env = probe_env(job->env, guard, sizeof(guard)))) {
@@ -291,12 +292,12 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	}
 	/* it dies with srun: its own srun's shepherd then cancels the probe step */
 	p = (struct ab_subprocess){.argv = b.v, .envp = env, .on_line = relay_line,
-				   .arg = &relay, .timeout_s = ab_state.site.probe_timeout,
+				   .arg = &relay, .timeout_s = job->ctx->site.probe_timeout,
 				   .interrupted = stop, .die_with_parent = true,
 				   .tick = job->tick, .tick_arg = job->tick_arg};
 	if ((rc = ab_subprocess_run(&p, GRACE_S, err, errlen)) < 0)
 		goto done;
-	if ((rc = judge(&p, &relay, res, err, errlen)) == 0 && json) {
+	if ((rc = judge(&job->ctx->site, &p, &relay, res, err, errlen)) == 0 && json) {
 		*json = p.out;
 		p.out = NULL;
 	}
@@ -305,4 +306,13 @@ done:
 	free(env);
 	builder_free(&b);
 	return rc;
+}
+
+bool ab_is_probe_step(void)
+{
+	const char *guard = getenv(AB_GUARD_ENV);
+	char parent[32];
+
+	snprintf(parent, sizeof(parent), "%ld", (long)getppid());
+	return guard && strcmp(guard, parent) == 0;
 }

@@ -8,9 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "remote.h"
+
 #include "error.h"
 #include "hold.h"
-#include "plugin.h"
 
 static const char *const decision_vars[] = {
 	AB_ENV_BATCH_SIZE, AB_ENV_GRAD_ACCUM, AB_ENV_GLOBAL_BATCH, AB_ENV_EVAL_BATCH_SIZE,
@@ -49,14 +50,14 @@ static void reexport(spank_t sp)
  * GPU the task sees. The memory is the site's device_memory= only: a size from the job's
  * environment would let a user set their own cap. Set whether or not CUDA_MPS_PIPE_DIRECTORY
  * is (MPS has a default pipe directory); without MPS the driver ignores it. */
-static void mps_limit(spank_t sp, double fraction)
+static void mps_limit(spank_t sp, const struct ab_site *site, double fraction)
 {
 	char gpus[256], limit[1024];
-	unsigned long long mib = (unsigned long long)(fraction * (double)ab_state.site.device_memory /
+	unsigned long long mib = (unsigned long long)(fraction * (double)site->device_memory /
 						      1048576.0);
 	size_t len = 0, n = 0;
 
-	if (!ab_state.site.device_memory) {
+	if (!site->device_memory) {
 		slurm_info(AB_LOG_PREFIX "enforce=on exports no MPS memory cap: plugstack.conf "
 					 "sets no device_memory=");
 		return;
@@ -71,37 +72,38 @@ static void mps_limit(spank_t sp, double fraction)
 		spank_setenv(sp, AB_ENV_MPS_LIMIT, limit, 1);
 }
 
-/* The cap comes from the option and the site policy, resolved again here: a variable the
- * user sets cannot raise it. */
-static void enforce(spank_t sp)
+/* The cap comes from the option and the site policy, resolved here in slurmstepd's own
+ * context by the rule srun used: a variable the user sets cannot raise it. */
+static void enforce(spank_t sp, const struct ab_site *site)
 {
 	struct spank_option opt = {.name = (char *)ab_options[AB_OPT_AUTOBATCH].name,
 				   .has_arg = ab_options[AB_OPT_AUTOBATCH].has_arg};
 	struct ab_request req;
-	char *arg = NULL, err[AB_ERR_MAX], note[AB_ERR_MAX], value[32];
+	struct ab_effective eff;
+	char *arg = NULL, err[AB_ERR_MAX], value[32];
 	double fraction;
 
 	if (spank_option_getopt(sp, &opt, &arg) != ESPANK_SUCCESS)
 		return; /* not an --autobatch step */
 	ab_request_init(&req);
 	if (ab_request_set(&req, AB_OPT_AUTOBATCH, ab_option_value(arg), err, sizeof(err)) < 0 ||
-	    ab_resolve_fraction(&ab_state.site, &req, &fraction, note, sizeof(note), err,
-				sizeof(err)) < 0)
-		fraction = ab_state.site.max_fraction; /* srun refused it already; be strict */
+	    ab_settings_resolve(site, &req, &eff, err, sizeof(err)) < 0)
+		fraction = site->max_fraction; /* srun refused it already; be strict */
+	else
+		fraction = eff.fraction;
 	snprintf(value, sizeof(value), "%g", fraction);
 	spank_setenv(sp, AB_ENV_MEM_FRACTION, value, 1);
 	spank_setenv(sp, AB_ENV_XLA_MEM_FRACTION, value, 1);
-	mps_limit(sp, fraction);
+	mps_limit(sp, site, fraction);
 }
 
-int ab_remote_user_init(spank_t sp, int ac, char **av)
+int ab_remote_user_init(spank_t sp, const struct ab_ctx *c)
 {
-	(void)ac, (void)av;
-	if (!ab_state.site_ok)
+	if (!c->site_ok)
 		return 0; /* errors from remote hooks would only fail jobs (Slurm bug 7573) */
 	reexport(sp);
-	if (ab_state.site.enforce)
-		enforce(sp);
+	if (c->site.enforce)
+		enforce(sp, &c->site);
 	return 0;
 }
 
@@ -157,12 +159,12 @@ static void hold(spank_t sp, const char *ticket)
 
 /* In the task, as the user, before the command: a held launch waits for its decision; a
  * refused launch ends here. */
-int ab_remote_task_init(spank_t sp, int ac, char **av)
+int ab_remote_task_init(spank_t sp, const struct ab_ctx *c)
 {
 	uint32_t job = 0, step = 0;
 	char mark[64], mine[64], ticket[256];
 
-	(void)ac, (void)av;
+	(void)c;
 	if (spank_getenv(sp, AB_HOLD_ENV, ticket, sizeof(ticket)) == ESPANK_SUCCESS)
 		hold(sp, ticket);
 	if (spank_getenv(sp, AB_ABORT_ENV, mark, sizeof(mark)) != ESPANK_SUCCESS ||

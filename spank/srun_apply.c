@@ -11,10 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "srun_apply.h"
+
 #include "error.h"
 #include "file_replace.h"
 #include "fingerprint.h"
-#include "srun.h"
 
 /* setenv(3): srun merges its environment into the launch after this hook (spank_setenv is
  * refused in local context). The SLURM_ twin survives --export=NONE; slurmstepd copies it
@@ -110,7 +111,7 @@ static uint64_t warm_fingerprint(const struct ab_config *cfg, const struct ab_pl
 	for (size_t i = 0; pl->keys.preset && pl->keys.preset->neutral &&
 			   pl->keys.preset->neutral[i] && n < WARM_KEYS_MAX; i++)
 		keys[n++] = pl->keys.preset->neutral[i];
-	ab_copy(list, sizeof(list), ab_state.req.neutral);
+	ab_copy(list, sizeof(list), pl->ctx->req.neutral);
 	for (char *k = strtok_r(list, ",", &save); k && n < WARM_KEYS_MAX;
 	     k = strtok_r(NULL, ",", &save))
 		keys[n++] = k;
@@ -131,14 +132,17 @@ static bool het_step(void)
 	return n > 0 && ab_srun_het_step(args, (size_t)n);
 }
 
-int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
+int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *err,
+		size_t errlen)
 {
-	const struct ab_request *req = &ab_state.req;
+	const struct ab_request *req = &c->req;
 	struct ab_config *cfg;
 	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
 	int rc;
 
+	pl->ctx = c;
+	pl->job.ctx = c;
 	if (n <= 0)
 		return ab_fail(err, errlen, errno, "cannot find srun itself: %s", strerror(errno));
 	pl->srun[n] = '\0';
@@ -147,12 +151,10 @@ int ab_plan_job(spank_t sp, struct ab_plan *pl, char *err, size_t errlen)
 	    spank_get_item(sp, S_JOB_ARGV, &pl->job.argc, &pl->job.argv) != ESPANK_SUCCESS)
 		return ab_fail(err, errlen, EINVAL, "Slurm did not say which job and command this is");
 	spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks);
-	pl->job = (struct ab_probe_job){.srun = pl->srun, .jobid = jobid, .ntasks = ntasks,
+	pl->job = (struct ab_probe_job){.ctx = c, .srun = pl->srun, .jobid = jobid, .ntasks = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
 	pl->stepid = stepid;
-	ab_state.jobid = jobid;
-	ab_state.stepid = stepid;
 	if (het_step())
 		return ab_fail(err, errlen, EINVAL,
 			       "a heterogeneous step (srun ... : ...) is not probed: its components "
@@ -228,7 +230,7 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batch,
 	     const char *json, struct ab_hold_answer *vars, char *err, size_t errlen)
 {
-	const struct ab_request *req = &ab_state.req;
+	const struct ab_request *req = &pl->ctx->req;
 	struct ab_result kept = *decided, *res = &kept;
 	char values[4][32], note[AB_ERR_MAX], report[PATH_MAX];
 	char wrote[2 * PATH_MAX] = "";

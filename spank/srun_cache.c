@@ -10,10 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "srun_cache.h"
+
 #include "error.h"
 #include "file_replace.h"
 #include "fingerprint.h"
-#include "srun.h"
 
 /* Everything that shapes the decision and that srun knows before any step runs. A warm key
  * leaves out the config's memory-neutral values and the node (a sweep's jobs land on
@@ -21,19 +22,20 @@
  * verifies, never a decision taken as it is. */
 static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 {
-	const struct ab_request *req = &ab_state.req;
+	const struct ab_request *req = &pl->ctx->req;
+	const struct ab_site *site = &pl->ctx->site;
 	char num[64];
 
 	ab_hash_init(h);
 	ab_hash_str(h, PACKAGE_VERSION);
 	ab_hash_str(h, ab_mode_name(req->mode));
 	ab_hash_str(h, ab_objective_name(req->objective));
-	snprintf(num, sizeof(num), "%.6g %ld %u %d", ab_state.fraction, pl->job.global_batch,
+	snprintf(num, sizeof(num), "%.6g %ld %u %d", pl->ctx->eff.fraction, pl->job.global_batch,
 		 pl->job.ntasks, req->eval);
 	ab_hash_str(h, num);
-	ab_hash_str(h, ab_state.site.probe);
-	ab_hash_str(h, ab_state.site.probe_args);
-	ab_hash_add(h, &ab_state.site.comm_reserve, sizeof(ab_state.site.comm_reserve));
+	ab_hash_str(h, site->probe);
+	ab_hash_str(h, site->probe_args);
+	ab_hash_add(h, &site->comm_reserve, sizeof(site->comm_reserve));
 	ab_hash_str(h, getenv("SLURM_JOB_PARTITION"));
 	ab_hash_str(h, warm ? "warm" : pl->job.nodelist); /* the node (and so its GPU type) */
 	ab_hash_str(h, req->trial_command);
@@ -49,17 +51,17 @@ static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 
 /* The user's cache, open; c->fd -1 when there is none. An unsafe site directory is the
  * admin's to fix: said on srun's stderr, and the job goes on without the cache. */
-void ab_srun_cache_open(struct ab_cache *c)
+void ab_srun_cache_open(const struct ab_site *site, struct ab_cache *c)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	char dir[AB_PATH_MAX], err[AB_ERR_MAX];
 	int rc = -ENOENT;
 
 	c->fd = -1;
-	if (!ab_state.site.cache)
+	if (!site->cache)
 		return;
-	if (ab_state.site.cache_dir[0]) { /* a site directory, one subdirectory per user */
-		if ((rc = ab_cache_open_site(ab_state.site.cache_dir, c, err, sizeof(err))) < 0)
+	if (site->cache_dir[0]) { /* a site directory, one subdirectory per user */
+		if ((rc = ab_cache_open_site(site->cache_dir, c, err, sizeof(err))) < 0)
 			slurm_error(AB_LOG_PREFIX "%s; deciding without the cache", err);
 		return;
 	}
@@ -113,7 +115,7 @@ int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, cha
 	if (c->fd < 0)
 		return -ENOENT;
 	entry_name(pl, false, name, namelen);
-	if (ab_state.req.refresh || (rc = load(c, name, res, json)) == -ENOENT)
+	if (pl->ctx->req.refresh || (rc = load(c, name, res, json)) == -ENOENT)
 		return -ENOENT;
 	if (rc == 0)
 		return 0;
@@ -130,7 +132,7 @@ int ab_srun_cache_warm(struct ab_plan *pl, const struct ab_cache *c, char *name,
 	char *json;
 
 	name[0] = '\0';
-	if (c->fd < 0 || !ab_state.req.config[0] || ab_state.req.refresh)
+	if (c->fd < 0 || !pl->ctx->req.config[0] || pl->ctx->req.refresh)
 		return -ENOENT;
 	entry_name(pl, true, name, namelen);
 	if (load(c, name, &res, &json) < 0)
@@ -158,7 +160,7 @@ void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, con
 	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))
 		return;
 	store(c, name, entry);
-	if (ab_state.req.config[0]) { /* where the next job of a sweep looks */
+	if (pl->ctx->req.config[0]) { /* where the next job of a sweep looks */
 		entry_name(pl, true, warm, sizeof(warm));
 		store(c, warm, entry);
 	}

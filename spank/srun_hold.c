@@ -19,15 +19,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "srun_hold.h"
+
 #include "clock.h"
 #include "error.h"
 #include "srun.h"
+#include "srun_cache.h"
 
 #define SERVE_S 300.0   /* after the decision, for the tasks still starting to ask */
 #define GATHER_S 300.0  /* after the decision, for tasks that have not said hello yet */
 #define WAIT_SLACK_S (300u + (unsigned)GATHER_S)
 
-struct deferred {
+struct ab_deferred {
+	volatile sig_atomic_t stopping; /* srun is ending: stop probing, stop serving */
 	struct ab_plan *pl;
 	struct ab_cache cache;
 	char entry[AB_CACHE_NAME_MAX];
@@ -35,10 +39,6 @@ struct deferred {
 	char **env; /* srun's environment, copied before the launch changes it */
 	pthread_t thread;
 };
-
-/* srun runs local_user_init once: one decision at most is being made. */
-static struct deferred *current;
-static volatile sig_atomic_t stopping;
 
 /* SrunPortRange from the configuration srun itself read (libslurm's slurm_conf, laid out as
  * the slurm.h this plugin is built against says): a site that filters the traffic from its
@@ -54,11 +54,11 @@ static void srun_port_range(unsigned *lo, unsigned *hi)
 
 /* How long a task waits: while an identical srun holds the cache entry's lock, then the
  * probe (twice with --autobatch-eval), and some slack for applying and answering. */
-static unsigned wait_s(void)
+static unsigned wait_s(const struct ab_ctx *c)
 {
-	unsigned probe = ab_state.site.probe_timeout;
+	unsigned probe = c->site.probe_timeout;
 
-	return probe + 60 + probe * (ab_state.req.eval ? 2 : 1) + WAIT_SLACK_S;
+	return probe + 60 + probe * (c->req.eval ? 2 : 1) + WAIT_SLACK_S;
 }
 
 static char **copy_env(void)
@@ -81,7 +81,7 @@ static char **copy_env(void)
 	return env;
 }
 
-static void deferred_free(struct deferred *d)
+static void deferred_free(struct ab_deferred *d)
 {
 	for (size_t i = 0; d->env && d->env[i]; i++)
 		free(d->env[i]);
@@ -92,21 +92,22 @@ static void deferred_free(struct deferred *d)
 	free(d);
 }
 
-static int probe(struct ab_plan *pl, struct ab_result *res, long *eval_batch, char **json,
+static int probe(struct ab_deferred *d, struct ab_result *res, long *eval_batch, char **json,
 		 char *err, size_t errlen)
 {
+	struct ab_plan *pl = d->pl;
 	struct ab_result eval = {0};
 	int rc;
 
-	if ((rc = ab_probe_run(&pl->job, "train", &stopping, res, json, err, errlen)) < 0)
+	if ((rc = ab_probe_run(&pl->job, "train", &d->stopping, res, json, err, errlen)) < 0)
 		return rc;
-	if (ab_state.req.eval) {
+	if (pl->ctx->req.eval) {
 		struct ab_probe_job ej = pl->job;
 
 		ej.key = pl->keys.eval;
 		ej.global_batch = 0;
 		ej.warm_batch = 0; /* the cached decision is the train batch's */
-		if ((rc = ab_probe_run(&ej, "eval", &stopping, &eval, NULL, err, errlen)) < 0)
+		if ((rc = ab_probe_run(&ej, "eval", &d->stopping, &eval, NULL, err, errlen)) < 0)
 			return rc;
 	}
 	*eval_batch = eval.batch;
@@ -120,16 +121,16 @@ static void gather(void *arg)
 
 /* Every task of the step must be able to hear the decision before anything is rewritten:
  * they said hello while srun probed (or say it now). */
-static int all_tasks_here(struct deferred *d, char *err, size_t errlen)
+static int all_tasks_here(struct ab_deferred *d, char *err, size_t errlen)
 {
 	struct ab_hold_server *s = &d->server;
 	double end = ab_now() + GATHER_S;
 
-	while (ab_hold_gather(s) < s->expected && ab_now() < end && !stopping)
+	while (ab_hold_gather(s) < s->expected && ab_now() < end && !d->stopping)
 		poll(NULL, 0, 100);
 	if (s->nseen == s->expected)
 		return 0;
-	if (stopping)
+	if (d->stopping)
 		return ab_fail(err, errlen, ECANCELED, "srun ended while probing; the probe step "
 						       "was cancelled");
 	return ab_fail(err, errlen, EHOSTUNREACH,
@@ -142,7 +143,7 @@ static int all_tasks_here(struct deferred *d, char *err, size_t errlen)
 /* The cache once more under its lock (an identical srun may have just decided), else the
  * probe; then, once every task can hear it, the decision applied. 0 with *vars, or a
  * negative errno with err. */
-static int decide(struct deferred *d, struct ab_hold_answer *vars, char *err, size_t errlen)
+static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err, size_t errlen)
 {
 	struct ab_plan *pl = d->pl;
 	struct ab_result res;
@@ -153,8 +154,8 @@ static int decide(struct deferred *d, struct ab_hold_answer *vars, char *err, si
 
 	if (d->entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
-		lock = ab_cache_lock(&d->cache, d->entry, ab_state.site.probe_timeout + 60.0,
-				     &stopping);
+		lock = ab_cache_lock(&d->cache, d->entry, pl->ctx->site.probe_timeout + 60.0,
+				     &d->stopping);
 		hit = ab_srun_cache_lookup(pl, &d->cache, d->entry, sizeof(d->entry), &res,
 					   &json) == 0;
 	}
@@ -162,7 +163,7 @@ static int decide(struct deferred *d, struct ab_hold_answer *vars, char *err, si
 		eval_batch = res.eval_batch;
 	} else {
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
-		rc = probe(pl, &res, &eval_batch, &json, err, errlen);
+		rc = probe(d, &res, &eval_batch, &json, err, errlen);
 	}
 	pl->cached = hit;
 	if (rc == 0)
@@ -176,28 +177,28 @@ static int decide(struct deferred *d, struct ab_hold_answer *vars, char *err, si
 
 static void *deferred_main(void *arg)
 {
-	struct deferred *d = arg;
+	struct ab_deferred *d = arg;
 	struct ab_hold_answer answer = {.verdict = AB_HOLD_DECIDED};
 	char err[2 * AB_ERR_MAX];
 	int rc;
 
-	if ((rc = decide(d, &answer, err, sizeof(err))) < 0 && !stopping) {
-		ab_srun_policy(err, rc, &answer.verdict);
+	if ((rc = decide(d, &answer, err, sizeof(err))) < 0 && !d->stopping) {
+		ab_srun_policy(d->pl->ctx, err, rc, &answer.verdict);
 		snprintf(answer.message, sizeof(answer.message), "%s",
 			 rc == -EINTR ? "probing was interrupted"
 			 : answer.verdict == AB_HOLD_ABORT ? "probing failed and on_failure=abort"
 							   : "probing failed; original settings");
 	}
-	if (!stopping)
-		ab_hold_serve(&d->server, &answer, SERVE_S, &stopping);
+	if (!d->stopping)
+		ab_hold_serve(&d->server, &answer, SERVE_S, &d->stopping);
 	ab_hold_close(&d->server); /* a task asking later hears at once that srun is done */
 	return NULL;
 }
 
-int ab_srun_defer(struct ab_plan *pl, struct ab_cache *cache, const char *entry, char *err,
-		  size_t errlen)
+int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache,
+		  const char *entry, char *err, size_t errlen)
 {
-	struct deferred *d = calloc(1, sizeof(*d));
+	struct ab_deferred *d = calloc(1, sizeof(*d));
 	char ticket[256];
 	unsigned lo, hi;
 	int rc;
@@ -209,7 +210,7 @@ int ab_srun_defer(struct ab_plan *pl, struct ab_cache *cache, const char *entry,
 	srun_port_range(&lo, &hi);
 	if ((rc = ab_hold_listen(&d->server, lo, hi, pl->job.ntasks, err, errlen)) < 0)
 		goto fail;
-	if ((rc = ab_hold_ticket_format(&d->server, wait_s(), ticket, sizeof(ticket))) < 0 ||
+	if ((rc = ab_hold_ticket_format(&d->server, wait_s(c), ticket, sizeof(ticket))) < 0 ||
 	    setenv(AB_HOLD_ENV, ticket, 1) < 0) {
 		rc = ab_fail(err, errlen, EIO, "cannot give the tasks their ticket");
 		goto fail;
@@ -229,7 +230,7 @@ int ab_srun_defer(struct ab_plan *pl, struct ab_cache *cache, const char *entry,
 		rc = ab_fail(err, errlen, rc, "cannot start probing: %s", strerror(rc));
 		goto unset;
 	}
-	current = d;
+	c->deferred = d;
 	return 0;
 unset:
 	unsetenv(AB_HOLD_ENV);
@@ -238,13 +239,15 @@ fail:
 	return rc;
 }
 
-void ab_srun_defer_end(void)
+void ab_srun_defer_end(struct ab_ctx *c)
 {
-	if (!current)
+	struct ab_deferred *d = c->deferred;
+
+	if (!d)
 		return;
 	/* the probe step is cancelled within its grace; the serving stops at its next poll */
-	stopping = 1;
-	pthread_join(current->thread, NULL);
-	deferred_free(current);
-	current = NULL;
+	d->stopping = 1;
+	pthread_join(d->thread, NULL);
+	deferred_free(d);
+	c->deferred = NULL;
 }

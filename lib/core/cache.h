@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "fingerprint.h"
-#include "settings.h"
+#include "input_limits.h"
 
 #define AB_CACHE_MAX_BYTES (1u << 20)
 #define AB_CACHE_NAME_MAX 32

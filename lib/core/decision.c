@@ -10,7 +10,7 @@
 
 #include "error.h"
 #include "protocol.h"
-#include "settings.h"
+#include "input_limits.h"
 
 static bool get_long(struct json_object *o, const char *key, long min, long max, long *out)
 {

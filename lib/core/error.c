@@ -91,3 +91,11 @@ void ab_append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
 	if (n > 0)
 		*len = *len + (size_t)n < buflen ? *len + (size_t)n : buflen - 1;
 }
+
+int ab_parse_choice(const char *word, const char *const names[], int n)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(word, names[i]) == 0)
+			return i;
+	return -EINVAL;
+}

@@ -36,4 +36,7 @@ const char *ab_printable_lines(const char *text, char *buf, size_t buflen);
  * '.', '_' and '-' (a preset's name, a cache entry's). */
 bool ab_plain_name(const char *name);
 
+/* The index of word in names[0..n), or -EINVAL: a value from a fixed set of choices. */
+int ab_parse_choice(const char *word, const char *const names[], int n);
+
 #endif

@@ -339,24 +339,28 @@ static bool say(const struct ab_hold_server *s, int fd, const char *what, size_t
 	       send_all(fd, what, len, ab_now() + PER_CONN_S) == 0;
 }
 
+/* Room for one more connection, 64 at a time. */
+static int grow(struct ab_hold_server *s)
+{
+	struct ab_hold_conn *more;
+
+	if (s->nconns % 64 != 0)
+		return 0;
+	if (!(more = realloc(s->conns, (s->nconns + 64) * sizeof(*more))))
+		return -ENOMEM;
+	s->conns = more;
+	return 0;
+}
+
 static void accept_new(struct ab_hold_server *s)
 {
 	int c;
 
 	while ((c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-		struct ab_hold_conn *grown;
-
-		if (s->nconns >= s->maxconns + 16) { /* hellos pending beyond what is held */
+		if (s->nconns >= s->maxconns + 16 || grow(s) < 0) { /* hellos pending beyond */
 			close(c);
 			continue;
 		}
-		if (s->nconns % 64 == 0 &&
-		    !(grown = realloc(s->conns, (s->nconns + 64) * sizeof(*grown)))) {
-			close(c);
-			continue;
-		}
-		if (s->nconns % 64 == 0)
-			s->conns = grown;
 		s->conns[s->nconns++] = (struct ab_hold_conn){.fd = c, .since = ab_now()};
 	}
 }

@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "error.h"
 
 #define UINT64_DIGITS 19 /* 10^19 - 1 fits in a uint64_t */
 
@@ -73,6 +76,37 @@ int ab_parse_decimal(const char *text, unsigned max_digits, double min, double m
 		return -EINVAL;
 	if (v < min || v > max)
 		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+#define FRACTION_HINT "give a number greater than 0 and at most 1, such as 0.8 or 80%"
+
+int ab_parse_fraction(const char *text, double *out, char *err, size_t errlen)
+{
+	char shown[AB_FRACTION_TEXT_MAX + 4];
+	const char *end = NULL;
+	double v;
+
+	if (!text || !*text)
+		return ab_fail(err, errlen, EINVAL, "empty fraction: %s", FRACTION_HINT);
+	if (strlen(text) > AB_FRACTION_TEXT_MAX)
+		return ab_fail(err, errlen, EINVAL, "fraction '%s' is too long: %s",
+			       ab_printable(text, shown, 16), FRACTION_HINT);
+	ab_printable(text, shown, sizeof(shown));
+	if (ab_parse_decimal_prefix(text, AB_EXACT_DIGITS, &v, &end) < 0 ||
+	    (*end && strcmp(end, "%") != 0))
+		return ab_fail(err, errlen, EINVAL, "invalid fraction '%s': %s", shown,
+			       FRACTION_HINT);
+	if (*end == '%')
+		v /= 100.0;
+	if (!(v > 0.0))
+		return ab_fail(err, errlen, ERANGE, "fraction '%s' must be greater than 0: %s",
+			       shown, FRACTION_HINT);
+	if (v > 1.0)
+		return ab_fail(err, errlen, ERANGE,
+			       "fraction '%s' is more than the whole GPU memory: %s", shown,
+			       FRACTION_HINT);
 	*out = v;
 	return 0;
 }

@@ -4,6 +4,10 @@
 #ifndef AUTOBATCH_NUMBER_H
 #define AUTOBATCH_NUMBER_H
 
+#include <stddef.h>
+
+#include "input_limits.h"
+
 #define AB_EXACT_DIGITS 15 /* a decimal of this many digits is exact in a double */
 
 /* A whole number in decimal digits only (no sign, space or base prefix) from min to max:
@@ -21,5 +25,10 @@ int ab_parse_decimal_prefix(const char *text, unsigned max_digits, double *out,
  * [min, max]). */
 int ab_parse_decimal(const char *text, unsigned max_digits, double min, double max,
 		     double *out);
+
+/* Parses "0.8", ".8" or "80%" into 0 < f <= 1. Refuses anything else, including exponents,
+ * hex floats, signs, spaces, nan/inf and text longer than AB_FRACTION_TEXT_MAX; err says why
+ * and what to give. */
+int ab_parse_fraction(const char *text, double *out, char *err, size_t errlen);
 
 #endif

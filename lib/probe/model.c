@@ -9,7 +9,6 @@
 
 #include "error.h"
 #include "number.h"
-#include "settings.h"
 
 #define DIM_MAX (1L << 20) /* any dimension; keeps every product below 2^63 */
 

@@ -34,15 +34,15 @@ static void options(const char *text, unsigned pick)
 {
 	struct ab_request req;
 	struct ab_site site;
-	char err[512], note[512];
-	double f;
+	struct ab_effective eff;
+	char err[512];
 
 	ab_site_init(&site);
 	ab_request_init(&req);
 	ab_request_set(&req, (enum ab_option)(pick % AB_OPT_COUNT), text, err, sizeof(err));
 	ab_request_from_env(&req, text, err, sizeof(err));
 	ab_request_check(&req, err, sizeof(err));
-	ab_resolve_fraction(&site, &req, &f, note, sizeof(note), err, sizeof(err));
+	ab_settings_resolve(&site, &req, &eff, err, sizeof(err));
 }
 
 /* a model that passes the checks must size without overflow at any batch the search tries */

@@ -2,7 +2,7 @@
 # man-pages.t - autobatch(8) and autobatch-probe(1) render with groff -ww without a warning,
 # and autobatch(8) names every option and plugstack argument the code knows (TAP).
 . "$(dirname "$0")/tap.sh"
-settings=$(dirname "$0")/../../lib/core/settings.c
+core=$(dirname "$0")/../../lib/core
 warnings=$(mktemp)
 trap 'rm -f "$warnings" "$warnings.page"' EXIT
 text() { LC_ALL=C groff -man -Tascii -P-cbu "$1" 2>/dev/null; }
@@ -17,8 +17,8 @@ for page in doc/autobatch.8 doc/autobatch-probe.1; do
 	check "$page renders without warnings under a long install prefix" \
 		sh -c "test -n \"\$(LC_ALL=C.UTF-8 groff -ww -man -Tutf8 '$warnings.page' 2>'$warnings')\" && test ! -s '$warnings'"
 done
-options=$(sed -n 's/.*\[AB_OPT_[A-Z_]*\] = {"\([a-z-]*\)".*/\1/p' "$settings")
-args=$(sed -n 's/^[[:space:]]*{"\([a-z_]*\)", ARG_.*/\1/p' "$settings")
+options=$(sed -n 's/.*\[AB_OPT_[A-Z_]*\] = {"\([a-z-]*\)".*/\1/p' "$core/request.c")
+args=$(sed -n 's/^[[:space:]]*{"\([a-z_]*\)", ARG_.*/\1/p' "$core/site.c")
 page=$(text doc/autobatch.8)
 missing() { for w in $1; do printf '%s\n' "$page" | grep -q -- "$2$w" || echo "# missing $2$w"; done; }
 check "autobatch(8) documents every user option ($(echo $options | wc -w))" \

@@ -1,8 +1,8 @@
 #!/bin/sh
-# messages.t - every message the SPANK plugin itself prints (spank/*.c, and lib/core settings,
-# decision, cache and the hold channel, which only the plugin uses) is explained in the
-# README's Troubleshooting section: its fixed words (a run of four or more, without format
-# directives) appear there (TAP).
+# messages.t - every message the SPANK plugin itself prints (spank/*.c, and lib/core site,
+# request, settings, decision, cache and the hold channel, which only the plugin uses) is
+# explained in the README's Troubleshooting section: its fixed words (a run of four or more,
+# without format directives) appear there (TAP).
 . "$(dirname "$0")/tap.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
 python3 - "$src" <<'PY'
@@ -13,7 +13,7 @@ section = readme[readme.index("## Troubleshooting"):]
 section = section[:section.index("\n## ", 5)]
 section = re.sub(r"\s+", " ", re.sub(r"[`*\\]", "", section))
 n = failed = 0
-for path in sorted(glob.glob(f"{src}/spank/*.c")) + [f"{src}/lib/core/{f}.c" for f in ("settings", "decision", "cache", "file_replace", "hold")]:
+for path in sorted(glob.glob(f"{src}/spank/*.c")) + [f"{src}/lib/core/{f}.c" for f in ("settings", "site", "request", "decision", "cache", "file_replace", "hold")]:
     text = open(path).read()
     for m in re.finditer(r"\b(?:ab_fail|slurm_error|slurm_info|slurm_spank_log)\s*\(", text):
         i, depth = m.end(), 1

@@ -1,5 +1,6 @@
-/* test_settings.c - fraction parsing, plugstack arguments, user options and the site
- * policy that resolves them (lib/core/settings.c).
+/* test_settings.c - fraction parsing, plugstack arguments (lib/core/site.c), user options
+ * (lib/core/request.c) and the effective settings the site policy makes of them
+ * (lib/core/settings.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -408,8 +409,15 @@ static int resolve(const char *fraction, double *out)
 				 0);
 	else
 		r.enabled = true;
-	err[0] = note[0] = '\0';
-	return ab_resolve_fraction(&site, &r, out, note, sizeof(note), err, sizeof(err));
+	struct ab_effective eff;
+	int rc;
+
+	err[0] = '\0';
+	rc = ab_settings_resolve(&site, &r, &eff, err, sizeof(err));
+	snprintf(note, sizeof(note), "%s", rc == 0 ? eff.note : "");
+	if (rc == 0)
+		*out = eff.fraction;
+	return rc;
 }
 
 static void policy(void **state)
@@ -459,18 +467,56 @@ static void policy(void **state)
 static void describe(void **state)
 {
 	struct ab_request r;
+	struct ab_effective eff;
 	char buf[2048], tiny[16];
 
 	(void)state;
 	assert_int_equal(SITE("max_fraction=0.9", "probe_args=\"--device host\""), 0);
 	ab_request_init(&r);
 	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.85", err, sizeof(err)), 0);
-	assert_int_equal(ab_settings_describe(&site, &r, 0.85, buf, sizeof(buf)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &r, &eff, err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_describe(&site, &r, &eff, buf, sizeof(buf)), 0);
 	assert_contains(buf, "fraction=0.85 (from --autobatch=0.85; site bounds 0..0.9, "
 			     "over_max=clamp)\n");
+	assert_contains(buf, "objective=memory mode=exec eval=no refresh=no\n");
 	assert_contains(buf, "probe_args=--device host\n");
-	assert_int_equal(ab_settings_describe(&site, &r, 0.85, tiny, sizeof(tiny)),
-			 -ENAMETOOLONG);
+	assert_contains(buf, "startup_seconds=600s max_trial_seconds=1800s instrument=on "
+			     "parallel=on\n");
+	assert_int_equal(ab_settings_describe(&site, &r, &eff, tiny, sizeof(tiny)), -ENAMETOOLONG);
+}
+
+/* The one rule, as each context meets the request: srun records --autobatch=0.95; sbatch
+ * hands a bare --autobatch on as "(null)" (the site default); slurmstepd takes the option
+ * srun launched with. Each gets the same fraction for the same request; the user's
+ * --autobatch-instrument wins over the site's instrument=. */
+static void effective_in_every_context(void **state)
+{
+	struct ab_request srun, sbatch, stepd;
+	struct ab_effective a, b, c;
+
+	(void)state;
+	assert_int_equal(SITE("max_fraction=0.9", "default_fraction=0.7", "instrument=off"), 0);
+	ab_request_init(&srun);
+	assert_int_equal(ab_request_set(&srun, AB_OPT_AUTOBATCH, "0.95", err, sizeof(err)), 0);
+	assert_int_equal(ab_request_set(&srun, AB_OPT_INSTRUMENT, "on", err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &srun, &a, err, sizeof(err)), 0);
+	assert_float_equal(a.fraction, 0.9, 1e-12);
+	assert_string_equal(a.note, "--autobatch=0.95 is above the site maximum 0.9: using 0.9");
+	assert_true(a.instrument);
+
+	ab_request_init(&sbatch);
+	assert_int_equal(ab_request_set(&sbatch, AB_OPT_AUTOBATCH, ab_option_value("(null)"), err,
+					sizeof(err)),
+			 0);
+	assert_int_equal(ab_settings_resolve(&site, &sbatch, &b, err, sizeof(err)), 0);
+	assert_float_equal(b.fraction, 0.7, 1e-12);
+	assert_string_equal(b.note, "");
+	assert_false(b.instrument);
+
+	ab_request_init(&stepd);
+	assert_int_equal(ab_request_set(&stepd, AB_OPT_AUTOBATCH, "0.95", err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &stepd, &c, err, sizeof(err)), 0);
+	assert_float_equal(c.fraction, a.fraction, 0);
 }
 
 /* srun's own syntax: a bare ':' separates a heterogeneous step's components */
@@ -507,6 +553,7 @@ int main(void)
 		cmocka_unit_test(request_check),
 		cmocka_unit_test(policy),
 		cmocka_unit_test(describe),
+		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps),
 	};
 

@@ -1,0 +1,42 @@
+/* context.h - what the hooks of one process share, owned by dispatch.c: the site policy
+ * parsed once from plugstack.conf, the user's request and its effective settings, and what a
+ * hook leaves for the hooks after it. Modules are handed it; none keeps state of its own.
+ */
+#ifndef AUTOBATCH_CONTEXT_H
+#define AUTOBATCH_CONTEXT_H
+
+#include <slurm/spank.h>
+#include <stdbool.h>
+
+#include "settings.h"
+
+#define AB_LOG_PREFIX "autobatch: "
+
+struct ab_deferred; /* srun_hold.h */
+
+/* One per process: Slurm loads the plugin once into each srun, sbatch, salloc and
+ * slurmstepd, and calls its hooks one after another. Each field says why it outlives the hook
+ * that sets it. */
+struct ab_ctx {
+	/* slurm_spank_init parses plugstack.conf; every later hook must know it was sound */
+	bool site_ok;
+	char site_err[AB_ERR_MAX];
+	struct ab_site site;
+	/* the option callbacks record the request between the hooks */
+	struct ab_request req;
+	/* resolved where --autobatch is recorded (or found in the environment); the probe, the
+	 * cache key and the caps use this one result */
+	struct ab_effective eff;
+	bool resolved;
+	/* a hook refused the request: later hooks do nothing */
+	bool failed;
+	/* init set the option's environment form from AUTOBATCH: the first callback is it */
+	bool env_alias;
+	/* srun runs inside salloc/sbatch: only init_post_opt can tell, before srun allocates */
+	bool in_allocation;
+	/* srun: the decision made after the launch, whose thread outlives local_user_init until
+	 * slurm_spank_exit joins it */
+	struct ab_deferred *deferred;
+};
+
+#endif

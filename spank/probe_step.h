@@ -1,0 +1,47 @@
+/* probe_step.h - srun's side of the probe: autobatch-probe run as a nested job step on the
+ * step's first node, as the user, from an argv array; its progress streamed, its report read.
+ */
+#ifndef AUTOBATCH_PROBE_STEP_H
+#define AUTOBATCH_PROBE_STEP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+#include "decision.h"
+
+/* What the probe step needs to know of the step srun is about to launch. */
+struct ab_probe_job {
+	const struct ab_ctx *ctx; /* the settings it probes with */
+	const char *srun;       /* this srun's own binary */
+	unsigned jobid;
+	unsigned ntasks;        /* the data-parallel width for a global batch */
+	const char *nodelist;   /* the step's nodes; the probe runs on the first */
+	int argc;
+	char **argv;            /* the step's command */
+	const char *config;     /* absolute path, or NULL */
+	const char *key;        /* the micro-batch key in it */
+	const char *accum_key;  /* its gradient accumulation key (1 in trials), or NULL */
+	long global_batch;      /* 0: none */
+	/* a warm start: a cached decision of a job differing only in memory-neutral values */
+	long warm_batch;        /* 0: none */
+	uint64_t warm_per_sample;
+	const char *warm_from;  /* its cache entry's name */
+	char *const *env;       /* srun's environment when it decided (NULL: environ now) */
+	void (*tick)(void *arg); /* called every 0.2 s while the probe step runs; or NULL */
+	void *tick_arg;
+};
+
+/* Runs the probe step; 0 with the result (and its JSON in *json, malloc'ed, when json is not
+ * NULL), or a negative errno with one sentence naming the cause. Once *stop is set (srun is
+ * ending) the probe step is cancelled. */
+int ab_probe_run(const struct ab_probe_job *job, const char *phase,
+		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
+		 size_t errlen);
+
+/* True in the nested srun that runs the probe step. */
+bool ab_is_probe_step(void);
+
+#endif

@@ -1,0 +1,22 @@
+/* srun_hold.h - srun (local context): a decision that needs the probe, made after the launch
+ * while the step's tasks wait on the hold channel; a thread probes, applies and answers them.
+ */
+#ifndef AUTOBATCH_SRUN_HOLD_H
+#define AUTOBATCH_SRUN_HOLD_H
+
+#include <stddef.h>
+
+#include "cache.h"
+#include "context.h"
+#include "srun_apply.h"
+
+/* Takes pl (malloc'ed) and the open cache on success, and records the decision being made in
+ * c->deferred: the tasks are told to wait (SLURM_AUTOBATCH_HOLD) and a thread probes,
+ * applies and answers them. On failure nothing is taken or changed. */
+int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache,
+		  const char *entry, char *err, size_t errlen);
+
+/* srun is ending (slurm_spank_exit): a probe still running is stopped, the thread joined. */
+void ab_srun_defer_end(struct ab_ctx *c);
+
+#endif
