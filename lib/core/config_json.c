@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_internal.h"
+#include "config_nodes.h"
+#include "config_readers.h"
 #include "error.h"
 
 struct scanner {

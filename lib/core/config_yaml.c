@@ -6,7 +6,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "config_internal.h"
+#include "config_nodes.h"
+#include "config_readers.h"
 #include "error.h"
 
 #define CHECKPOINT 64 /* characters between remembered byte offsets */

@@ -58,11 +58,6 @@ struct ab_proc_watch {
  * not reaped yet, so its id is not reused) and reaps it. Closes w's pipes. */
 enum ab_stop ab_proc_wait(struct ab_proc *p, const struct ab_proc_watch *w);
 
-/* 1 once child pid has ended, 0 while it runs (or on EINTR), a negative errno when it cannot
- * be asked. The child is not reaped: its pid, and so its process group's id, stays ours until
- * the caller reaps it. */
-int ab_child_ended(pid_t pid);
-
 /* ---- a program, its output collected ---- */
 
 #define AB_SUBPROCESS_STDOUT_MAX (1u << 20)

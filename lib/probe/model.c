@@ -28,7 +28,10 @@ static const struct field fields[] = {
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
-const char *ab_dtype_name(enum ab_dtype dtype)
+/* Heads divide hidden, every dimension in range, sizes that cannot overflow. */
+static int model_check(const struct ab_model *m, char *err, size_t errlen);
+
+static const char *dtype_name(enum ab_dtype dtype)
 {
 	return dtype == AB_DTYPE_BF16 ? "bf16" : "fp32";
 }
@@ -116,7 +119,7 @@ int ab_model_parse(const char *spec, struct ab_model *m, char *err, size_t errle
 		return rc;
 	if (!m->ffn && m->hidden)
 		m->ffn = 4 * m->hidden;
-	return ab_model_check(m, err, errlen);
+	return model_check(m, err, errlen);
 }
 
 static int read_dim(const struct ab_config *cfg, int document, const char *key,
@@ -160,10 +163,10 @@ int ab_model_from_config(const struct ab_config *cfg, int document, const struct
 	if (dkey && ab_config_get(cfg, dkey, document, value, sizeof(value), why, sizeof(why)) == 0 &&
 	    (rc = parse_dtype(value, &m->dtype, err, errlen)) < 0)
 		return rc;
-	return ab_model_check(m, err, errlen);
+	return model_check(m, err, errlen);
 }
 
-int ab_model_check(const struct ab_model *m, char *err, size_t errlen)
+static int model_check(const struct ab_model *m, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < NFIELDS; i++) {
 		long v = *field_of((struct ab_model *)m, &fields[i]);
@@ -321,6 +324,6 @@ void ab_model_describe(const struct ab_model *m, char *buf, size_t buflen)
 {
 	snprintf(buf, buflen,
 		 "%ld layers, hidden %ld, %ld heads, ffn %ld, seq %ld, vocab %ld, %s%s, %.1fM params",
-		 m->layers, m->hidden, m->heads, m->ffn, m->seq, m->vocab, ab_dtype_name(m->dtype),
+		 m->layers, m->hidden, m->heads, m->ffn, m->seq, m->vocab, dtype_name(m->dtype),
 		 m->recompute ? ", recompute" : "", (double)ab_model_params(m) / 1e6);
 }

@@ -33,10 +33,6 @@ int ab_model_parse_fields(const char *spec, struct ab_model *m, char *err, size_
 int ab_model_from_config(const struct ab_config *cfg, int document, const struct ab_preset *p,
 			 struct ab_model *m, char *err, size_t errlen);
 
-/* Heads divide hidden, every dimension in range, sizes that cannot overflow. */
-int ab_model_check(const struct ab_model *m, char *err, size_t errlen);
-
-const char *ab_dtype_name(enum ab_dtype dtype);
 size_t ab_dtype_bytes(enum ab_dtype dtype);
 
 /* Parameters, layer by layer, in the order they are laid out in memory. */

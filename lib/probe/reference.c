@@ -296,6 +296,9 @@ static void init_params(struct ref_gpt *g, uint64_t seed)
 	}
 }
 
+/* Random tokens below vocab as inputs and the next token as targets. */
+static void ref_gpt_tokens(struct ref_gpt *g, uint64_t seed);
+
 int ref_gpt_init(struct ref_gpt *g, const struct ab_model *m, int B, uint64_t seed, char *err,
 		 size_t errlen)
 {
@@ -354,7 +357,7 @@ void ref_gpt_free(struct ref_gpt *g)
 	memset(g, 0, sizeof(*g));
 }
 
-void ref_gpt_tokens(struct ref_gpt *g, uint64_t seed)
+static void ref_gpt_tokens(struct ref_gpt *g, uint64_t seed)
 {
 	size_t BT = (size_t)g->B * (size_t)g->m.seq;
 

@@ -58,8 +58,6 @@ struct ref_gpt {
 int ref_gpt_init(struct ref_gpt *g, const struct ab_model *m, int B, uint64_t seed, char *err,
 		 size_t errlen);
 void ref_gpt_free(struct ref_gpt *g);
-/* Random tokens below vocab as inputs and the next token as targets. */
-void ref_gpt_tokens(struct ref_gpt *g, uint64_t seed);
 float ref_gpt_forward(struct ref_gpt *g); /* mean loss */
 void ref_gpt_backward(struct ref_gpt *g);  /* grads = d(mean loss) */
 void ref_gpt_update(struct ref_gpt *g, float lr);

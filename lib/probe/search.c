@@ -6,7 +6,7 @@
  * peak, by bisection where a jump or a real OOM hides the curve. The chosen batch is always
  * one that was run and fit.
  */
-#include "search.h"
+#include "search_run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,7 +18,6 @@
 
 #define DEFAULT_MAX_TRIALS 6 /* the search's own bound: past it, the best fit seen */
 #define AIM_BELOW 0.005 /* aim this far under the predicted limit */
-#define FAR_PARTNER 0.75 /* fit the line to a point at most this fraction of the top one */
 #define MARGIN 0.02       /* a line prediction this far over the limit is a sure failure */
 #define STEP_MARGIN 0.05 /* the same, when one step is larger than the tolerance */
 #define QUIET 0.0005     /* trials this close to a line show no noise */
@@ -26,8 +25,6 @@
 #define THROUGHPUT_EXTRA_TRIALS 4
 #define NOISE_GUESS 0.007 /* a peak's run-to-run noise, unknown until seen: allocator jitter */
 #define DAMP_FROM 1.0    /* a line less certain than this aims short of its prediction */
-#define GROWTH 4.0      /* a round's sizes grow by this while no line is known */
-#define ROUND_STEP 0.029 /* a round's ladder around the prediction: fit and fail 3% apart */
 /* Helper processes' memory differs between runs of one batch. The margin kept under the
  * limit for it: twice the spread two runs of the choice showed (two readings understate the
  * range), and at least NOISE_FLOOR of the limit, what plain runs with two DataLoader workers
@@ -37,127 +34,7 @@
 #define NOISE_FLOOR 0.03
 #define NOISE_ROUNDS 3 /* lowerings of the target before giving up on a margin */
 
-/* ---- candidates: the batch sizes the constraints allow ----------------------------- */
-
-struct cands {
-	long *list; /* with a global batch: the divisors that qualify, ascending */
-	size_t n;
-	long step, lo, hi; /* otherwise: multiples of step in [lo, hi] */
-};
-
-static int add_divisors(struct cands *c, long per_device, long lo, long hi, long m)
-{
-	for (long d = 1; d * d <= per_device; d++) {
-		long pair[2] = {d, per_device / d};
-
-		if (per_device % d)
-			continue;
-		for (int k = 0; k < (pair[0] == pair[1] ? 1 : 2); k++) {
-			long *grown;
-
-			if (pair[k] < lo || pair[k] > hi || pair[k] % m)
-				continue;
-			if (!(grown = realloc(c->list, (c->n + 1) * sizeof(*grown))))
-				return -ENOMEM;
-			c->list = grown;
-			c->list[c->n++] = pair[k];
-		}
-	}
-	return 0;
-}
-
-static int cmp_long(const void *a, const void *b)
-{
-	long x = *(const long *)a, y = *(const long *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int cands_init(const struct ab_search_params *p, struct cands *c, char *err,
-		      size_t errlen)
-{
-	long m = p->multiple_of > 0 ? p->multiple_of : 1;
-	long lo = p->min > 0 ? p->min : 1, hi = p->max > 0 ? p->max : AB_BATCH_MAX;
-
-	memset(c, 0, sizeof(*c));
-	c->step = m;
-	c->lo = (lo + m - 1) / m * m;
-	c->hi = hi / m * m;
-	if (c->lo > c->hi)
-		return ab_fail(err, errlen, EINVAL, "no batch size is a multiple of %ld between %ld "
-						    "and %ld: widen --min/--max or change --multiple-of",
-			       m, lo, hi);
-	if (!p->global_batch)
-		return 0;
-	if (p->devices < 1 || p->global_batch % p->devices)
-		return ab_fail(err, errlen, EINVAL, "global batch %ld does not split evenly over "
-						    "%ld devices",
-			       p->global_batch, p->devices);
-	if (add_divisors(c, p->global_batch / p->devices, c->lo, c->hi, m) < 0)
-		return ab_fail(err, errlen, ENOMEM, "out of memory");
-	if (c->n == 0)
-		return ab_fail(err, errlen, EINVAL, "no batch size between %ld and %ld (a multiple "
-						    "of %ld) divides the per-device batch %ld = %ld "
-						    "/ %ld devices",
-			       c->lo, c->hi, m, p->global_batch / p->devices, p->global_batch,
-			       p->devices);
-	qsort(c->list, c->n, sizeof(long), cmp_long);
-	return 0;
-}
-
-/* Largest candidate <= x, or 0. */
-static long c_floor(const struct cands *c, double x)
-{
-	if (c->list) {
-		long best = 0;
-
-		for (size_t i = 0; i < c->n && (double)c->list[i] <= x; i++)
-			best = c->list[i];
-		return best;
-	}
-	if (x < (double)c->lo)
-		return 0;
-	if (x >= (double)c->hi)
-		return c->hi;
-	return (long)(x / (double)c->step) * c->step;
-}
-
-/* Smallest candidate >= x, or 0. */
-static long c_ceil(const struct cands *c, double x)
-{
-	if (c->list) {
-		for (size_t i = 0; i < c->n; i++)
-			if ((double)c->list[i] >= x)
-				return c->list[i];
-		return 0;
-	}
-	if (x > (double)c->hi)
-		return 0;
-	if (x <= (double)c->lo)
-		return c->lo;
-	return (long)ceil(x / (double)c->step) * c->step;
-}
-
-static long c_first(const struct cands *c) { return c->list ? c->list[0] : c->lo; }
-static long c_last(const struct cands *c) { return c->list ? c->list[c->n - 1] : c->hi; }
-static long c_next(const struct cands *c, long b) { return c_ceil(c, (double)b + 1); }
-static long c_prev(const struct cands *c, long b) { return c_floor(c, (double)b - 1); }
-
 /* ---- trials ------------------------------------------------------------------------ */
-
-struct run {
-	const struct ab_search_params *p;
-	struct ab_trials *trials;
-	ab_trial_fn fn;
-	void *ctx;
-	struct cands c;
-	uint64_t target;   /* fraction x total, less the reserve */
-	uint64_t limit;    /* what a trial must stay within: the target less any margin */
-	size_t new_trials, new_rounds;
-	int budget;        /* rounds this search may run (--max-trials) */
-	char *err;
-	size_t errlen;
-};
 
 void ab_trials_free(struct ab_trials *t)
 {
@@ -165,12 +42,12 @@ void ab_trials_free(struct ab_trials *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static bool fits(const struct run *r, const struct ab_trial *t)
+bool search_fits(const struct run *r, const struct ab_trial *t)
 {
 	return ab_trial_fits(t, r->limit, r->p->total_bytes);
 }
 
-static const struct ab_trial *find(const struct run *r, long b)
+const struct ab_trial *search_find(const struct run *r, long b)
 {
 	for (size_t i = 0; i < r->trials->n; i++)
 		if (r->trials->v[i].batch == b)
@@ -184,7 +61,7 @@ static void keep_margin(struct run *r);
 static void progress(const struct run *r, const struct ab_trial *tr, size_t index)
 {
 	if (r->p->progress)
-		r->p->progress(r->p->progress_arg, index, tr, fits(r, tr), r->target,
+		r->p->progress(r->p->progress_arg, index, tr, search_fits(r, tr), r->target,
 			       r->target - r->limit);
 }
 
@@ -241,7 +118,7 @@ static int measure_round(struct run *r, const long *batches, size_t n)
 
 static int measure(struct run *r, long b)
 {
-	return find(r, b) ? 0 : measure_round(r, &b, 1);
+	return search_find(r, b) ? 0 : measure_round(r, &b, 1);
 }
 
 /* The margin the helpers' noise asks for: twice the largest spread seen, at least the floor;
@@ -308,123 +185,7 @@ static int repeat(struct run *r, size_t i)
 	return 0;
 }
 
-/* ---- the model --------------------------------------------------------------------- */
-
-struct bracket {
-	const struct ab_trial *lo; /* largest fitting candidate */
-	const struct ab_trial *hi; /* smallest failing candidate above lo */
-	size_t nfit;
-};
-
-static bool is_candidate(const struct run *r, long b)
-{
-	return c_ceil(&r->c, (double)b) == b;
-}
-
-static struct bracket bracket(const struct run *r)
-{
-	struct bracket k = {0};
-
-	for (size_t i = 0; i < r->trials->n; i++) {
-		const struct ab_trial *t = &r->trials->v[i];
-
-		if (is_candidate(r, t->batch) && fits(r, t)) {
-			k.nfit++;
-			if (!k.lo || t->batch > k.lo->batch)
-				k.lo = t;
-		}
-	}
-	for (size_t i = 0; i < r->trials->n; i++) {
-		const struct ab_trial *t = &r->trials->v[i];
-
-		if (is_candidate(r, t->batch) && !fits(r, t) && (!k.lo || t->batch > k.lo->batch) &&
-		    (!k.hi || t->batch < k.hi->batch))
-			k.hi = t;
-	}
-	return k;
-}
-
-/* The fitting trial to draw the line through with lo: far below it for accuracy, but the
- * nearest such, since fragmentation bends the curve upward. */
-static const struct ab_trial *partner(const struct run *r, const struct ab_trial *lo)
-{
-	const struct ab_trial *far = NULL, *near = NULL;
-
-	for (size_t i = 0; i < r->trials->n; i++) {
-		const struct ab_trial *t = &r->trials->v[i];
-
-		if (t == lo || !fits(r, t) || t->batch >= lo->batch)
-			continue;
-		if (t->batch <= FAR_PARTNER * (double)lo->batch && (!far || t->batch > far->batch))
-			far = t;
-		if (!near || t->batch < near->batch)
-			near = t;
-	}
-	return far ? far : near;
-}
-
-/* Where the line through lo and its partner reaches the limit. */
-static double line_pred(const struct run *r, const struct bracket *k)
-{
-	const struct ab_trial *q = partner(r, k->lo);
-	double plo = (double)k->lo->peak_bytes;
-	double slope = (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch);
-
-	return slope > 0 ? (double)k->lo->batch + ((double)r->limit - plo) / slope : INFINITY;
-}
-
-/* Where the least-squares line through every fitting trial meets the limit; INFINITY when
- * it does not rise. */
-static double fit_all(const struct run *r)
-{
-	double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0, slope;
-
-	for (size_t i = 0; i < r->trials->n; i++) {
-		const struct ab_trial *t = &r->trials->v[i];
-		double x = (double)t->batch, y = (double)t->peak_bytes;
-
-		if (!fits(r, t))
-			continue;
-		sx += x, sy += y, sxx += x * x, sxy += x * y, n++;
-	}
-	if (n < 2 || n * sxx - sx * sx <= 0 ||
-	    (slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)) <= 0)
-		return INFINITY;
-	return ((double)r->limit - (sy - slope * sx) / n) / slope;
-}
-
-/* The batch (real-valued) at which the peak reaches the limit; INFINITY when flat. */
-static double predict(const struct run *r, const struct bracket *k)
-{
-	const struct ab_trial *lo = k->lo, *q = partner(r, lo);
-	double plo = (double)lo->peak_bytes, L = (double)r->limit, secant, shifted;
-	double slope = q ? (plo - (double)q->peak_bytes) / (double)(lo->batch - q->batch) : 0;
-
-	if (k->hi) {
-		/* Fragmentation bends the curve up: the secant through the bracket follows it.
-		 * A workspace jump lifts it: the line moved up to the failing trial follows that.
-		 * Both err low on the other's curve, so take the lower. A real OOM reports no
-		 * peak; its peak was at least the total, which the secant then uses. */
-		double phi = k->hi->has_peak ? (double)k->hi->peak_bytes : (double)r->p->total_bytes;
-
-		if (phi <= plo)
-			return INFINITY;
-		secant = (double)lo->batch + (L - plo) * (double)(k->hi->batch - lo->batch) / (phi - plo);
-		shifted = slope > 0 ? (double)k->hi->batch - (phi - L) / slope : secant;
-		if (!k->hi->has_peak) /* both optimistic: the lower, the line's or the secant's */
-			return slope > 0 ? fmin(secant, (double)lo->batch + (L - plo) / slope) : secant;
-		return shifted > (double)lo->batch ? fmin(secant, shifted) : secant;
-	}
-	if (!q)
-		return plo > 0 ? (double)lo->batch * L / plo : INFINITY; /* base >= 0 bound */
-	if (k->nfit >= 3) /* noise averages out over all fits; a bend makes the pair's lower */
-		return fmin(fit_all(r), line_pred(r, k));
-	return line_pred(r, k);
-}
-
 /* ---- the search -------------------------------------------------------------------- */
-
-static double residual(const struct run *r, const struct bracket *k);
 
 /* The line's prediction, pulled back toward lo by how uncertain the line is: its rise
  * between the two trials against the noise a peak carries (NOISE_GUESS of it, each end).
@@ -434,14 +195,14 @@ static double residual(const struct run *r, const struct bracket *k);
  * baseline. */
 static double damped(const struct run *r, const struct bracket *k, double pred)
 {
-	const struct ab_trial *q = partner(r, k->lo);
+	const struct ab_trial *q = search_partner(r, k->lo);
 	double lo = (double)k->lo->batch, plo = (double)k->lo->peak_bytes, rise, noise, res;
 
 	if (!q)
 		return isinf(pred) ? 4.0 * lo : pred * (1 - AIM_BELOW);
 	rise = plo - (double)q->peak_bytes;
 	noise = NOISE_GUESS * (plo + (double)q->peak_bytes);
-	if ((res = residual(r, k)) >= 0) /* a third trial shows the real noise */
+	if ((res = search_residual(r, k)) >= 0) /* a third trial shows the real noise */
 		noise = fmax(res, QUIET * (double)r->limit);
 	if (rise > 0 && noise < DAMP_FROM * rise)
 		return pred * (1 - AIM_BELOW);
@@ -539,35 +300,6 @@ static int confidence(const struct run *r, const struct bracket *k)
 	return k->nfit >= 3 ? 85 : 75;
 }
 
-/* The line's peak at batch b, through lo and its partner (NAN without a partner). */
-static double line_peak(const struct run *r, const struct bracket *k, double b)
-{
-	const struct ab_trial *q = partner(r, k->lo);
-	double plo = (double)k->lo->peak_bytes;
-
-	if (!q)
-		return NAN;
-	return plo + (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch) *
-			     (b - (double)k->lo->batch);
-}
-
-/* How far the other fitting trials lie off the line through lo and its partner: the
- * noise (or a bend) the line's predictions carry. -1 with no third trial to judge by. */
-static double residual(const struct run *r, const struct bracket *k)
-{
-	const struct ab_trial *q = partner(r, k->lo);
-	double worst = -1;
-
-	for (size_t i = 0; i < r->trials->n; i++) {
-		const struct ab_trial *t = &r->trials->v[i];
-
-		if (t != k->lo && t != q && fits(r, t))
-			worst = fmax(worst, fabs(line_peak(r, k, (double)t->batch) -
-						 (double)t->peak_bytes));
-	}
-	return worst;
-}
-
 /* True when lo is the answer: the next candidate failed, or lo is within the tolerance of
  * the failing one, or of the first candidate the line puts clearly (MARGIN) over the limit:
  * jitter and granularity make a prediction right only to a percent or two. */
@@ -583,28 +315,28 @@ static bool done(const struct run *r, const struct bracket *k)
 		return true;
 	/* Otherwise the line through two fitting trials decides; it never overestimates an
 	 * upward-bending curve, so its "over the limit" is safe to believe. */
-	if (k->nfit < 2 || !partner(r, k->lo))
+	if (k->nfit < 2 || !search_partner(r, k->lo))
 		return false;
-	pred = line_pred(r, k);
+	pred = search_line_pred(r, k);
 	if (isinf(pred))
 		return false;
 	/* Where one step is more than the tolerance, the line must put the next candidate over
 	 * the limit by more than its own noise, judged from a third trial, extrapolated. */
 	if ((double)lo < (1 - AB_SEARCH_TOLERANCE) * (double)next) {
-		double noise = residual(r, k), spread = (double)(lo - partner(r, k->lo)->batch);
+		double noise = search_residual(r, k), spread = (double)(lo - search_partner(r, k->lo)->batch);
 
 		if (noise < 0)
 			return false;
 		/* a noise-free line (granularity only) earns the ordinary margin */
 		double margin = noise < QUIET * L ? MARGIN : STEP_MARGIN;
 
-		return line_peak(r, k, (double)next) >
+		return search_line_peak(r, k, (double)next) >
 		       L + fmax(margin * L, 3 * noise * (1 + (double)(next - lo) / spread));
 	}
-	if (line_peak(r, k, (double)next) > L * (1 + MARGIN))
+	if (search_line_peak(r, k, (double)next) > L * (1 + MARGIN))
 		return true;
 	/* the last candidate before the line reaches the limit plus the margin */
-	slope = line_peak(r, k, (double)lo + 1) - (double)k->lo->peak_bytes;
+	slope = search_line_peak(r, k, (double)lo + 1) - (double)k->lo->peak_bytes;
 	bound = c_ceil(&r->c, (double)lo + (L * (1 + MARGIN) - (double)k->lo->peak_bytes) / slope);
 	bound = bound ? c_prev(&r->c, bound) : c_last(&r->c);
 	return (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)bound;
@@ -612,7 +344,7 @@ static bool done(const struct run *r, const struct bracket *k)
 
 static int nothing_fits(const struct run *r, char *err, size_t errlen)
 {
-	const struct ab_trial *t = find(r, c_first(&r->c));
+	const struct ab_trial *t = search_find(r, c_first(&r->c));
 	char peak[32], limit[32];
 
 	ab_format_size(r->limit, limit, sizeof(limit));
@@ -623,85 +355,6 @@ static int nothing_fits(const struct run *r, char *err, size_t errlen)
 	return ab_fail(err, errlen, ENOSPC,
 		       "even batch %ld does not fit: it ran out of memory (limit %s)",
 		       c_first(&r->c), limit);
-}
-
-/* ---- rounds: several trials at once ------------------------------------------------ */
-
-/* Adds candidate b to the round when it is new, in range and not yet measured. */
-static void round_add(const struct run *r, long *v, size_t *n, size_t cap, long b, long lo,
-		      long hi)
-{
-	if (*n == cap || b <= 0 || (lo && b <= lo) || (hi && b >= hi) || find(r, b))
-		return;
-	for (size_t i = 0; i < *n; i++)
-		if (v[i] == b)
-			return;
-	v[(*n)++] = b;
-}
-
-/* The candidate j rungs from b: ROUND_STEP apart, and at least j candidates apart. */
-static long rung(const struct run *r, long b, int j)
-{
-	long walk = b, far;
-
-	for (int i = 0; i < abs(j) && walk; i++)
-		walk = j > 0 ? c_next(&r->c, walk) : c_prev(&r->c, walk);
-	if (!walk)
-		return 0;
-	far = j > 0 ? c_ceil(&r->c, (double)b * pow(1 + ROUND_STEP, j))
-		    : c_floor(&r->c, (double)b * pow(1 + ROUND_STEP, j));
-	if (!far)
-		return walk;
-	return j > 0 ? (far > walk ? far : walk) : (far < walk ? far : walk);
-}
-
-/* The round beside the one trial a sequential search runs next (v[0]): where the memory line
- * is not known yet, sizes growing by GROWTH, so that the largest fitting pair fixes a line
- * far out; once a line predicts the crossing, a ladder of ROUND_STEP steps around it, more
- * below than above (a line never overestimates an upward-bending curve), so that a fitting
- * and a failing size 3% apart end the search; inside a narrow bracket, sizes that split it
- * evenly. */
-static size_t plan_round(const struct run *r, const struct bracket *k, double pred, long *v,
-			 size_t cap)
-{
-	static const int ladder[] = {-1, 1, -2, -3, 2, -4, -5, 3, -6, -7, 4, -8};
-	long lo = k->lo ? k->lo->batch : 0, hi = k->hi ? k->hi->batch : 0;
-	size_t n = 1;
-
-	if (!k->lo && k->hi) {
-		/* the first size failed: smaller ones, halving down to the smallest (v[0]) */
-		for (double b = (double)k->hi->batch / 2; n < cap && b > (double)v[0]; b /= 2)
-			round_add(r, v, &n, cap, c_floor(&r->c, b), 0, k->hi->batch);
-		return n;
-	}
-	if (!hi && (!k->lo || k->nfit == 1 || isinf(pred))) {
-		/* the first round, from a start above the smallest size (the config's batch):
-		 * as far below it as above, for the answer may lie either side */
-		bool both = r->trials->n == 0 && v[0] > c_first(&r->c);
-		double up = (double)v[0], down = (double)v[0];
-
-		for (size_t i = 1; i < 4 * cap && n < cap; i++) {
-			if ((up *= GROWTH) <= (double)c_last(&r->c))
-				round_add(r, v, &n, cap, c_floor(&r->c, up), lo, 0);
-			if (both && (down /= GROWTH) >= (double)c_first(&r->c) && n < cap)
-				round_add(r, v, &n, cap, c_ceil(&r->c, down), lo, 0);
-		}
-		return n;
-	}
-	if (hi) {
-		/* a narrow bracket is split evenly; a wide one, where the model may be wrong by
-		 * more than a ladder spans, gets half the round evenly and half around v[0] */
-		bool narrow = (double)hi / (double)lo <= pow(1 + ROUND_STEP, (double)cap + 1);
-		size_t even = narrow ? cap : cap >= 4 ? cap / 2 : 0;
-		double step = pow((double)hi / (double)lo, 1.0 / (double)(even + 1));
-
-		for (size_t i = 1; i <= even && n < cap; i++)
-			round_add(r, v, &n, cap, c_floor(&r->c, (double)lo * pow(step, (double)i)), lo,
-				  hi);
-	}
-	for (size_t i = 0; i < sizeof(ladder) / sizeof(ladder[0]) && n < cap; i++)
-		round_add(r, v, &n, cap, rung(r, v[0], ladder[i]), lo, hi);
-	return n;
 }
 
 /* The throughput objective's answer lies below where samples/s stopped rising: two fitting
@@ -715,7 +368,7 @@ static bool plateau(const struct run *r)
 		for (size_t j = 0; j < r->trials->n; j++) {
 			const struct ab_trial *a = &r->trials->v[i], *b = &r->trials->v[j];
 
-			if (fits(r, a) && fits(r, b) && a->samples_per_s > 0 &&
+			if (search_fits(r, a) && search_fits(r, b) && a->samples_per_s > 0 &&
 			    b->batch >= 2 * a->batch && a->samples_per_s >= (1 - TIE) * b->samples_per_s)
 				return true;
 		}
@@ -739,19 +392,19 @@ static int memory_search(struct run *r, struct ab_decision *out)
 		double pred = INFINITY;
 		size_t n;
 
-		k = bracket(r);
+		k = search_bracket(r);
 		if (!k.lo) {
-			const struct ab_trial *t = find(r, first);
+			const struct ab_trial *t = search_find(r, first);
 
 			v[0] = t ? c_first(&r->c) : first;
-			if (t && find(r, v[0])) {
+			if (t && search_find(r, v[0])) {
 				free(v);
 				return nothing_fits(r, r->err, r->errlen);
 			}
 		} else {
 			if (done(r, &k) || plateau(r))
 				break;
-			pred = predict(r, &k);
+			pred = search_predict(r, &k);
 			v[0] = choose(r, &k, pred, (int)r->new_rounds + 1 >= r->budget);
 		}
 		if ((int)r->new_rounds >= r->budget) {
@@ -764,7 +417,7 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			spent = true;
 			break;
 		}
-		n = plan_round(r, &k, pred, v, cap);
+		n = search_plan_round(r, &k, pred, v, cap);
 		if ((rc = measure_round(r, v, n)) < 0) {
 			free(v);
 			return rc;
@@ -775,8 +428,8 @@ static int memory_search(struct run *r, struct ab_decision *out)
 	out->chosen = (size_t)(k.lo - r->trials->v);
 	/* past the budget the best fit seen stands, not shown to be the best */
 	out->confidence = spent ? 70 : confidence(r, &k);
-	if (partner(r, k.lo)) /* the line a later warm start of this job extrapolates */
-		out->per_sample = (line_peak(r, &k, (double)k.lo->batch + 1) -
+	if (search_partner(r, k.lo)) /* the line a later warm start of this job extrapolates */
+		out->per_sample = (search_line_peak(r, &k, (double)k.lo->batch + 1) -
 				   (double)k.lo->peak_bytes);
 	return 0;
 }
@@ -795,8 +448,8 @@ static int warm_start(struct run *r, struct ab_decision *out)
 		return 1;
 	if ((rc = measure(r, b)) < 0)
 		return rc;
-	t = find(r, b);
-	out->warm = fits(r, t) ? 1 : -1;
+	t = search_find(r, b);
+	out->warm = search_fits(r, t) ? 1 : -1;
 	if (out->warm < 0 || !(s > 0))
 		return 1;
 	out->batch = b;
@@ -811,8 +464,8 @@ static int warm_start(struct run *r, struct ab_decision *out)
 		return 0; /* no larger batch within the tolerance: b is the answer */
 	if ((rc = measure(r, next)) < 0)
 		return rc;
-	t = find(r, next);
-	if (fits(r, t)) {
+	t = search_find(r, next);
+	if (search_fits(r, t)) {
 		out->batch = next;
 		out->chosen = (size_t)(t - r->trials->v);
 	} else {
@@ -865,7 +518,7 @@ static int settle_noise(struct run *r, struct ab_decision *out)
 			return ab_fail(r->err, r->errlen, ENOSPC, "the memory of helper processes "
 								  "(DataLoader workers) varies by "
 								  "more than the whole limit");
-		if (fits(r, t))
+		if (search_fits(r, t))
 			break;
 		if (round == NOISE_ROUNDS || !(b = step_down(r, t)))
 			return ab_fail(r->err, r->errlen, ENOSPC,
@@ -873,11 +526,11 @@ static int settle_noise(struct run *r, struct ab_decision *out)
 				       "helper processes (DataLoader workers) varies too much "
 				       "between runs",
 				       (double)(r->target - r->limit) / 1048576.0);
-		k = bracket(r); /* a batch already measured to fit under the margin will do */
+		k = search_bracket(r); /* a batch already measured to fit under the margin will do */
 		if (!k.lo || k.lo->batch < b) {
 			if ((rc = measure(r, b)) < 0)
 				return rc;
-			k.lo = find(r, b);
+			k.lo = search_find(r, b);
 		}
 		out->chosen = (size_t)(k.lo - r->trials->v);
 		out->batch = k.lo->batch;
@@ -893,12 +546,12 @@ static const struct ab_trial *fastest(const struct run *r)
 	double top = 0;
 
 	for (size_t i = 0; i < r->trials->n; i++)
-		if (fits(r, &r->trials->v[i]) && is_candidate(r, r->trials->v[i].batch))
+		if (search_fits(r, &r->trials->v[i]) && search_is_candidate(r, r->trials->v[i].batch))
 			top = fmax(top, r->trials->v[i].samples_per_s);
 	for (size_t i = 0; i < r->trials->n; i++) {
 		const struct ab_trial *t = &r->trials->v[i];
 
-		if (fits(r, t) && is_candidate(r, t->batch) && t->samples_per_s >= (1 - TIE) * top &&
+		if (search_fits(r, t) && search_is_candidate(r, t->batch) && t->samples_per_s >= (1 - TIE) * top &&
 		    (!best || t->batch < best->batch))
 			best = t;
 	}
@@ -919,7 +572,7 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 		for (size_t i = 0; i < r->trials->n; i++) {
 			const struct ab_trial *t = &r->trials->v[i];
 
-			if (fits(r, t) && t->batch < best->batch && t->samples_per_s > 0 &&
+			if (search_fits(r, t) && t->batch < best->batch && t->samples_per_s > 0 &&
 			    (!below || t->batch > below->batch))
 				below = t;
 		}
@@ -931,7 +584,7 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 		if (target <= below->batch)
 			target = sqrt((double)below->batch * (double)best->batch);
 		next = c_ceil(&r->c, target);
-		if (!next || next <= below->batch || next >= best->batch || find(r, next))
+		if (!next || next <= below->batch || next >= best->batch || search_find(r, next))
 			break;
 		if ((rc = measure(r, next)) < 0)
 			return rc;
@@ -958,7 +611,7 @@ static int check_grows(const struct run *r, const struct ab_decision *d, char *e
 	for (size_t i = 0; i < r->trials->n; i++) {
 		const struct ab_trial *t = &r->trials->v[i];
 
-		if (fits(r, t) && (!low || t->batch < low->batch))
+		if (search_fits(r, t) && (!low || t->batch < low->batch))
 			low = t;
 	}
 	if (!low || top->batch < 16 * low->batch ||
@@ -992,7 +645,7 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	r.limit -= p->reserve_bytes;
 	r.target = r.limit;
 	out->limit_bytes = r.limit;
-	if ((rc = cands_init(p, &r.c, err, errlen)) < 0)
+	if ((rc = search_cands_init(p, &r.c, err, errlen)) < 0)
 		goto done;
 	rc = p->warm_batch > 0 ? warm_start(&r, out) : 1;
 	if (rc == 1)

@@ -22,7 +22,7 @@ struct ab_search_params {
 	long min, max, multiple_of; /* 0: unset */
 	long global_batch, devices; /* global_batch 0: unset */
 	long start;                 /* first batch to try; 0: the smallest candidate */
-	int max_trials;             /* 0: 12; with parallel trials, a bound on rounds */
+	int max_trials;             /* 0: 6; with parallel trials, a bound on rounds */
 	/* A warm start: the batch a cached decision of a job that differs only in values that
 	 * do not move memory chose, and that decision's memory per sample (0: unknown). It is
 	 * run first; if it fits, a second trial only where the headroom left says a larger

@@ -1,4 +1,4 @@
-/* search.c - benchmark: trials and accuracy of autobatch's search against the peers'
+/* search_figures.c - benchmark (build/bench/search): trials and accuracy of autobatch's search against the peers'
  * strategies, on simulated memory curves built from published memory models. Prints a
  * table; never passes or fails on time.
  *

@@ -1,8 +1,8 @@
-/* config_internal.h - what the YAML and JSON readers share with the tree module: building
- * nodes and documents. Not for use outside lib/config_*.c.
+/* config_nodes.h - the byte-span tree the readers build and lookups and edits walk: nodes
+ * and documents. Not for use outside lib/core/config_*.c.
  */
-#ifndef AUTOBATCH_CONFIG_INTERNAL_H
-#define AUTOBATCH_CONFIG_INTERNAL_H
+#ifndef AUTOBATCH_CONFIG_NODES_H
+#define AUTOBATCH_CONFIG_NODES_H
 
 #include "config_edit.h"
 
@@ -12,12 +12,6 @@ void ab_node_free(struct ab_node *node);
 int ab_node_push(struct ab_node *parent, struct ab_node *key, struct ab_node *item);
 /* Takes ownership of root, even on failure. */
 int ab_config_push_doc(struct ab_config *cfg, struct ab_node *root);
-
-/* The readers: fill cfg->docs from cfg->buf, or fail with a message naming line and column. */
-int ab_yaml_read(struct ab_config *cfg, char *err, size_t errlen);
-int ab_json_read(struct ab_config *cfg, char *err, size_t errlen);
-/* Strict JSON check by json-c; 0 when cfg->buf is one valid JSON value. */
-int ab_json_validate(const struct ab_config *cfg, char *err, size_t errlen);
 
 /* Length of a UTF-8 sequence from its lead byte (input is validated before parsing). */
 static inline size_t ab_utf8_len(unsigned char lead)

@@ -1,0 +1,186 @@
+/* config_edits.c - the edits a decision makes: values formatted as the file wrote them,
+ * spliced into the original bytes from the end backwards, and the result read again.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_nodes.h"
+#include "error.h"
+
+bool ab_is_number(const char *t, size_t len)
+{
+	size_t i = 0, digits = 0;
+
+	if (i < len && (t[i] == '-' || t[i] == '+'))
+		i++;
+	for (; i < len && t[i] >= '0' && t[i] <= '9'; i++)
+		digits++;
+	if (i < len && t[i] == '.')
+		for (i++; i < len && t[i] >= '0' && t[i] <= '9'; i++)
+			digits++;
+	if (digits == 0)
+		return false;
+	if (i < len && (t[i] == 'e' || t[i] == 'E')) {
+		size_t exp = 0;
+
+		if (++i < len && (t[i] == '-' || t[i] == '+'))
+			i++;
+		for (; i < len && t[i] >= '0' && t[i] <= '9'; i++)
+			exp++;
+		if (!exp)
+			return false;
+	}
+	return i == len;
+}
+
+struct splice {
+	size_t start, end;
+	const char *key;
+	char text[AB_VALUE_MAX + 4];
+};
+
+/* A quoted number stays a quoted string of the same quotes; anything else that is not a
+ * number ("auto", ${oc.env:...}, null) becomes a plain number. */
+static void format_value(const struct ab_config *cfg, const struct ab_node *n, const char *v,
+			 struct splice *s)
+{
+	bool quoted = n->style == AB_STYLE_SINGLE || n->style == AB_STYLE_DOUBLE;
+	char quote = cfg->buf[n->start];
+
+	s->start = n->start;
+	s->end = n->end;
+	if (quoted && !n->json_literal && ab_is_number(n->value, n->value_len))
+		snprintf(s->text, sizeof(s->text), "%c%s%c", quote, v, quote);
+	else if (n->start == n->end && n->start > 0 && cfg->buf[n->start - 1] == ':')
+		snprintf(s->text, sizeof(s->text), " %s", v); /* "key:" had no value */
+	else
+		snprintf(s->text, sizeof(s->text), "%s", v);
+}
+
+static size_t count_aliases(const struct ab_node *n, const struct ab_node *target, int depth)
+{
+	size_t count = 0;
+
+	if (n->kind == AB_NODE_ALIAS)
+		return n->target == target;
+	for (size_t i = 0; i < n->n && depth < AB_CONFIG_MAX_DEPTH; i++)
+		count += count_aliases(n->items[i], target, depth + 1);
+	return count;
+}
+
+static void note_anchor(const struct ab_config *cfg, const struct ab_node *n, const char *key,
+			char *note, size_t notelen)
+{
+	size_t aliases = 0, len = strlen(note);
+
+	if (!n->anchor || len >= notelen)
+		return;
+	for (size_t d = 0; d < cfg->ndocs; d++)
+		aliases += count_aliases(cfg->docs[d], n, 0);
+	snprintf(note + len, notelen - len, "%s%s: line %zu: key '%s' carries the anchor &%s; "
+					    "%zu alias%s follow%s the new value",
+		 len ? "\n" : "", cfg->name, n->line, key, n->anchor, aliases,
+		 aliases == 1 ? "" : "es", aliases == 1 ? "s" : "");
+}
+
+static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int document,
+		   struct splice *s, char *note, size_t notelen, char *err, size_t errlen)
+{
+	const struct ab_node *n;
+	size_t vlen = e->value ? strlen(e->value) : 0;
+	int rc;
+
+	if (!e->value || vlen > AB_VALUE_MAX || !ab_is_number(e->value, vlen))
+		return ab_fail(err, errlen, EINVAL, "%s: key '%s': the new value '%.40s' is not a "
+						    "number",
+			       cfg->name, e->key, e->value ? e->value : "");
+	if ((rc = ab_config_find(cfg, e->key, document, &n, err, errlen)) < 0)
+		return rc;
+	format_value(cfg, n, e->value, s);
+	s->key = e->key;
+	note_anchor(cfg, n, e->key, note, notelen);
+	return 0;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct splice *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int splice_all(const struct ab_config *cfg, struct splice *s, size_t n, char **out,
+		      size_t *outlen)
+{
+	size_t len = cfg->len, pos = 0, w = 0;
+	char *buf;
+
+	for (size_t i = 0; i < n; i++)
+		len = len - (s[i].end - s[i].start) + strlen(s[i].text);
+	if (!(buf = malloc(len + 1)))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(buf + w, cfg->buf + pos, s[i].start - pos);
+		w += s[i].start - pos;
+		memcpy(buf + w, s[i].text, strlen(s[i].text));
+		w += strlen(s[i].text);
+		pos = s[i].end;
+	}
+	memcpy(buf + w, cfg->buf + pos, cfg->len - pos);
+	buf[len] = '\0';
+	*out = buf;
+	*outlen = len;
+	return 0;
+}
+
+/* Belt and braces: the edited bytes must parse, and each key must read its new value. */
+static int verify(const struct ab_config *cfg, const struct ab_edit *edits, size_t n,
+		  int document, const char *buf, size_t len, char *err, size_t errlen)
+{
+	struct ab_config *again = NULL;
+	char value[AB_VALUE_MAX + 1];
+	int rc = ab_config_parse(cfg->name, buf, len, cfg->format, &again, err, errlen);
+
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = ab_config_get(again, edits[i].key, document, value, sizeof(value), err,
+				   errlen);
+		if (rc == 0 && strcmp(value, edits[i].value) != 0)
+			rc = ab_fail(err, errlen, EIO, "%s: key '%s' would read '%s' after the edit, "
+						       "not '%s': file left unchanged",
+				     cfg->name, edits[i].key, value, edits[i].value);
+	}
+	ab_config_free(again);
+	return rc;
+}
+
+int ab_config_apply(const struct ab_config *cfg, const struct ab_edit *edits, size_t n,
+		    int document, char **out, size_t *outlen, char *note, size_t notelen,
+		    char *err, size_t errlen)
+{
+	struct splice *s = calloc(n ? n : 1, sizeof(*s));
+	int rc = 0;
+
+	if (notelen)
+		note[0] = '\0';
+	if (!s)
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = prepare(cfg, &edits[i], document, &s[i], note, notelen, err, errlen);
+	if (rc == 0)
+		qsort(s, n, sizeof(*s), by_start);
+	for (size_t i = 1; i < n && rc == 0; i++)
+		if (s[i].start < s[i - 1].end || s[i].start == s[i - 1].start)
+			rc = ab_fail(err, errlen, EINVAL, "%s: keys '%s' and '%s' name the same "
+							  "value: give it once",
+				     cfg->name, s[i - 1].key, s[i].key);
+	if (rc == 0 && splice_all(cfg, s, n, out, outlen) < 0)
+		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
+	free(s);
+	if (rc == 0 && (rc = verify(cfg, edits, n, document, *out, *outlen, err, errlen)) < 0) {
+		free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
