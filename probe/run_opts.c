@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "input_limits.h"
 #include "run.h"
 #include "number.h"
 #include "size.h"
@@ -39,7 +40,10 @@ int run_usage(void)
 		"                        all of them; default 1); --max-trials then bounds rounds\n"
 		"  --warm-start B [--warm-per-sample SIZE] [--warm-from ENTRY]\n"
 		"                        verify a cached batch first (a sweep's jobs)\n"
-		"  --max-trials N        --json FILE|-           --plot FILE.svg\n"
+		"  --max-trials N        trials the search plans for (default 6)\n"
+		"  --trial-cap N         past them, a best fit under 90%% of a failure goes on up to\n"
+		"                        N trials in all (default 12)\n"
+		"  --json FILE|-         --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config)\n");
 	return 2;
 }
@@ -99,9 +103,11 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 		o->steps = (int)v;
 		return 0;
 	case 'T':
-		if (parse_long(arg, 1, 100, "max-trials", &v) < 0)
+	case 'C':
+		if (parse_long(arg, 1, AB_TRIAL_CAP_MAX, opt == 'T' ? "max-trials" : "trial-cap",
+			       &v) < 0)
 			return -1;
-		o->max_trials = (int)v;
+		*(opt == 'T' ? &o->max_trials : &o->trial_cap) = (int)v;
 		return 0;
 	case 'd':
 		if (parse_long(arg, 0, 1000000, "document", &v) < 0)
@@ -141,7 +147,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
 		{"parallel", 1, 0, 'N'},     {"warm-start", 1, 0, 'W'}, {"warm-per-sample", 1, 0, 'Y'},
 		{"warm-from", 1, 0, 'F'},    {"accum-key", 1, 0, 'A'}, {"max-trial-seconds", 1, 0, 'X'},
-		{0, 0, 0, 0},
+		{"trial-cap", 1, 0, 'C'},    {0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
 	int opt;

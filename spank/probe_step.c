@@ -126,6 +126,7 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		add(b, "--mode=model");
 	addf(b, "--startup-seconds=%u", site->startup_seconds);
 	addf(b, "--max-trial-seconds=%u", site->max_trial_seconds);
+	addf(b, "--trial-cap=%u", site->trial_cap);
 	if (!job->ctx->eff.instrument)
 		add(b, "--instrument=off");
 	if (job->config) {

@@ -12,5 +12,6 @@
 #define AB_FRACTION_TEXT_MAX 32 /* longer fraction text is refused before parsing */
 #define AB_TIMEOUT_MAX (7 * 24 * 3600)
 #define AB_GLOBAL_BATCH_MAX 2147483647L
+#define AB_TRIAL_CAP_MAX 100 /* --max-trials, --trial-cap, trial_cap= */
 
 #endif

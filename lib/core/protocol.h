@@ -64,6 +64,9 @@
 #define AB_FIELD_CONFIDENCE "confidence"
 #define AB_FIELD_ELAPSED_S "elapsed_s"
 #define AB_FIELD_TRIALS "trials"
+/* a trial that ran out of memory: its peak was at least this many bytes (the trial protocol's
+ * {"oom": true, "peak_at_least_bytes": N}, and the report's trials) */
+#define AB_FIELD_FLOOR "peak_at_least_bytes"
 #define AB_FIELD_DEVICE "device"
 #define AB_FIELD_DEVICE_NAME "name"
 #define AB_FIELD_TOTAL_BYTES "total_bytes"

@@ -37,12 +37,13 @@ void ab_site_init(struct ab_site *site)
 	site->comm_reserve = AB_COMM_RESERVE_DEFAULT;
 	site->startup_seconds = 600;
 	site->max_trial_seconds = 1800;
+	site->trial_cap = 12;
 	site->instrument = true;
 	site->parallel = true;
 }
 
 enum arg_type { ARG_FRACTION, ARG_OVER_MAX, ARG_ON_FAILURE, ARG_PATH, ARG_SECONDS, ARG_TEXT,
-		ARG_ONOFF, ARG_SIZE };
+		ARG_ONOFF, ARG_SIZE, ARG_TRIALS };
 
 struct site_arg {
 	const char *key;
@@ -70,6 +71,7 @@ static const struct site_arg site_args[] = {
 	{"comm_reserve", ARG_SIZE, FIELD(comm_reserve)},
 	{"startup_seconds", ARG_SECONDS, FIELD(startup_seconds)},
 	{"max_trial_seconds", ARG_SECONDS, FIELD(max_trial_seconds)},
+	{"trial_cap", ARG_TRIALS, FIELD(trial_cap)},
 	{"instrument", ARG_ONOFF, FIELD(instrument)},
 	{"parallel", ARG_ONOFF, FIELD(parallel)},
 };
@@ -115,6 +117,7 @@ static int set_site_arg(struct ab_site *site, const struct site_arg *a, const ch
 	void *field = (char *)site + a->offset;
 	char shown[64], why[AB_ERR_MAX];
 	int rc, choice = 0;
+	long n;
 
 	ab_printable(v, shown, sizeof(shown));
 	switch (a->type) {
@@ -151,6 +154,14 @@ static int set_site_arg(struct ab_site *site, const struct site_arg *a, const ch
 				       "plugstack argument %s=%s must be a whole number of seconds "
 				       "from 1 to %d",
 				       a->key, shown, AB_TIMEOUT_MAX);
+		return 0;
+	case ARG_TRIALS:
+		if ((rc = ab_parse_whole(v, 1, AB_TRIAL_CAP_MAX, &n)) < 0)
+			return ab_fail(err, errlen, -rc,
+				       "plugstack argument %s=%s must be a whole number of trials "
+				       "from 1 to %d",
+				       a->key, shown, AB_TRIAL_CAP_MAX);
+		*(unsigned *)field = (unsigned)n;
 		return 0;
 	case ARG_SIZE:
 		if ((rc = ab_parse_size(v, field, why, sizeof(why))) < 0)
@@ -284,12 +295,12 @@ int ab_site_describe(const struct ab_site *site, char *buf, size_t buflen)
 			 "site bounds %g..%g, over_max=%s\n"
 			 "on_failure=%s probe=%s probe_timeout=%us probe_args=%s\n"
 			 "cache=%s cache_dir=%s enforce=%s device_memory=%lluB comm_reserve=%lluB\n"
-			 "startup_seconds=%us max_trial_seconds=%us",
+			 "startup_seconds=%us max_trial_seconds=%us trial_cap=%u",
 			 site->min_fraction, site->max_fraction, over_max_names[site->over_max],
 			 on_failure_names[site->on_failure], site->probe, site->probe_timeout,
 			 *site->probe_args ? site->probe_args : "(none)", site->cache ? "on" : "off",
 			 *site->cache_dir ? site->cache_dir : "(default)",
 			 site->enforce ? "on" : "off", (unsigned long long)site->device_memory,
 			 (unsigned long long)site->comm_reserve, site->startup_seconds,
-			 site->max_trial_seconds);
+			 site->max_trial_seconds, site->trial_cap);
 }

@@ -39,6 +39,7 @@ struct ab_site {
 	uint64_t comm_reserve;
 	unsigned startup_seconds; /* a trial's allowance to its first step (the probe's default) */
 	unsigned max_trial_seconds; /* the most a measured step gets after a slow warm-up step */
+	unsigned trial_cap; /* the most trials a search runs, going on past its budget */
 	bool instrument;          /* the probe's Python step hook, unless a user turns it off */
 	bool parallel; /* trials at once on the GPUs the job holds on the probe's node */
 };

@@ -21,6 +21,7 @@ lib_probe_libabprobe_la_SOURCES = \
 	lib/probe/report_svg.c \
 	lib/probe/search.c \
 	lib/probe/search.h \
+	lib/probe/search_aim.c \
 	lib/probe/search_candidates.c \
 	lib/probe/search_model.c \
 	lib/probe/search_rounds.c \

@@ -22,6 +22,9 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	json_object_object_add(o, "fits", json_object_new_boolean(fits));
 	if (t->oom)
 		json_object_object_add(o, "oom", json_object_new_boolean(true));
+	if (t->oom && t->floor_bytes) /* what the OOM said the peak was, at least */
+		json_object_object_add(o, AB_FIELD_FLOOR,
+				       json_object_new_int64((int64_t)t->floor_bytes));
 	json_object_object_add(o, "peak_bytes",
 			       t->has_peak ? json_object_new_int64((int64_t)t->peak_bytes) : NULL);
 	json_object_object_add(o, "step_s", t->has_step ? json_object_new_double(t->step_s) : NULL);
@@ -71,6 +74,8 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 						 : NULL);
 	json_object_object_add(o, "trials_used", json_object_new_int64((int64_t)d->trials_used));
 	json_object_object_add(o, "rounds_used", json_object_new_int64((int64_t)d->rounds_used));
+	/* rounds run past --max-trials because the best fit was too far below a failure */
+	json_object_object_add(o, "past_budget", json_object_new_int64((int64_t)d->past_budget));
 }
 
 /* Predicted data-parallel step at the decision: accumulation x the measured step, plus the
@@ -207,7 +212,11 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	ab_append(buf, buflen, &len, "trial %zu: batch %ld %s", index + 1, t->batch,
 		  t->runs > 1 ? "again: " : "");
 	if (t->oom) {
-		ab_append(buf, buflen, &len, "does not fit: out of memory (%.0f s)", t->seconds);
+		ab_append(buf, buflen, &len, "does not fit: out of memory");
+		if (t->floor_bytes)
+			ab_append(buf, buflen, &len, ", peak at least %s",
+				  ab_format_size(t->floor_bytes, peak, sizeof(peak)));
+		ab_append(buf, buflen, &len, " (%.0f s)", t->seconds);
 		return;
 	}
 	ab_append(buf, buflen, &len, "%s, peak %s", fits ? "fits" : "does not fit",

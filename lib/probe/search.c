@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,14 +18,11 @@
 #include "size.h"
 
 #define DEFAULT_MAX_TRIALS 6 /* the search's own bound: past it, the best fit seen */
-#define AIM_BELOW 0.005 /* aim this far under the predicted limit */
-#define MARGIN 0.02       /* a line prediction this far over the limit is a sure failure */
-#define STEP_MARGIN 0.05 /* the same, when one step is larger than the tolerance */
-#define QUIET 0.0005     /* trials this close to a line show no noise */
+#define DEFAULT_TRIAL_CAP 12 /* past the budget, to close a bracket too wide to stand */
+#define WIDE 0.9             /* a best fit below this share of a failure: too far to stand */
+#define STEP_MARGIN 0.05 /* MARGIN, when one step is larger than the tolerance */
 #define TIE 0.01         /* throughputs this close are equal: prefer the smaller batch */
 #define THROUGHPUT_EXTRA_TRIALS 4
-#define NOISE_GUESS 0.007 /* a peak's run-to-run noise, unknown until seen: allocator jitter */
-#define DAMP_FROM 1.0    /* a line less certain than this aims short of its prediction */
 /* Helper processes' memory differs between runs of one batch. The margin kept under the
  * limit for it: twice the spread two runs of the choice showed (two readings understate the
  * range), and at least NOISE_FLOOR of the limit, what plain runs with two DataLoader workers
@@ -187,93 +185,6 @@ static int repeat(struct run *r, size_t i)
 
 /* ---- the search -------------------------------------------------------------------- */
 
-/* The line's prediction, pulled back toward lo by how uncertain the line is: its rise
- * between the two trials against the noise a peak carries (NOISE_GUESS of it, each end).
- * Two small batches whose peaks differ by less than their noise give a slope that may be
- * wrong several times over: a jump to its prediction lands on an OOM or far short. Aiming
- * at the near end of the prediction's range instead fits, and gives a line over a long
- * baseline. */
-static double damped(const struct run *r, const struct bracket *k, double pred)
-{
-	const struct ab_trial *q = search_partner(r, k->lo);
-	double lo = (double)k->lo->batch, plo = (double)k->lo->peak_bytes, rise, noise, res;
-
-	if (!q)
-		return isinf(pred) ? 4.0 * lo : pred * (1 - AIM_BELOW);
-	rise = plo - (double)q->peak_bytes;
-	noise = NOISE_GUESS * (plo + (double)q->peak_bytes);
-	if ((res = search_residual(r, k)) >= 0) /* a third trial shows the real noise */
-		noise = fmax(res, QUIET * (double)r->limit);
-	if (rise > 0 && noise < DAMP_FROM * rise)
-		return pred * (1 - AIM_BELOW);
-	/* the steepest slope the two peaks allow, noise included, meets the limit here */
-	return lo + ((double)r->limit - plo) * (lo - (double)q->batch) / (fmax(rise, 0) + noise);
-}
-
-/* The next batch to try. Below any failure: the line's prediction (or, with one trial, the
- * largest batch a non-negative base allows), at least 3% above lo. Inside a bracket: the
- * model's crossing, snapped to a candidate whose outcome ends the search. */
-static long choose(const struct run *r, const struct bracket *k, double pred, bool last)
-{
-	long lo = k->lo->batch, hi = k->hi ? k->hi->batch : 0, next;
-	double target;
-
-	if (!hi) {
-		if (k->nfit == 1) /* the bound a non-negative base allows; at least 4x, for a
-				   * baseline long enough that allocator jitter cannot tilt the line */
-			target = fmax(pred, 4.0 * (double)lo);
-		else
-			target = damped(r, k, pred);
-		/* Within the tolerance of the model's crossing, what is left is to show that
-		 * nothing larger fits: the smallest candidate 3% above lo does, or moves lo. */
-		target = fmax(target, (double)lo / (1 - AB_SEARCH_TOLERANCE) + 1);
-		next = c_floor(&r->c, target);
-		/* Coarse candidates (a global batch's divisors): when the one above is within
-		 * the margin of the prediction, try it; a miss costs one trial, a hit saves one. */
-		if (next && c_next(&r->c, next) &&
-		    (double)(c_next(&r->c, next) - next) >
-			    AB_SEARCH_TOLERANCE * (double)c_next(&r->c, next) &&
-		    (double)c_next(&r->c, next) <= pred * (1 + MARGIN / 2))
-			next = c_next(&r->c, next);
-	} else {
-		/* fail_goal: the largest candidate whose failure ends the search; goal: the
-		 * smallest whose fit does. A model point beyond them snaps to them, so every
-		 * trial ends the search or moves an end by at least the tolerance; where the
-		 * model is blind (flat, or past the failure) the bracket is halved in log space. */
-		long fail_goal = c_floor(&r->c, (double)lo / (1 - AB_SEARCH_TOLERANCE) + 1);
-		long goal = c_ceil(&r->c, (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, hi));
-		/* An OOM's peak is only known to be over the total: near the goal the secant
-		 * is blind to it, and after two OOMs in a row it has shown it is lost. */
-		const struct ab_trial *v = r->trials->v;
-		size_t n = r->trials->n;
-		bool blind = isinf(pred) || pred >= (double)hi ||
-			     (!k->hi->has_peak &&
-			      (pred >= (double)goal || (n >= 2 && v[n - 1].oom && v[n - 2].oom)));
-
-		target = blind ? sqrt((double)lo * (double)hi) : pred;
-		if (fail_goal >= goal)
-			target = fmin(fmax(target, (double)goal), (double)fail_goal);
-		else if (target <= (double)fail_goal)
-			target = (double)fail_goal;
-		else if (target >= (double)goal)
-			target = (double)goal;
-		/* the last trial the budget allows: a fit is what counts, so aim under the
-		 * crossing by the noise a peak may carry, along the bracket's secant */
-		if (last && k->hi->has_peak && k->hi->peak_bytes > k->lo->peak_bytes)
-			target = fmin(target, fmax((double)lo + 1,
-					       pred - NOISE_GUESS * 3 / 4 * (double)r->limit *
-							      (double)(hi - lo) /
-							      (double)(k->hi->peak_bytes -
-								       k->lo->peak_bytes)));
-		next = c_floor(&r->c, target);
-	}
-	if (next <= lo)
-		next = c_next(&r->c, lo);
-	if (hi && next >= hi)
-		next = c_prev(&r->c, hi);
-	return next;
-}
-
 const char *ab_confidence_tier(int confidence)
 {
 	static const struct {
@@ -281,7 +192,8 @@ const char *ab_confidence_tier(int confidence)
 		const char *name;
 	} tiers[] = {{99, "largest allowed"}, {98, "next size fails"}, {95, "bracketed"},
 		     {85, "extrapolated"},    {75, "extrapolated from two trials"},
-		     {90, "warm start"},      {70, "trial budget spent"}};
+		     {90, "warm start"},      {70, "trial budget spent"},
+		     {71, "trial cap spent"}};
 
 	for (size_t i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++)
 		if (tiers[i].code == confidence)
@@ -312,6 +224,9 @@ static bool done(const struct run *r, const struct bracket *k)
 		return true;
 	if (k->hi && (next >= k->hi->batch ||
 		      (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)c_prev(&r->c, k->hi->batch)))
+		return true;
+	/* a bend the trials have checked puts the crossing within the tolerance of lo */
+	if ((double)lo >= (1 - AB_SEARCH_TOLERANCE) * search_bend_checked(r, k))
 		return true;
 	/* Otherwise the line through two fitting trials decides; it never overestimates an
 	 * upward-bending curve, so its "over the limit" is safe to believe. */
@@ -375,14 +290,37 @@ static bool plateau(const struct run *r)
 	return false;
 }
 
+/* Past the budget: a best fit below WIDE of the smallest failure is too far from the best to
+ * stand, and the search goes on, up to the cap (said once). */
+static bool go_on(struct run *r, const struct bracket *k, int trial_cap, bool *told)
+{
+	char line[256];
+
+	if (!k->hi || (int)r->new_rounds >= trial_cap ||
+	    (!*told && (double)k->lo->batch >= WIDE * (double)k->hi->batch))
+		return false; /* once going on, until within the tolerance (done) or the cap */
+	if (!*told && r->p->note) {
+		snprintf(line, sizeof(line),
+			 "the trial budget of %d is spent with batch %ld fitting and %ld failing, "
+			 "%.0f%% apart: going on until within %.0f%% (at most %d trials)",
+			 r->budget, k->lo->batch, k->hi->batch,
+			 100.0 * (1 - (double)k->lo->batch / (double)k->hi->batch),
+			 100.0 * AB_SEARCH_TOLERANCE, trial_cap);
+		r->p->note(r->p->progress_arg, line);
+	}
+	*told = true;
+	return true;
+}
+
 static int memory_search(struct run *r, struct ab_decision *out)
 {
 	int rc;
 	long first = r->p->start > 0 ? c_floor(&r->c, (double)r->p->start) : 0;
 	size_t cap = r->p->parallel > 1 ? (size_t)r->p->parallel : 1;
 	long *v = calloc(cap, sizeof(*v));
+	int trial_cap = r->p->trial_cap > 0 ? r->p->trial_cap : DEFAULT_TRIAL_CAP;
 	struct bracket k;
-	bool spent = false;
+	bool spent = false, told = false;
 
 	if (!v)
 		return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
@@ -405,7 +343,10 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			if (done(r, &k) || plateau(r))
 				break;
 			pred = search_predict(r, &k);
-			v[0] = choose(r, &k, pred, (int)r->new_rounds + 1 >= r->budget);
+			/* the budget's last trial, or the cap's once going on past the budget */
+			v[0] = search_choose(r, &k, pred,
+				      (int)r->new_rounds + 1 == r->budget ||
+					      (int)r->new_rounds + 1 >= trial_cap);
 		}
 		if ((int)r->new_rounds >= r->budget) {
 			if (!k.lo) {
@@ -414,8 +355,10 @@ static int memory_search(struct run *r, struct ab_decision *out)
 					       "no fitting batch found in %d %s", r->budget,
 					       cap > 1 ? "rounds" : "trials");
 			}
-			spent = true;
-			break;
+			if (!go_on(r, &k, trial_cap, &told)) {
+				spent = true;
+				break;
+			}
 		}
 		n = search_plan_round(r, &k, pred, v, cap);
 		if ((rc = measure_round(r, v, n)) < 0) {
@@ -427,7 +370,8 @@ static int memory_search(struct run *r, struct ab_decision *out)
 	out->batch = k.lo->batch;
 	out->chosen = (size_t)(k.lo - r->trials->v);
 	/* past the budget the best fit seen stands, not shown to be the best */
-	out->confidence = spent ? 70 : confidence(r, &k);
+	out->confidence = spent ? (told ? 71 : 70) : confidence(r, &k);
+	out->past_budget = told ? r->new_rounds - (size_t)r->budget : 0;
 	if (search_partner(r, k.lo)) /* the line a later warm start of this job extrapolates */
 		out->per_sample = (search_line_peak(r, &k, (double)k.lo->batch + 1) -
 				   (double)k.lo->peak_bytes);
@@ -602,20 +546,23 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 }
 
 /* A trial whose memory does not move over a 16x range of batches is not using the batch:
- * its answer would be the largest batch allowed, and wrong. */
+ * its answer would be the largest batch allowed, and wrong. Any trial whose peak rose past
+ * the smallest fit's noise, or that ran out of memory, shows that it does. */
 static int check_grows(const struct run *r, const struct ab_decision *d, char *err,
 		       size_t errlen)
 {
 	const struct ab_trial *top = &r->trials->v[d->chosen], *low = NULL;
+	double highest = 0;
 
 	for (size_t i = 0; i < r->trials->n; i++) {
 		const struct ab_trial *t = &r->trials->v[i];
 
 		if (search_fits(r, t) && (!low || t->batch < low->batch))
 			low = t;
+		highest = t->oom ? INFINITY : fmax(highest, (double)t->peak_bytes);
 	}
 	if (!low || top->batch < 16 * low->batch ||
-	    (double)top->peak_bytes > (double)low->peak_bytes * 1.02 + 1048576.0)
+	    highest > (double)low->peak_bytes * 1.02 + 1048576.0)
 		return 0;
 	return ab_fail(err, errlen, EINVAL,
 		       "memory did not grow with the batch (batch %ld and batch %ld both peaked at "
@@ -631,6 +578,9 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 			.errlen = errlen,
 			.budget = p->max_trials > 0 ? p->max_trials : DEFAULT_MAX_TRIALS};
 	int rc;
+
+	if (p->trial_cap > 0 && r.budget > p->trial_cap) /* the site's cap is hard */
+		r.budget = p->trial_cap;
 
 	memset(out, 0, sizeof(*out));
 	if (!(p->fraction > 0 && p->fraction <= 1) || !p->total_bytes)

@@ -23,6 +23,10 @@ struct ab_search_params {
 	long global_batch, devices; /* global_batch 0: unset */
 	long start;                 /* first batch to try; 0: the smallest candidate */
 	int max_trials;             /* 0: 6; with parallel trials, a bound on rounds */
+	/* Past max_trials, a search whose best fit is below 90% of a batch that failed goes on
+	 * until within the tolerance or the bracket is closed, up to this many (0: 12); a hard
+	 * cap: max_trials above it is lowered to it. */
+	int trial_cap;
 	/* A warm start: the batch a cached decision of a job that differs only in values that
 	 * do not move memory chose, and that decision's memory per sample (0: unknown). It is
 	 * run first; if it fits, a second trial only where the headroom left says a larger
@@ -39,6 +43,9 @@ struct ab_search_params {
 	void (*progress)(void *arg, size_t index, const struct ab_trial *t, bool fits,
 			 uint64_t limit, uint64_t margin);
 	void *progress_arg;
+	/* A line without the "autobatch: " prefix on what the search decides beyond a trial
+	 * (going on past the budget, and why); may be NULL. Called with progress_arg. */
+	void (*note)(void *arg, const char *line);
 };
 
 /* Every trial run so far; shared by the searches of several fractions, so a measurement is
@@ -62,6 +69,7 @@ struct ab_decision {
 	size_t chosen;        /* index in ab_trials of the chosen trial */
 	double per_sample;    /* bytes per sample of the memory line at the choice; 0: unknown */
 	int warm;             /* 0: no warm start; 1: verified; -1: it failed, a full search */
+	size_t past_budget;   /* trials run past max_trials to close a wide bracket */
 };
 
 /* Runs the search. Returns 0 with a decision, -ENOSPC when nothing fits (err says what), or
@@ -77,7 +85,9 @@ void ab_trials_free(struct ab_trials *trials);
  * fit), 85 "extrapolated" (none larger was run; three or more fits on the memory line), 75
  * "extrapolated from two trials", 90 "warm start" (the cached batch ran and fit; the cached
  * line leaves no room for a batch 3% larger), 70 "trial budget spent" (the best fit seen
- * when --max-trials ran out; a larger batch may fit). */
+ * when --max-trials ran out, within 90% of the smallest failure or with none; a larger batch
+ * may fit), 71 "trial cap spent" (the search went on past the budget to close a bracket
+ * wider than that and the cap ran out first). */
 const char *ab_confidence_tier(int confidence);
 
 #endif

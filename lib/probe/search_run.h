@@ -1,5 +1,6 @@
 /* search_run.h - one search's state, shared by the search's files: the candidate sizes
- * (search_candidates.c), the trials and the bracket (search.c), rounds (search_rounds.c).
+ * (search_candidates.c), the trials and the bracket (search.c), the next trial (search_aim.c),
+ * rounds (search_rounds.c).
  * Not for use outside lib/probe/search*.c.
  */
 #ifndef AUTOBATCH_SEARCH_RUN_H
@@ -10,6 +11,12 @@
 #include <stdint.h>
 
 #include "search.h"
+
+/* the search's shared tuning (search.c, search_aim.c, search_model.c) */
+#define AIM_BELOW 0.005   /* aim this far under the predicted limit */
+#define MARGIN 0.02       /* a line prediction this far over the limit is a sure failure */
+#define QUIET 0.0005      /* trials this close to a line show no noise */
+#define NOISE_GUESS 0.007 /* a peak's run-to-run noise, unknown until seen: allocator jitter */
 
 struct cands {
 	long *list; /* with a global batch: the divisors that qualify, ascending */
@@ -62,10 +69,26 @@ double search_line_pred(const struct run *r, const struct bracket *k);
 /* The batch where the memory curve crosses the limit, from every fit (INFINITY when
  * nothing tells). */
 double search_predict(const struct run *r, const struct bracket *k);
+/* What a failing trial's peak was at least: its peak, or for an OOM its floor or the device. */
+double search_peak_at_least(const struct run *r, const struct ab_trial *t);
+/* Where the quadratic of three or more fits that bend upward reaches the limit; INFINITY
+ * when no bend beyond noise is seen. */
+double search_bend_pred(const struct run *r, const struct bracket *k);
+/* The same, when the bend is checked: a failure's peak it foresaw, or four fits on it; else
+ * INFINITY. What the stopping rule may believe. */
+double search_bend_checked(const struct run *r, const struct bracket *k);
+/* Where the least bend an OOM the line did not foresee needs reaches the limit (an upper
+ * bound of the crossing); INFINITY when the line foresaw it. */
+double search_refuted_pred(const struct run *r, const struct bracket *k);
 /* The line's peak at batch b, through lo and its partner (NAN without a partner). */
 double search_line_peak(const struct run *r, const struct bracket *k, double b);
 /* How far the other fitting trials lie off that line; -1 with no third trial. */
 double search_residual(const struct run *r, const struct bracket *k);
+
+/* search_aim.c: the next batch to try inside or below the bracket k, from the model's
+ * crossing pred (NAN: an OOM refuted the line; INFINITY: nothing tells); last: the budget's
+ * or the cap's last trial, aimed where it likely fits. */
+long search_choose(const struct run *r, const struct bracket *k, double pred, bool last);
 
 /* The round beside v[0], the trial a sequential search runs next: up to cap sizes in v,
  * returned how many. */

@@ -131,12 +131,15 @@ static int set_key(struct ab_sim *sim, const char *key, const char *v, char *err
 		sim->saturate = num;
 	else if (!strcmp(key, "jitter") && num < 0.5)
 		sim->jitter = num;
+	else if (!strcmp(key, "oom_floor") && num <= 1)
+		sim->oom_floor = num;
 	else if (!strcmp(key, "seed") && num < 9007199254740992.0) /* 2^53: exact, castable */
 		sim->seed = (uint64_t)num;
 	else
 		return ab_fail(err, errlen, EINVAL,
 			       "sim: unknown key '%s' (or bad value): use total, base, per_sample, "
-			       "step_s, saturate, jitter (< 0.5), granule, seed (< 2^53), curve",
+			       "step_s, saturate, jitter (< 0.5), granule, seed (< 2^53), oom_floor "
+			       "(<= 1), curve",
 			       key);
 	return 0;
 }
@@ -221,7 +224,9 @@ int ab_sim_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t 
 		peak = ceil(peak / (double)s->granule) * (double)s->granule;
 	out->seconds = 4 * step;
 	if (!(peak <= (double)s->total_bytes)) { /* NaN from a wild curve is an OOM too */
-		out->oom = true; /* a real OOM reports no peak either */
+		out->oom = true; /* a real OOM reports no peak either: at most a floor */
+		if (s->oom_floor > 0 && isfinite(peak))
+			out->floor_bytes = (uint64_t)(s->oom_floor * peak);
 		return 0;
 	}
 	out->has_peak = true;

@@ -21,6 +21,7 @@ struct ab_sim {
 	double base_bytes, per_sample_bytes; /* linear model, when no curve */
 	double step_s, saturate;             /* step time step_s * max(1, b / saturate) */
 	double jitter;                       /* relative, deterministic per batch */
+	double oom_floor; /* an OOM says its peak was at least this share of the true one; 0: nothing */
 	uint64_t granule;                    /* allocator rounding */
 	uint64_t seed;
 	struct ab_sim_point *points;         /* curve=FILE: sorted by batch */

@@ -11,6 +11,8 @@
 struct ab_trial {
 	long batch;
 	bool oom;              /* the device or the framework ran out of memory */
+	uint64_t floor_bytes;  /* an OOM's peak was at least this: what it held and asked
+				* for, or what filled the device (0: nothing tells) */
 	bool has_peak;
 	uint64_t peak_bytes;   /* peak memory of the trial */
 	bool has_step;

@@ -445,6 +445,23 @@ static double startup_seconds(const struct outcome *o, const struct ab_trial_rep
 	return o->seconds > steps ? o->seconds - steps : 0;
 }
 
+/* What an OOM says of the peak that did not fit, at least: the program's own report, its
+ * message, the peak it reported before failing, and what the memory watch saw it hold. */
+static uint64_t oom_floor(const struct ab_exec *x, const struct outcome *o,
+			  const struct ab_trial_report *rep, const char *log, size_t len)
+{
+	uint64_t f = rep->floor_bytes, t = ab_text_oom_floor(log, len);
+
+	f = t > f ? t : f;
+	if (rep->has_peak && rep->peak_bytes > f)
+		f = rep->peak_bytes;
+	if (x->peak_source == AB_PEAK_FROM_RSS && o->rss_peak > f)
+		f = o->rss_peak;
+	if (x->peak_source == AB_PEAK_FROM_GPU && o->gpu_peak > f)
+		f = o->gpu_peak;
+	return f;
+}
+
 static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 		 const struct ab_trial_report *rep, const char *log, size_t len,
 		 struct ab_trial *out, char *err, size_t errlen)
@@ -463,8 +480,10 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 		   (!stopped && !exited_ok && ab_text_says_oom(log, len)) ||
 		   (!stopped && x->peak_source == AB_PEAK_FROM_RSS && WIFSIGNALED(o->status) &&
 		    WTERMSIG(o->status) == SIGKILL);
-	if (out->oom)
+	if (out->oom) {
+		out->floor_bytes = oom_floor(x, o, rep, log, len);
 		return 0;
+	}
 	if (!stopped && !exited_ok)
 		return crashed(x, batch, o, log, len, err, errlen);
 	if (rep->steps < AB_TRIAL_MIN_STEPS)

@@ -1,10 +1,13 @@
 /* trial_report.c - reading trial reports (see trial_report.h). */
 #include "trial_report.h"
 
+#include <ctype.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "protocol.h"
 
 #define PEAK_MAX ((double)(1ULL << 60))
 
@@ -47,6 +50,11 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		}
 		if (json_object_object_get_ex(obj, "oom", &v) && json_object_is_type(v, json_type_boolean)) {
 			r->oom |= json_object_get_boolean(v);
+			used = true;
+		}
+		if (number(obj, AB_FIELD_FLOOR, PEAK_MAX, &peak)) {
+			if ((uint64_t)peak > r->floor_bytes)
+				r->floor_bytes = (uint64_t)peak;
 			used = true;
 		}
 	}
@@ -125,4 +133,79 @@ bool ab_text_says_oom(const char *text, size_t len)
 		if (memmem(text, len, needles[i], strlen(needles[i])))
 			return true;
 	return false;
+}
+
+/* The size after needle at text[at]: "2.00 GiB", "20.00 MiB", "6815744000 bytes". 0 when
+ * none follows. */
+static uint64_t size_after(const char *text, size_t len, const char *needle, size_t *at)
+{
+	static const struct {
+		const char *unit;
+		double scale;
+	} units[] = {{"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
+		     {"bytes", 1.0}, {"B", 1.0}};
+	const char *p = memmem(text + *at, len - *at, needle, strlen(needle));
+	char num[32];
+	size_t n = 0;
+
+	if (!p)
+		return 0;
+	*at = (size_t)(p - text) + strlen(needle);
+	p = text + *at;
+	while (p < text + len && *p == ' ')
+		p++;
+	while (p < text + len && n + 1 < sizeof(num) && (isdigit((unsigned char)*p) || *p == '.'))
+		num[n++] = *p++;
+	num[n] = '\0';
+	while (p < text + len && *p == ' ')
+		p++;
+	for (size_t i = 0; n && i < sizeof(units) / sizeof(units[0]); i++)
+		if ((size_t)(text + len - p) >= strlen(units[i].unit) &&
+		    !strncmp(p, units[i].unit, strlen(units[i].unit))) {
+			double v = strtod(num, NULL) * units[i].scale;
+
+			return isfinite(v) && v > 0 && v < PEAK_MAX ? (uint64_t)v : 0;
+		}
+	return 0;
+}
+
+/* The size before needle: "75.30 GiB is allocated by PyTorch", "14.56 GiB already
+ * allocated"; searched from *at on. */
+static uint64_t size_before(const char *text, size_t len, size_t from, const char *needle)
+{
+	const char *p = memmem(text + from, len - from, needle, strlen(needle));
+	size_t end, q;
+
+	if (!p)
+		return 0;
+	/* back over the unit and the number: at most 24 bytes */
+	end = (size_t)(p - text);
+	q = end > from + 24 ? end - 24 : from;
+	while (q < end && !isdigit((unsigned char)text[q]))
+		q++;
+	while (q > from && (isdigit((unsigned char)text[q - 1]) || text[q - 1] == '.'))
+		q--;
+	return q < end ? size_after(text, end, "", &q) : 0;
+}
+
+uint64_t ab_text_oom_floor(const char *text, size_t len)
+{
+	uint64_t best = 0;
+	size_t at = 0;
+
+	/* PyTorch on CUDA, once per message */
+	for (uint64_t tried; (tried = size_after(text, len, "Tried to allocate ", &at));) {
+		uint64_t held = size_before(text, len, at, "is allocated by PyTorch");
+
+		if (!held)
+			held = size_before(text, len, at, "already allocated");
+		best = held + tried > best ? held + tried : best;
+	}
+	at = 0; /* PyTorch on the CPU */
+	for (uint64_t tried; (tried = size_after(text, len, "you tried to allocate", &at));)
+		best = tried > best ? tried : best;
+	at = 0; /* XLA */
+	for (uint64_t tried; (tried = size_after(text, len, "while trying to allocate", &at));)
+		best = tried > best ? tried : best;
+	return best;
 }

@@ -1,6 +1,7 @@
 /* trial_report.h - what a trial says: the JSON lines it appends to $AUTOBATCH_TRIAL_REPORT
- * ({"step_s": S, "samples": N} per step, {"peak_bytes": N}, {"oom": true}), and the
- * out-of-memory messages of frameworks in its output. Hostile input: bounded, and anything
+ * ({"step_s": S, "samples": N} per step, {"peak_bytes": N}, {"oom": true,
+ * "peak_at_least_bytes": N}), and the out-of-memory messages of frameworks in its output,
+ * with what they tell of the peak that did not fit. Hostile input: bounded, and anything
  * malformed is counted and skipped, never trusted.
  */
 #ifndef AUTOBATCH_TRIAL_REPORT_H
@@ -19,6 +20,7 @@ struct ab_trial_report {
 	double step_s[AB_REPORT_MAX_STEPS];
 	double samples[AB_REPORT_MAX_STEPS]; /* 0 when the line gave none */
 	bool oom;
+	uint64_t floor_bytes; /* "peak_at_least_bytes": the largest reported */
 	bool has_peak;
 	uint64_t peak_bytes; /* the largest reported */
 	size_t bad_lines;
@@ -41,5 +43,12 @@ double ab_median(double *v, size_t n);
 /* True when the text has one of the out-of-memory messages of PyTorch, JAX/XLA,
  * TensorFlow, CUDA or the C++/C runtime. */
 bool ab_text_says_oom(const char *text, size_t len);
+
+/* What an out-of-memory message in text says the failed peak was at least (0: nothing): for
+ * PyTorch on CUDA what it had allocated plus what it tried to allocate ("Tried to allocate
+ * 2.00 GiB ... 75.30 GiB is allocated by PyTorch", and 1.x's "... already allocated"); for
+ * PyTorch on the CPU ("you tried to allocate N bytes") and XLA ("while trying to allocate
+ * N bytes") the request alone. The largest of the messages found. */
+uint64_t ab_text_oom_floor(const char *text, size_t len);
 
 #endif

@@ -164,11 +164,11 @@ config_rewritten() {
 }
 
 @test "the start-up allowance and the step hook: plugstack defaults, the user's override, passed to the probe" {
-	set_plugstack 'startup_seconds=2 max_trial_seconds=7 instrument=off'
+	set_plugstack 'startup_seconds=2 max_trial_seconds=7 trial_cap=9 instrument=off'
 	run srun_t -v --autobatch=0.8 true
-	assert_line_in "autobatch: startup_seconds=2s max_trial_seconds=7s instrument=off" "$output"
+	assert_line_in "autobatch: startup_seconds=2s max_trial_seconds=7s trial_cap=9 instrument=off" "$output"
 	run srun_t -v --autobatch=0.8 --autobatch-instrument=on true
-	assert_line_in "autobatch: startup_seconds=2s max_trial_seconds=7s instrument=on" "$output"
+	assert_line_in "autobatch: startup_seconds=2s max_trial_seconds=7s trial_cap=9 instrument=on" "$output"
 	run srun_t --autobatch=0.8 --autobatch-instrument=maybe true
 	[ "$status" -ne 0 ]
 	assert_line_in "--autobatch-instrument=maybe is invalid: use off or on" "$output"

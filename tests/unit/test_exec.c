@@ -732,6 +732,45 @@ static void oom_messages(void **state)
 	assert_false(ab_text_says_oom("ValueError: shapes", 18));
 }
 
+/* What an OOM message says the failed peak was at least: PyTorch 2 on CUDA (allocated by
+ * PyTorch + the request), PyTorch 1.13 ("already allocated"), PyTorch's CPU allocator and XLA
+ * (the request); the largest when several; nothing from a message without sizes. */
+static void oom_floors(void **state)
+{
+	static const char torch2[] =
+		"Traceback (most recent call last):\n"
+		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+		"total capacity of 79.11 GiB of which 1.20 GiB is free. Including non-PyTorch memory, "
+		"this process has 77.90 GiB memory in use. Of the allocated memory 75.30 GiB is "
+		"allocated by PyTorch, and 1.10 GiB is reserved by PyTorch but unallocated.\n";
+	static const char torch113[] =
+		"RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB "
+		"total capacity; 14.56 GiB already allocated; 3.44 MiB free; 14.69 GiB reserved in "
+		"total by PyTorch)";
+	static const char cpu[] =
+		"RuntimeError: [enforce fail at alloc_cpu.cpp:83] data. DefaultCPUAllocator: can't "
+		"allocate memory: you tried to allocate 6815744000 bytes. Error code 12 (Cannot "
+		"allocate memory)";
+	static const char xla[] =
+		"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+		"trying to allocate 17179869184 bytes.";
+	char both[sizeof(torch2) + sizeof(torch113)];
+
+	(void)state;
+	assert_int_equal(ab_text_oom_floor(torch2, strlen(torch2)),
+			 (uint64_t)(75.30 * 1073741824.0) + 2ULL * 1073741824);
+	assert_int_equal(ab_text_oom_floor(torch113, strlen(torch113)),
+			 (uint64_t)(14.56 * 1073741824.0) + 20ULL * 1048576);
+	assert_int_equal(ab_text_oom_floor(cpu, strlen(cpu)), 6815744000ULL);
+	assert_int_equal(ab_text_oom_floor(xla, strlen(xla)), 17179869184ULL);
+	snprintf(both, sizeof(both), "%s%s", torch113, torch2);
+	assert_int_equal(ab_text_oom_floor(both, strlen(both)),
+			 (uint64_t)(75.30 * 1073741824.0) + 2ULL * 1073741824);
+	assert_int_equal(ab_text_oom_floor("CUDA out of memory", 18), 0);
+	assert_int_equal(ab_text_oom_floor("Tried to allocate lots", 22), 0);
+	assert_int_equal(ab_text_oom_floor("Tried to allocate 1e309 GiB", 27), 0);
+}
+
 static void report_lines(void **state)
 {
 	static struct ab_trial_report r;
@@ -762,7 +801,14 @@ static void report_lines(void **state)
 	assert_float_equal(rate, 40, 1e-9);
 	ab_trial_report_parse("{\"oom\": true}", 13, &r);
 	assert_true(r.oom);
+	assert_int_equal(r.floor_bytes, 0);
 	assert_false(ab_trial_report_timing(&r, 8, &step, &rate));
+	text = "{\"oom\": true, \"peak_at_least_bytes\": 85899345920}\n"
+	       "{\"peak_at_least_bytes\": -5}\n{\"peak_at_least_bytes\": 1024}";
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_true(r.oom);
+	assert_int_equal(r.floor_bytes, 85899345920ULL);
+	assert_int_equal(r.bad_lines, 1);
 }
 
 int main(void)
@@ -789,6 +835,7 @@ int main(void)
 		cmocka_unit_test(escaped_children_killed),
 		cmocka_unit_test(config_copy),
 		cmocka_unit_test(oom_messages),
+		cmocka_unit_test(oom_floors),
 		cmocka_unit_test(report_lines),
 	};
 

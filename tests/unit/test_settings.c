@@ -153,6 +153,7 @@ static void site_defaults(void **state)
 	assert_true(site.probe[0] == '/');
 	assert_int_equal(site.comm_reserve, 1 << 30);
 	assert_int_equal(site.device_memory, 0); /* no MPS cap unless the admin says */
+	assert_int_equal(site.trial_cap, 12);
 }
 
 static void site_every_key(void **state)
@@ -162,8 +163,9 @@ static void site_every_key(void **state)
 			      "force_fraction=0.6", "over_max=deny", "on_failure=abort",
 			      "probe=/opt/ab/probe", "probe_timeout=60", "probe_args=--device",
 			      "cache=off", "cache_dir=/var/cache/ab", "enforce=on",
-			      "comm_reserve=2GiB", "device_memory=80GiB"),
+			      "comm_reserve=2GiB", "device_memory=80GiB", "trial_cap=8"),
 			 0);
+	assert_int_equal(site.trial_cap, 8);
 	assert_int_equal(site.comm_reserve, 2ULL << 30);
 	assert_int_equal(site.device_memory, 80ULL << 30);
 	assert_float_equal(site.default_fraction, 0.7, 1e-12);
@@ -222,6 +224,9 @@ static void site_refusals(void **state)
 		{"device_memory=99999999999999999999", "plugstack argument device_memory:"},
 		{"device_memory=-80GiB", "plugstack argument device_memory:"},
 		{"device_memory=80GB8", "plugstack argument device_memory:"},
+		{"trial_cap=0", "trial_cap=0 must be a whole number of trials from 1 to 100"},
+		{"trial_cap=101", "whole number of trials"},
+		{"trial_cap=8.5", "whole number of trials"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -480,7 +485,7 @@ static void describe(void **state)
 			     "over_max=clamp)\n");
 	assert_contains(buf, "objective=memory mode=exec eval=no refresh=no\n");
 	assert_contains(buf, "probe_args=--device host\n");
-	assert_contains(buf, "startup_seconds=600s max_trial_seconds=1800s instrument=on "
+	assert_contains(buf, "startup_seconds=600s max_trial_seconds=1800s trial_cap=12 instrument=on "
 			     "parallel=on\n");
 	assert_int_equal(ab_settings_describe(&site, &r, &eff, tiny, sizeof(tiny)), -ENAMETOOLONG);
 }

@@ -1,8 +1,8 @@
 """autobatch._hook - the trial protocol's writer, and the step hook that needs no code change.
 
 Owns what a probe trial learns from a Python process: the lines appended to
-$AUTOBATCH_TRIAL_REPORT ({"step_s": S, "samples": N, "peak_bytes": N} per step, {"oom": true},
-a final {"peak_bytes": N}), written once here for both the helper (autobatch.trial()) and the
+$AUTOBATCH_TRIAL_REPORT ({"step_s": S, "samples": N, "peak_bytes": N} per step,
+{"oom": true, "peak_at_least_bytes": N}, a final {"peak_bytes": N}), written once here for both the helper (autobatch.trial()) and the
 probe's sitecustomize, which calls install() so that a PyTorch program that knows nothing of
 autobatch is seen through its optimizer steps and ends after the warm-up and the measured
 steps. Standard library only; torch is touched only once the program itself imports it.
@@ -89,7 +89,13 @@ class Recorder:
         return self.count >= self.steps + 1
 
     def oom(self):
-        self.write({"oom": True})
+        # what the process held when it failed: the failed peak was at least that
+        # (the probe adds the request the error message names)
+        record = {"oom": True}
+        held = peak_bytes()
+        if held > 0:
+            record["peak_at_least_bytes"] = held
+        self.write(record)
 
     def finish(self):
         self.write({"peak_bytes": peak_bytes()})
