@@ -24,10 +24,9 @@ struct ab_ctx {
 	struct ab_site site;
 	/* the option callbacks record the request between the hooks */
 	struct ab_request req;
-	/* resolved where --autobatch is recorded (or found in the environment); the probe, the
-	 * cache key and the caps use this one result */
+	/* resolved once all options are recorded (init_post_opt; early where --autobatch is, for
+	 * a denied fraction): the probe, the cache key and the caps use this one result */
 	struct ab_effective eff;
-	bool resolved;
 	/* a hook refused the request: later hooks do nothing */
 	bool failed;
 	/* init set the option's environment form from AUTOBATCH: the first callback is it */

@@ -49,13 +49,11 @@ int ab_option_record(struct ab_ctx *c, int val, const char *value, int remote)
 	return 0;
 }
 
+/* After all options: resolved again, for an option given after --autobatch (its early
+ * resolution was only for a denied fraction) changes the effective settings. */
 int ab_options_settle(struct ab_ctx *c)
 {
-	if (!c->resolved)
-		return ab_options_resolve(c, false);
-	if (c->eff.note[0])
-		slurm_info(AB_LOG_PREFIX "%s", c->eff.note);
-	return 0;
+	return ab_options_resolve(c, false);
 }
 
 int ab_options_register(spank_t sp, spank_opt_cb_f cb)
@@ -89,7 +87,6 @@ int ab_options_resolve(struct ab_ctx *c, bool quiet)
 		c->failed = true;
 		return -1;
 	}
-	c->resolved = true;
 	if (c->eff.note[0] && !quiet)
 		slurm_info(AB_LOG_PREFIX "%s", c->eff.note);
 	return 0;

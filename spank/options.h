@@ -21,8 +21,8 @@ int ab_option_record(struct ab_ctx *c, int val, const char *value, int remote);
  * returns -1 on refusal (c->failed). quiet: no note of a clamp or an override. */
 int ab_options_resolve(struct ab_ctx *c, bool quiet);
 
-/* After the options (init_post_opt): the effective settings, resolved now if no callback did,
- * and the note of a clamp or an override said once. */
+/* After the options (init_post_opt): the effective settings, resolved with every option
+ * (one given after --autobatch included), and the note of a clamp or an override said once. */
 int ab_options_settle(struct ab_ctx *c);
 
 #endif
