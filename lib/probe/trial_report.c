@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "protocol.h"
+#include "size.h"
 
 #define PEAK_MAX ((double)(1ULL << 60))
 
@@ -135,18 +137,14 @@ bool ab_text_says_oom(const char *text, size_t len)
 	return false;
 }
 
-/* The size after needle at text[at]: "2.00 GiB", "20.00 MiB", "6815744000 bytes". 0 when
- * none follows. */
+/* The size after needle at text[at]: "2.00 GiB", "20.00 MiB", "6815744000 bytes", read by
+ * the one size parser once the blank between number and unit is gone. 0 when none follows. */
 static uint64_t size_after(const char *text, size_t len, const char *needle, size_t *at)
 {
-	static const struct {
-		const char *unit;
-		double scale;
-	} units[] = {{"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
-		     {"bytes", 1.0}, {"B", 1.0}};
 	const char *p = memmem(text + *at, len - *at, needle, strlen(needle));
-	char num[32];
-	size_t n = 0;
+	char size[40], err[AB_ERR_MAX];
+	size_t n = 0, u;
+	uint64_t v;
 
 	if (!p)
 		return 0;
@@ -154,19 +152,22 @@ static uint64_t size_after(const char *text, size_t len, const char *needle, siz
 	p = text + *at;
 	while (p < text + len && *p == ' ')
 		p++;
-	while (p < text + len && n + 1 < sizeof(num) && (isdigit((unsigned char)*p) || *p == '.'))
-		num[n++] = *p++;
-	num[n] = '\0';
+	while (p < text + len && n + 1 < 24 && (isdigit((unsigned char)*p) || *p == '.'))
+		size[n++] = *p++;
 	while (p < text + len && *p == ' ')
 		p++;
-	for (size_t i = 0; n && i < sizeof(units) / sizeof(units[0]); i++)
-		if ((size_t)(text + len - p) >= strlen(units[i].unit) &&
-		    !strncmp(p, units[i].unit, strlen(units[i].unit))) {
-			double v = strtod(num, NULL) * units[i].scale;
-
-			return isfinite(v) && v > 0 && v < PEAK_MAX ? (uint64_t)v : 0;
-		}
-	return 0;
+	for (u = 0; p + u < text + len && u < 5 && isalpha((unsigned char)p[u]); u++)
+		;
+	if (!n || !u)
+		return 0;
+	if (u != 5 || strncmp(p, "bytes", 5)) { /* "bytes": the number alone */
+		memcpy(size + n, p, u);
+		n += u;
+	}
+	size[n] = '\0';
+	if (ab_parse_size(size, &v, err, sizeof(err)) < 0 || !(v > 0 && (double)v < PEAK_MAX))
+		return 0;
+	return v;
 }
 
 /* The size before needle: "75.30 GiB is allocated by PyTorch", "14.56 GiB already
