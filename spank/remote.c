@@ -70,6 +70,8 @@ static void mps_limit(spank_t sp, const struct ab_site *site, double fraction)
 	}
 	if (len)
 		spank_setenv(sp, AB_ENV_MPS_LIMIT, limit, 1);
+	slurm_info(AB_LOG_PREFIX "enforce=on: fraction %g, %s=%s", fraction, AB_ENV_MPS_LIMIT,
+		   len ? limit : "(none)");
 }
 
 /* The cap comes from the option and the site policy, resolved here in slurmstepd's own
@@ -139,6 +141,9 @@ static void hold(spank_t sp, const char *ticket)
 	rc = ab_hold_ticket_parse(ticket, &t, err, sizeof(err));
 	if (rc == 0 && spank_get_item(sp, S_TASK_GLOBAL_ID, &t.task) != ESPANK_SUCCESS)
 		rc = ab_fail(err, sizeof(err), EINVAL, "Slurm did not say which task this is");
+	/* srun names the node of a task that went away while it probed */
+	if (rc == 0 && spank_getenv(sp, "SLURMD_NODENAME", t.node, sizeof(t.node)) != ESPANK_SUCCESS)
+		t.node[0] = '\0';
 	if (rc == 0)
 		rc = ab_hold_wait(host, &t, &a, err, sizeof(err));
 	if (rc < 0) {

@@ -32,6 +32,7 @@
 
 struct ab_deferred {
 	volatile sig_atomic_t stopping; /* srun is ending: stop probing, stop serving */
+	volatile sig_atomic_t halt;     /* stop probing: srun is ending, or a task is gone */
 	struct ab_plan *pl;
 	struct ab_cache cache;
 	char entry[AB_CACHE_NAME_MAX];
@@ -99,7 +100,7 @@ static int probe(struct ab_deferred *d, struct ab_result *res, long *eval_batch,
 	struct ab_result eval = {0};
 	int rc;
 
-	if ((rc = ab_probe_run(&pl->job, "train", &d->stopping, res, json, err, errlen)) < 0)
+	if ((rc = ab_probe_run(&pl->job, "train", &d->halt, res, json, err, errlen)) < 0)
 		return rc;
 	if (pl->ctx->req.eval) {
 		struct ab_probe_job ej = pl->job;
@@ -107,16 +108,31 @@ static int probe(struct ab_deferred *d, struct ab_result *res, long *eval_batch,
 		ej.key = pl->keys.eval;
 		ej.global_batch = 0;
 		ej.warm_batch = 0; /* the cached decision is the train batch's */
-		if ((rc = ab_probe_run(&ej, "eval", &d->stopping, &eval, NULL, err, errlen)) < 0)
+		if ((rc = ab_probe_run(&ej, "eval", &d->halt, &eval, NULL, err, errlen)) < 0)
 			return rc;
 	}
 	*eval_batch = eval.batch;
 	return 0;
 }
 
+/* Between the probe's polls: the tasks' hellos, and whether one of them is gone (its node
+ * died, or it was killed): probing for a step that lost a task is stopped at once. */
 static void gather(void *arg)
 {
-	ab_hold_gather(arg);
+	struct ab_deferred *d = arg;
+
+	ab_hold_gather(&d->server);
+	if (d->server.nlost)
+		d->halt = 1;
+}
+
+/* What the user reads when a held task went away before the decision. */
+static int task_gone(const struct ab_hold_server *s, char *err, size_t errlen)
+{
+	return ab_fail(err, errlen, ENOLINK,
+		       "task %u%s%s of the step ended while srun was probing (its node failed, or "
+		       "the task was killed), so probing was stopped and nothing was applied",
+		       s->lost_task, s->lost_node[0] ? " on " : "", s->lost_node);
 }
 
 /* Every task of the step must be able to hear the decision before anything is rewritten:
@@ -126,8 +142,10 @@ static int all_tasks_here(struct ab_deferred *d, char *err, size_t errlen)
 	struct ab_hold_server *s = &d->server;
 	double end = ab_now() + GATHER_S;
 
-	while (ab_hold_gather(s) < s->expected && ab_now() < end && !d->stopping)
+	while (ab_hold_gather(s) < s->expected && ab_now() < end && !d->stopping && !s->nlost)
 		poll(NULL, 0, 100);
+	if (s->nlost)
+		return task_gone(s, err, errlen);
 	if (s->nseen == s->expected)
 		return 0;
 	if (d->stopping)
@@ -155,7 +173,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	if (d->entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
 		lock = ab_cache_lock(&d->cache, d->entry, pl->ctx->site.probe_timeout + 60.0,
-				     &d->stopping);
+				     &d->halt);
 		hit = ab_srun_cache_lookup(pl, &d->cache, d->entry, sizeof(d->entry), &res,
 					   &json) == 0;
 	}
@@ -166,6 +184,8 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 		rc = probe(d, &res, &eval_batch, &json, err, errlen);
 	}
 	pl->cached = hit;
+	if (d->server.nlost && !d->stopping) /* what stopped the probe, or what followed it */
+		rc = task_gone(&d->server, err, errlen);
 	if (rc == 0)
 		rc = all_tasks_here(d, err, errlen);
 	if (rc == 0 && (rc = ab_apply(pl, &res, eval_batch, json, vars, err, errlen)) == 0 && !hit)
@@ -222,7 +242,7 @@ int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache,
 	d->pl = pl;
 	d->pl->job.env = d->env;
 	d->pl->job.tick = gather; /* the tasks say hello while srun probes */
-	d->pl->job.tick_arg = &d->server;
+	d->pl->job.tick_arg = d;
 	d->cache = *cache;
 	snprintf(d->entry, sizeof(d->entry), "%s", entry);
 	if ((rc = pthread_create(&d->thread, NULL, deferred_main, d)) != 0) {
@@ -247,6 +267,7 @@ void ab_srun_defer_end(struct ab_ctx *c)
 		return;
 	/* the probe step is cancelled within its grace; the serving stops at its next poll */
 	d->stopping = 1;
+	d->halt = 1;
 	pthread_join(d->thread, NULL);
 	deferred_free(d);
 	c->deferred = NULL;

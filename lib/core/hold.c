@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,21 +284,39 @@ static size_t format_verdict(const struct ab_hold_answer *a, char *buf, size_t b
 	return len;
 }
 
-/* "AUTOBATCH-HOLD 1 <client token> <task>\n" with our token and a task of this step */
-static bool hello_ok(const struct ab_hold_server *s, const char *hello, unsigned *task)
+/* a node name as Slurm's hostlists allow it, so that it can be shown as it is */
+static bool node_ok(const char *s, size_t len)
 {
-	size_t m = strlen(MAGIC);
+	if (len == 0 || len >= AB_HOLD_NODE_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]))
+			return false;
+	return true;
+}
+
+/* "AUTOBATCH-HOLD 1 <client token> <task>[ <node>]\n" with our token and a task of this step */
+static bool hello_ok(const struct ab_hold_server *s, struct ab_hold_conn *c)
+{
+	const char *hello = c->hello, *p;
+	size_t m = strlen(MAGIC), idlen, nodelen;
 	char id[16];
 	long v;
 
 	if (strncmp(hello, MAGIC, m) != 0 || strlen(hello) < m + AB_HOLD_TOKEN_HEX + 3 ||
 	    hello[m + AB_HOLD_TOKEN_HEX] != ' ' || !token_equal(hello + m, s->client_token))
 		return false;
-	snprintf(id, sizeof(id), "%.*s", (int)strcspn(hello + m + AB_HOLD_TOKEN_HEX + 1, "\n"),
-		 hello + m + AB_HOLD_TOKEN_HEX + 1);
+	p = hello + m + AB_HOLD_TOKEN_HEX + 1;
+	idlen = strcspn(p, " \n");
+	snprintf(id, sizeof(id), "%.*s", (int)idlen, p);
 	if (ab_parse_whole(id, 0, (long)s->expected - 1, &v) < 0)
 		return false;
-	*task = (unsigned)v;
+	p += idlen;
+	nodelen = *p == ' ' ? strcspn(p + 1, "\n") : 0;
+	if (*p == ' ' && !node_ok(p + 1, nodelen))
+		return false;
+	snprintf(c->node, sizeof(c->node), "%.*s", (int)nodelen, *p == ' ' ? p + 1 : p);
+	c->task = (unsigned)v;
 	return true;
 }
 
@@ -320,7 +339,7 @@ static int read_hello(const struct ab_hold_server *s, struct ab_hold_conn *c)
 	c->hello[c->len] = '\0';
 	if (!memchr(c->hello, '\n', c->len))
 		return c->len + 1 >= sizeof(c->hello) ? -1 : 0;
-	return hello_ok(s, c->hello, &c->task) ? 1 : -1;
+	return hello_ok(s, c) ? 1 : -1;
 }
 
 /* To a held task, which has the server's token already: the verdict. */
@@ -352,6 +371,36 @@ static int grow(struct ab_hold_server *s)
 	return 0;
 }
 
+/* A node that dies without a word (power, network) leaves its held connection open: TCP
+ * keepalive ends it after about 15 + 4 x 5 s of silence, so srun hears of it while probing. */
+static void keep_alive(int fd)
+{
+	int on = 1, idle = 15, intvl = 5, cnt = 4;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+/* A held task says nothing more until its verdict: a readable end or an error means it is
+ * gone. */
+static bool held_gone(const struct ab_hold_conn *c)
+{
+	char b;
+	ssize_t n = recv(c->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void lost(struct ab_hold_server *s, const struct ab_hold_conn *c)
+{
+	if (!s->nlost++) {
+		s->lost_task = c->task;
+		snprintf(s->lost_node, sizeof(s->lost_node), "%s", c->node);
+	}
+}
+
 static void accept_new(struct ab_hold_server *s)
 {
 	int c;
@@ -361,6 +410,7 @@ static void accept_new(struct ab_hold_server *s)
 			close(c);
 			continue;
 		}
+		keep_alive(c);
 		s->conns[s->nconns++] = (struct ab_hold_conn){.fd = c, .since = ab_now()};
 	}
 }
@@ -375,6 +425,11 @@ static void take_hellos(struct ab_hold_server *s, const char *v, size_t len)
 		struct ab_hold_conn *c = &s->conns[i];
 		int r;
 
+		if (c->held && !v && held_gone(c)) {
+			lost(s, c);
+			drop(s, i);
+			continue;
+		}
 		if (c->held || (r = read_hello(s, c)) == 0) {
 			if (!c->held && ab_now() - c->since > PER_CONN_S)
 				drop(s, i);
@@ -609,11 +664,14 @@ static int ask(const char *host, const struct ab_hold_ticket *t, double connect_
 {
 	char hello[HELLO_MAX], *body = NULL;
 	size_t len = 0;
+	bool named;
 	int fd, rc;
 
 	if ((fd = connect_srun(host, t->port, connect_until, err, errlen)) < 0)
 		return fd;
-	snprintf(hello, sizeof(hello), MAGIC "%s %u\n", t->client_token, t->task);
+	named = node_ok(t->node, strlen(t->node)); /* else srun would refuse the hello */
+	snprintf(hello, sizeof(hello), MAGIC "%s %u%s%s\n", t->client_token, t->task,
+		 named ? " " : "", named ? t->node : "");
 	rc = send_all(fd, hello, strlen(hello), until);
 	while (rc == 0 && !body) {
 		if ((rc = recv_some(fd, reply, REPLY_MAX, &len, until)) == 0 && strchr(reply, '\n')) {

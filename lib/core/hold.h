@@ -14,7 +14,7 @@
  * knows before it rewrites anything whether every task can hear the decision.
  *
  * Wire format, text lines:
- *   task -> srun: "AUTOBATCH-HOLD 1 <client token> <global task id>"
+ *   task -> srun: "AUTOBATCH-HOLD 1 <client token> <global task id> [<node name>]"
  *   srun -> task: "AUTOBATCH-HOLD 1 <server token>", then "WAIT" (the connection is held and
  *                 the verdict follows on it), "LATER" (srun holds too many: connect again
  *                 shortly) or the verdict: "DECIDED", "CONTINUE <message>" or "ABORT
@@ -34,6 +34,7 @@
 #define AB_HOLD_VARS_MAX 16
 #define AB_HOLD_NAME_MAX 64
 #define AB_HOLD_VALUE_MAX (PATH_MAX + 1)
+#define AB_HOLD_NODE_MAX 64
 
 enum ab_hold_verdict {
 	AB_HOLD_DECIDED,  /* export the variables, then run the command */
@@ -68,6 +69,7 @@ struct ab_hold_conn {
 	double since;       /* when accepted */
 	bool held;          /* said hello and was told to wait */
 	unsigned task;
+	char node[AB_HOLD_NODE_MAX]; /* the task's node, as its hello names it */
 	size_t len;
 	char hello[128];
 };
@@ -80,6 +82,10 @@ struct ab_hold_server {
 	unsigned expected;        /* the step's tasks */
 	unsigned char *seen;      /* per task: 1 once it said hello, 2 once answered */
 	unsigned nseen, nanswered;
+	/* held tasks whose connection ended before the verdict: the task is gone (its node
+	 * died, or it was killed); the first one's id and node, for the user */
+	unsigned nlost, lost_task;
+	char lost_node[AB_HOLD_NODE_MAX];
 	struct ab_hold_conn *conns; /* waiting for their hello, or held */
 	size_t nconns, nheld, maxconns; /* beyond maxconns held, a task is told LATER */
 };
@@ -96,8 +102,9 @@ int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char 
 			  size_t buflen);
 
 /* Takes what the tasks say now, without waiting: accepts their connections, checks their
- * hellos, tells them to wait. Called between the probe's polls. Returns how many tasks have
- * said hello so far. */
+ * hellos, tells them to wait, and notices a held task whose connection ended (nlost; a
+ * node that vanished without a word shows after TCP keepalive's ~35 s). Called between the
+ * probe's polls. Returns how many tasks have said hello so far. */
 unsigned ab_hold_gather(struct ab_hold_server *s);
 
 /* Answers every task with a: those held at once, those that connect later as they do, until
@@ -117,6 +124,7 @@ struct ab_hold_ticket {
 	char client_token[AB_HOLD_TOKEN_HEX + 1];
 	char server_token[AB_HOLD_TOKEN_HEX + 1];
 	unsigned task; /* the task's global id, which it names in its hello */
+	char node[AB_HOLD_NODE_MAX]; /* its node's name, named too ("" for none) */
 };
 
 /* Parses SLURM_AUTOBATCH_HOLD (hostile: it is in the user's environment). */

@@ -18,13 +18,10 @@ require_testbed() {
 export XDG_CACHE_HOME=${BATS_FILE_TMPDIR:-/tmp}/cache
 
 # What an admin does: rewrite plugstack.conf. srun and slurmstepd read it at every start.
-# The probe is the testbed's copy of the one just built, unless the arguments name another.
+# The testbed fills in what the arguments leave out: its probe (the one just built), where
+# and how it probes (contrib/testbed/testbed plugstack).
 set_plugstack() {
-	local args=$1
-	case " $args" in *" probe="*) ;; *) args="probe=$AUTOBATCH_TESTBED/bin/autobatch-probe $args" ;; esac
-	# as testbed up does: the simulated GPUs hold no memory, so probe on the host
-	case " $args" in *" probe_args="*) ;; *) args="$args probe_args=\"--device host:capacity=256MiB\"" ;; esac
-	echo "${2:-optional} $PLUGIN $args" >"$PLUGSTACK"
+	"$TESTBED" plugstack "$1" "${2:-optional}"
 }
 
 reset_plugstack() {

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,8 @@ struct task {
 /* srun's listening socket, which a task on another node does not hold: closed in the child */
 static int srun_fd = -1;
 
-static void start_task(struct task *t, const struct ab_hold_ticket *ticket, unsigned id)
+static void start_task_on(struct task *t, const struct ab_hold_ticket *ticket, unsigned id,
+			  const char *node)
 {
 	struct ab_hold_ticket mine = *ticket;
 	int p[2];
@@ -52,6 +54,7 @@ static void start_task(struct task *t, const struct ab_hold_ticket *ticket, unsi
 		if (srun_fd >= 0)
 			close(srun_fd);
 		mine.task = id;
+		snprintf(mine.node, sizeof(mine.node), "%s", node);
 		rc = ab_hold_wait("127.0.0.1", &mine, &a, e, sizeof(e));
 		len = snprintf(out, sizeof(out), "%d|%d|%s|%s|", rc, rc == 0 ? (int)a.verdict : -1,
 				   rc == 0 ? a.message : "", e);
@@ -66,6 +69,11 @@ static void start_task(struct task *t, const struct ab_hold_ticket *ticket, unsi
 	}
 	close(p[1]);
 	t->fd = p[0];
+}
+
+static void start_task(struct task *t, const struct ab_hold_ticket *ticket, unsigned id)
+{
+	start_task_on(t, ticket, id, "");
 }
 
 static void end_task(struct task *t, char *out, size_t outlen)
@@ -385,6 +393,49 @@ static void stop_ends_serving(void **state)
 }
 
 /* SrunPortRange: the port is in the range; a range with every port taken says so. */
+/* A held task that dies (its node failed) is noticed while srun gathers, with the node its
+ * hello named; a node name srun would refuse is not sent, and the task is still heard. */
+static void task_gone_while_held(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct ab_hold_answer a;
+	struct task tasks[3];
+	char out[8192];
+	double end;
+	int status;
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 3, err, sizeof(err)), 0);
+	ticket_of(&s, 30, &t);
+	start_task_on(&tasks[0], &t, 0, "node1");
+	start_task_on(&tasks[1], &t, 1, "node2");
+	start_task_on(&tasks[2], &t, 2, "bad node;$(x)");
+	assert_int_equal(gather_until(&s, 3), 3);
+	assert_int_equal(s.nlost, 0);
+	kill(tasks[1].pid, SIGKILL);
+	assert_int_equal(waitpid(tasks[1].pid, &status, 0), tasks[1].pid);
+	close(tasks[1].fd);
+	end = ab_now() + 10;
+	while (!s.nlost && ab_now() < end) {
+		ab_hold_gather(&s);
+		usleep(20 * 1000);
+	}
+	assert_int_equal(s.nlost, 1);
+	assert_int_equal(s.lost_task, 1);
+	assert_string_equal(s.lost_node, "node2");
+	assert_int_equal(s.nheld, 2);
+	memset(&a, 0, sizeof(a));
+	a.verdict = AB_HOLD_ABORT;
+	snprintf(a.message, sizeof(a.message), "a task is gone");
+	assert_int_equal(ab_hold_serve(&s, &a, 2.0, NULL), 2);
+	end_task(&tasks[0], out, sizeof(out));
+	assert_string_equal(out, "0|2|a task is gone||");
+	end_task(&tasks[2], out, sizeof(out));
+	assert_string_equal(out, "0|2|a task is gone||");
+	ab_hold_close(&s);
+}
+
 static void port_range(void **state)
 {
 	struct ab_hold_server s, s2;
@@ -413,6 +464,7 @@ int main(void)
 		cmocka_unit_test(many_tasks_queued),
 		cmocka_unit_test(beyond_what_srun_holds),
 		cmocka_unit_test(stop_ends_serving),
+		cmocka_unit_test(task_gone_while_held),
 		cmocka_unit_test(port_range),
 	};
 

@@ -1,0 +1,172 @@
+#!/usr/bin/env bats
+# A step over several nodes (tests/slurm-multi/run's testbed: node1 and node2 with "big" GPUs,
+# node3 with "small" ones): the decision reaches every task of every node, the probe step
+# holds the first node only, enforce=on caps every node, and a Ctrl-C or a node that dies
+# while probing leaves nothing behind on any node.
+
+load ../slurm/helpers
+
+setup_file() { require_testbed; reset_plugstack; }
+setup() {
+	use_toy_config
+	cp cfg.yaml orig.yaml
+	# a trial leaves a mark of its batch where every node sees it (one machine, one /tmp)
+	printf '#!/bin/sh\ntouch "%s/trial-ran.$AUTOBATCH_BATCH_SIZE"\nexec toy_train --config "$1"\n' \
+		"$BATS_TEST_TMPDIR" >trial.sh
+	chmod 0755 trial.sh
+	TRIAL="$BATS_TEST_TMPDIR/trial.sh cfg.yaml"
+}
+# a node a test killed comes back for the next
+teardown() {
+	local n
+	reset_plugstack
+	for n in node1 node2 node3; do
+		sinfo -h -n "$n" -o %T | grep -q '^idle$' || "$TESTBED" revive-node "$n" >/dev/null 2>&1 || true
+	done
+}
+
+node_log() { awk -v n="$1" '$1 == n { print $6 }' "$AUTOBATCH_TESTBED/etc/nodes"; }
+
+# What each task prints: its node, how many trials had run when it started, its batch.
+TASK='echo "task on $SLURMD_NODENAME after $(ls trial-ran.* 2>/dev/null | wc -l) trials: $(toy_train --config cfg.yaml | grep ^toy_train:)"'
+
+# every one of the step's tasks, PER on each of NODES, ran at batch B from the rewritten
+# config, and only after every trial had run
+tasks_on_nodes() {
+	local b=$1 per=$2 trials n
+	trials=$(ls trial-ran.* | wc -l)
+	[ "$trials" -ge 2 ]
+	shift 2
+	for n in "$@"; do
+		[ "$(grep -c "^task on $n after $trials trials: toy_train: batch $b from cfg.yaml, AUTOBATCH_BATCH_SIZE=$b\$" <<<"$output")" -eq "$per" ] ||
+			{ echo "want $per tasks on $n at batch $b after $trials trials in: $output" >&2; return 1; }
+	done
+}
+
+# nothing of ours runs on any node, no step of the job is left, the config is as it was
+nothing_left() {
+	local i
+	for i in $(seq 20); do
+		pgrep_here -f 'autobatch-probe|toy_train|sleep 100' >/dev/null || break
+		sleep 0.5
+	done
+	refute pgrep_here -fl 'autobatch-probe|toy_train|sleep 100'
+	for i in $(seq 20); do
+		[ -z "$(squeue -h -s -o %i)" ] && break
+		sleep 0.5
+	done
+	[ -z "$(squeue -h -s -o '%i %j %N')" ]
+	cmp -s cfg.yaml orig.yaml
+	[ ! -e cfg.yaml.autobatch~ ]
+}
+
+@test "srun -N3: every task on every node runs at one batch, from the rewritten config, after the probe" {
+	run --separate-stderr srun_t -N3 --ntasks-per-node=2 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="$TRIAL" bash -c "$TASK"
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	[ "$b" -gt 8 ]
+	tasks_on_nodes "$b" 2 node1 node2 node3
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+}
+
+@test "the probe step runs on the step's first node only and holds that node's GPUs only" {
+	run --separate-stderr srun_t -N2 -w node2,node3 --ntasks-per-node=1 --gpus-per-node=2 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" \
+		bash -c 'echo "GPUs on $SLURMD_NODENAME: $CUDA_VISIBLE_DEVICES"'
+	[ "$status" -eq 0 ]
+	job=$(grep -o 'StepId=[0-9]*' "$(node_log node2)" | tail -n1 | cut -d= -f2)
+	# the probe is the job's second step: launched on node2, never on node3 nor node1
+	grep -q "launch task StepId=$job.1 " "$(node_log node2)"
+	refute grep -q "launch task StepId=$job.1 " "$(node_log node3)"
+	refute grep -q "StepId=$job\." "$(node_log node1)"
+	# parallel trials: as many at once as the job has GPUs on node2
+	assert_line_in "autobatch: up to 2 trials at once, one per GPU (0,1)" "$stderr"
+	grep -qx "GPUs on node2: 0,1" <<<"$output"
+	grep -qx "GPUs on node3: 0,1" <<<"$output"
+}
+
+@test "--export=NONE: the decision reaches the tasks of every node" {
+	run --separate-stderr srun_t -N3 --ntasks-per-node=1 --export=NONE --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" /usr/bin/env
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	[ "$(grep -c "^AUTOBATCH_BATCH_SIZE=$b\$" <<<"$output")" -eq 3 ]
+	[ "$(grep -c '^SLURMD_NODENAME=node[123]$' <<<"$output")" -eq 3 ]
+	refute grep -q '^PATH=' <<<"$output"
+}
+
+@test "sbatch -N3 with #SBATCH --autobatch: the srun inside sizes all three nodes" {
+	cat >job.sh <<EOF
+#!/bin/bash
+#SBATCH -N3 --ntasks-per-node=1 --autobatch=0.8 --autobatch-config=cfg.yaml
+#SBATCH --autobatch-trial-command="$TRIAL"
+srun bash -c '$TASK'
+EOF
+	run timeout 120 sbatch --wait -o out.txt job.sh
+	[ "$status" -eq 0 ] || { echo "$output" >&2; cat out.txt >&2; return 1; }
+	output=$(cat out.txt)
+	b=$(config_batch)
+	tasks_on_nodes "$b" 1 node1 node2 node3
+}
+
+@test "salloc -N3: an srun with --autobatch sizes all three nodes" {
+	run --separate-stderr timeout 120 salloc -N3 --ntasks-per-node=2 srun --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" bash -c "$TASK"
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(config_batch)
+	tasks_on_nodes "$b" 2 node1 node2 node3
+}
+
+@test "enforce=on: the caps reach the tasks of every node, and each node's slurmstepd says so" {
+	set_plugstack 'enforce=on device_memory=256MiB'
+	CUDA_MPS_PIPE_DIRECTORY=/tmp/mps run --separate-stderr srun_t -N3 --ntasks-per-node=1 \
+		--autobatch=0.7 --autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" \
+		bash -c 'echo "$SLURMD_NODENAME $AUTOBATCH_MEM_FRACTION $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"'
+	[ "$status" -eq 0 ]
+	for n in node1 node2 node3; do
+		grep -qx "$n 0.7 0=179M" <<<"$output" || { echo "no cap on $n in: $output" >&2; return 1; }
+		grep -q "autobatch: enforce=on: fraction 0.7, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=179M" \
+			"$(node_log "$n")" || { echo "no cap in $n's log" >&2; return 1; }
+	done
+}
+
+@test "Ctrl-C while probing a 3-node step: no task runs anywhere, no step is left, nothing of ours runs" {
+	run --separate-stderr timeout -s INT 6 srun -N3 --ntasks-per-node=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
+	[ "$status" -ne 0 ]
+	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
+	refute grep -q "toy_train:" <<<"$output"
+	nothing_left
+}
+
+@test "the probing node dies: one line names it, on_failure=continue holds, nothing changed or left" {
+	( sleep 4; "$TESTBED" kill-node node1 >/dev/null 2>&1 ) &
+	run --separate-stderr srun_t -N3 --ntasks-per-node=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="sleep 100" bash -c "$TASK"
+	wait
+	[ "$(grep -c '^srun: error: autobatch:' <<<"$stderr")" -eq 1 ] || { echo "$stderr" >&2; return 1; }
+	assert_line_in "autobatch: task 0 on node1 of the step ended while srun was probing (its node failed, or the task was killed), so probing was stopped and nothing was applied; launching with the original settings (on_failure=continue)" "$stderr"
+	# the policy: the tasks of the nodes that live run with the original settings
+	[ "$(grep -c '^task on node[23] after 0 trials: toy_train: batch 8 from cfg.yaml, AUTOBATCH_BATCH_SIZE=(unset)$' <<<"$output")" -eq 2 ] ||
+		{ echo "$output" >&2; return 1; }
+	refute grep -q "^task on node1" <<<"$output"
+	"$TESTBED" revive-node node1
+	nothing_left
+}
+
+@test "another node dies while the first probes: one line names it, on_failure=abort holds, nothing changed or left" {
+	set_plugstack 'on_failure=abort'
+	printf '#!/bin/sh\nsleep 8\nexec toy_train --config "$1"\n' >slow.sh
+	chmod 0755 slow.sh
+	( sleep 4; "$TESTBED" kill-node node3 >/dev/null 2>&1 ) &
+	run --separate-stderr srun_t -N3 --ntasks-per-node=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="$BATS_TEST_TMPDIR/slow.sh cfg.yaml" bash -c "$TASK"
+	wait
+	[ "$status" -ne 0 ]
+	[ "$(grep -c '^srun: error: autobatch:' <<<"$stderr")" -eq 1 ] || { echo "$stderr" >&2; return 1; }
+	assert_line_in "autobatch: task 2 on node3 of the step ended while srun was probing (its node failed, or the task was killed), so probing was stopped and nothing was applied; the step is not launched (on_failure=abort)" "$stderr"
+	refute grep -q "toy_train:" <<<"$output"
+	"$TESTBED" revive-node node3
+	nothing_left
+}
