@@ -174,6 +174,23 @@ static int set_up_parallel(const struct run_opts *o, struct setup *s, char *err,
 	return 0;
 }
 
+/* --describe-device: what srun asks one node of each GPU model of a step that spans several
+ * (spank/srun_gpus.c), to probe on the smallest. */
+static int describe_device(const struct run_opts *o)
+{
+	struct setup s = {0};
+	char err[AB_ERR_MAX], *json;
+	int rc = open_device(o, &s, err, sizeof(err));
+
+	json = ab_report_device_json(ab_device_kind_name(s.dev.kind), s.dev.name, s.dev.total_bytes,
+				     rc < 0 ? err : NULL);
+	if (json && run_write_json(o->json ? o->json : "-", json) < 0)
+		rc = -EIO;
+	free(json);
+	ab_device_close(&s.dev);
+	return rc < 0 || !json ? 1 : 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct ab_report_fraction fr[MAX_FRACTIONS] = {{0}};
@@ -190,6 +207,8 @@ int cmd_run(int argc, char **argv)
 
 	if (run_parse_opts(argc, argv, &o) < 0)
 		return run_usage();
+	if (o.describe_device)
+		return describe_device(&o);
 	t0 = ab_now();
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

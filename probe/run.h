@@ -31,6 +31,7 @@ struct run_opts {
 	const char *accum_key; /* written as 1 into a trial's config copy (--accum-key, preset) */
 	long config_accum;     /* what the config says at it; 0: not known */
 	const char *hook_dir; /* the Python step hook; NULL with --instrument off */
+	bool describe_device; /* --describe-device: say what the device is, run nothing */
 	int document, steps, max_trials, trial_cap;
 	long parallel; /* trials at once, one per GPU: 1 (default), N, or 0 for auto */
 	long warm_start;           /* a cached batch to verify first; 0: none */

@@ -21,6 +21,7 @@ int run_usage(void)
 		"  --fraction F[,F...]   memory target(s), 0 < F <= 1 (default 0.8)\n"
 		"  --objective memory|throughput\n"
 		"  --device cuda:N | host[:capacity=SIZE] | sim:SPEC\n"
+		"  --describe-device     print the device (--json) and run nothing\n"
 		"  --mode exec|model     exec runs COMMAND per candidate batch; model runs the\n"
 		"                        proxy transformer step (--model or --config dimensions)\n"
 		"  --model layers=N,hidden=N,heads=N,seq=N,vocab=N[,ffn=N,dtype=bf16|fp32,recompute=1]\n"
@@ -147,7 +148,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
 		{"parallel", 1, 0, 'N'},     {"warm-start", 1, 0, 'W'}, {"warm-per-sample", 1, 0, 'Y'},
 		{"warm-from", 1, 0, 'F'},    {"accum-key", 1, 0, 'A'}, {"max-trial-seconds", 1, 0, 'X'},
-		{"trial-cap", 1, 0, 'C'},    {0, 0, 0, 0},
+		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
 	int opt;
@@ -178,6 +179,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'j': o->json = optarg; break;
 		case 'G': o->plot = optarg; break;
 		case 'e': o->keep = true; break;
+		case 'Q': o->describe_device = true; break;
 		case 'L': o->model = optarg; break;
 		case 'H': o->hook_dir = optarg; break;
 		case 'I':

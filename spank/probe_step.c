@@ -88,14 +88,18 @@ static bool wants_gpu(const char *probe_args)
 	return !strstr(probe_args, "host") && !strstr(probe_args, "sim:");
 }
 
-static int build(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
-		   struct argv_builder *b, char *err, size_t errlen)
+/* The nested srun's options and the probe up to its own options: a step of one task on the
+ * node, within the job's resources. */
+static int build_step(const struct ab_probe_job *job, const char *on_node, struct argv_builder *b,
+		      char *err, size_t errlen)
 {
 	const struct ab_site *site = &job->ctx->site;
-	const struct ab_request *req = &job->ctx->req;
 	char node[256];
 
-	if (ab_hostlist_first(job->nodelist, node, sizeof(node)) < 0)
+	if (on_node)
+		snprintf(node, sizeof(node), "%s", on_node);
+	else if (ab_hostlist_first(job->probe_node ? job->probe_node : job->nodelist, node,
+				   sizeof(node)) < 0)
 		return ab_fail(err, errlen, EINVAL, "cannot tell the step's first node from '%.80s'",
 			       job->nodelist ? job->nodelist : "(none)");
 	add(b, job->srun);
@@ -115,6 +119,18 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 	add(b, "run");
 	add(b, "--json");
 	add(b, "-");
+	return 0;
+}
+
+static int build(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
+		 struct argv_builder *b, char *err, size_t errlen)
+{
+	const struct ab_site *site = &job->ctx->site;
+	const struct ab_request *req = &job->ctx->req;
+	int rc;
+
+	if ((rc = build_step(job, NULL, b, err, errlen)) < 0)
+		return rc;
 	if (site->parallel)
 		add(b, "--parallel=auto");
 	addf(b, "--fraction=%g", job->ctx->eff.fraction);
@@ -273,6 +289,26 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 		       r->last[0] ? "; it said: " : "", r->last);
 }
 
+/* Runs the step argv b (the probe's stdout kept in p->out, its stderr relayed). */
+static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
+		    const volatile sig_atomic_t *stop, struct ab_subprocess *p, struct relay *relay,
+		    char *err, size_t errlen)
+{
+	char guard[64], **env;
+	int rc;
+
+	if (!(env = probe_env(job->env, guard, sizeof(guard))))
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	/* it dies with srun: its own srun's shepherd then cancels the probe step */
+	*p = (struct ab_subprocess){.argv = b->v, .envp = env, .on_line = relay_line,
+				    .arg = relay, .timeout_s = job->ctx->site.probe_timeout,
+				    .interrupted = stop, .die_with_parent = true,
+				    .tick = job->tick, .tick_arg = job->tick_arg};
+	rc = ab_subprocess_run(p, GRACE_S, err, errlen);
+	free(env);
+	return rc;
+}
+
 int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
 		 size_t errlen)
@@ -280,23 +316,12 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	struct argv_builder b = {.n = 0};
 	struct relay relay = {.last = ""};
 	struct ab_subprocess p = {0};
-	char args[AB_ARGS_MAX], guard[64];
-	char **env = NULL;
+	char args[AB_ARGS_MAX];
 	int rc;
 
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
-	if ((rc = build(job, phase, args, &b, err, errlen)) < 0)
-		goto done;
-	if (!(env = probe_env(job->env, guard, sizeof(guard)))) {
-		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
-		goto done;
-	}
-	/* it dies with srun: its own srun's shepherd then cancels the probe step */
-	p = (struct ab_subprocess){.argv = b.v, .envp = env, .on_line = relay_line,
-				   .arg = &relay, .timeout_s = job->ctx->site.probe_timeout,
-				   .interrupted = stop, .die_with_parent = true,
-				   .tick = job->tick, .tick_arg = job->tick_arg};
-	if ((rc = ab_subprocess_run(&p, GRACE_S, err, errlen)) < 0)
+	if ((rc = build(job, phase, args, &b, err, errlen)) < 0 ||
+	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
 		goto done;
 	if ((rc = judge(&job->ctx->site, &p, &relay, res, err, errlen)) == 0 && json) {
 		*json = p.out;
@@ -304,7 +329,40 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	}
 done:
 	ab_subprocess_free(&p);
-	free(env);
+	builder_free(&b);
+	return rc;
+}
+
+int ab_probe_device(const struct ab_probe_job *job, const char *node,
+		    const volatile sig_atomic_t *stop, char *name, size_t namelen, uint64_t *total,
+		    char *err, size_t errlen)
+{
+	struct argv_builder b = {.n = 0};
+	struct relay relay = {.last = ""};
+	struct ab_subprocess p = {0};
+	char args[AB_ARGS_MAX];
+	int rc;
+
+	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
+	if ((rc = build_step(job, node, &b, err, errlen)) < 0)
+		goto done;
+	add_site_args(&b, args);
+	add(&b, "--describe-device");
+	if (b.full) {
+		rc = ab_fail(err, errlen, E2BIG, "the probe's command line is too long");
+		goto done;
+	}
+	if ((rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
+		goto done;
+	if (p.stopped)
+		rc = ab_fail(err, errlen, ECANCELED, "srun ended while probing; the probe step was "
+						     "cancelled");
+	else if ((rc = ab_device_parse(p.out, p.out_len, name, namelen, total, err, errlen)) ==
+			 -EPROTO && relay.last[0])
+		rc = ab_fail(err, errlen, EPROTO, "the probe printed no device (it said: %s)",
+			     relay.last);
+done:
+	ab_subprocess_free(&p);
 	builder_free(&b);
 	return rc;
 }

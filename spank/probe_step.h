@@ -19,6 +19,7 @@ struct ab_probe_job {
 	unsigned jobid;
 	unsigned ntasks;        /* the data-parallel width for a global batch */
 	const char *nodelist;   /* the step's nodes; the probe runs on the first */
+	const char *probe_node; /* or here: a node of the step's smallest GPU model; or NULL */
 	int argc;
 	char **argv;            /* the step's command */
 	const char *config;     /* absolute path, or NULL */
@@ -40,6 +41,12 @@ struct ab_probe_job {
 int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
 		 size_t errlen);
+
+/* A step of one task on node that runs `autobatch-probe run --describe-device` with the
+ * site's probe_args: the device's name and memory there, or a negative errno with err. */
+int ab_probe_device(const struct ab_probe_job *job, const char *node,
+		    const volatile sig_atomic_t *stop, char *name, size_t namelen, uint64_t *total,
+		    char *err, size_t errlen);
 
 /* True in the nested srun that runs the probe step. */
 bool ab_is_probe_step(void);

@@ -21,6 +21,7 @@
 #include "probe_step.h"
 #include "srun_apply.h"
 #include "srun_cache.h"
+#include "srun_gpus.h"
 #include "srun_hold.h"
 
 /* Slurm's logger prints a newline inside a message as '?': an error of several lines (a
@@ -92,6 +93,8 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 
 	if ((rc = ab_plan_job(sp, c, *pl, err, errlen)) < 0)
 		return rc;
+	/* the cache keys on them; a step over several is probed on its smallest */
+	ab_srun_gpu_models((*pl)->job.nodelist, &(*pl)->models);
 	ab_srun_cache_open(&c->site, &cache);
 	if (ab_srun_cache_lookup(*pl, &cache, entry, sizeof(entry), &res, &json) == 0) {
 		(*pl)->cached = true;

@@ -16,6 +16,7 @@
 #include "error.h"
 #include "file_replace.h"
 #include "fingerprint.h"
+#include "size.h"
 
 /* setenv(3): srun merges its environment into the launch after this hook (spank_setenv is
  * refused in local context). The SLURM_ twin survives --export=NONE; slurmstepd copies it
@@ -221,6 +222,14 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	else
 		ab_append(line, sizeof(line), &len, " in %zu trials, %.0f s", res->trials,
 			  res->elapsed_s);
+	if (res->sized_for[0]) {
+		char size[32];
+
+		ab_format_size(res->sized_for_bytes, size, sizeof(size));
+		ab_append(line, sizeof(line), &len, "; sized for the step's smallest GPU model, %s "
+						    "(%s, on %s)",
+			  res->sized_for, size, res->sized_for_node);
+	}
 	if (!pl->cached && res->warm_from[0])
 		ab_append(line, sizeof(line), &len, "; warm start from %s%s", res->warm_from,
 			  res->warm_verified ? "" : " (its batch no longer fit: searched afresh)");

@@ -12,6 +12,7 @@
 #include "config_edit.h"
 #include "config_keys.h"
 #include "context.h"
+#include "gpu_models.h"
 #include "hold.h"
 #include "probe_step.h"
 
@@ -26,6 +27,8 @@ struct ab_plan {
 	const char *written[4]; /* the keys autobatch writes */
 	struct ab_expect seen;  /* the config when the job was planned */
 	uint64_t warm_fingerprint; /* the config less its batch and memory-neutral values */
+	struct ab_gpu_models models;      /* the step's nodes' GPU models, as Slurm knows them */
+	const struct ab_gpu_model *bound; /* of several, the smallest: the one probed */
 };
 
 /* The step, its command and config, as srun knows them before it launches. */

@@ -16,16 +16,19 @@
 #include "file_replace.h"
 #include "fingerprint.h"
 
-/* Everything that shapes the decision and that srun knows before any step runs. A warm key
- * leaves out the config's memory-neutral values and the node (a sweep's jobs land on
- * different nodes of one partition): its entry is only ever a start that the probe
+/* Everything that shapes the decision and that srun knows before any step runs. The nodes
+ * count by their GPU models when Slurm names them all (the same job on other nodes of the
+ * same model decides from the cache; on another model it does not), else by their names. A
+ * warm key leaves out the config's memory-neutral values and the nodes (a sweep's jobs land
+ * on different nodes of one partition): its entry is only ever a start that the probe
  * verifies, never a decision taken as it is. */
 static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 {
 	const struct ab_request *req = &pl->ctx->req;
 	const struct ab_site *site = &pl->ctx->site;
-	char num[64];
+	char num[64], models[256];
 
+	ab_gpu_models_key(&pl->models, models, sizeof(models));
 	ab_hash_init(h);
 	ab_hash_str(h, PACKAGE_VERSION);
 	ab_hash_str(h, ab_mode_name(req->mode));
@@ -37,7 +40,7 @@ static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 	ab_hash_str(h, site->probe_args);
 	ab_hash_add(h, &site->comm_reserve, sizeof(site->comm_reserve));
 	ab_hash_str(h, getenv("SLURM_JOB_PARTITION"));
-	ab_hash_str(h, warm ? "warm" : pl->job.nodelist); /* the node (and so its GPU type) */
+	ab_hash_str(h, warm ? "warm" : models[0] ? models : pl->job.nodelist);
 	ab_hash_str(h, req->trial_command);
 	for (int i = 0; i < pl->job.argc; i++)
 		ab_hash_str(h, pl->job.argv[i]);

@@ -25,6 +25,7 @@
 #include "error.h"
 #include "srun.h"
 #include "srun_cache.h"
+#include "srun_gpus.h"
 
 #define SERVE_S 300.0   /* after the decision, for the tasks still starting to ask */
 #define GATHER_S 300.0  /* after the decision, for tasks that have not said hello yet */
@@ -181,7 +182,14 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 		eval_batch = res.eval_batch;
 	} else {
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
-		rc = probe(d, &res, &eval_batch, &json, err, errlen);
+		if ((rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
+			rc = probe(d, &res, &eval_batch, &json, err, errlen);
+		if (rc == 0 && pl->bound) { /* the report, the cache and the line say so */
+			json = ab_result_with_models(json, &pl->models, pl->bound);
+			snprintf(res.sized_for, sizeof(res.sized_for), "%s", pl->bound->type);
+			snprintf(res.sized_for_node, sizeof(res.sized_for_node), "%s", pl->bound->node);
+			res.sized_for_bytes = pl->bound->total_bytes;
+		}
 	}
 	pl->cached = hit;
 	if (d->server.nlost && !d->stopping) /* what stopped the probe, or what followed it */

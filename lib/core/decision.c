@@ -112,32 +112,86 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	return 0;
 }
 
-int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err, size_t errlen)
+/* The probe's output as one JSON object, or NULL. */
+static struct json_object *parse_object(const char *json, size_t len)
 {
 	struct json_tokener *tok = json_tokener_new_ex(16);
 	struct json_object *o = NULL;
-	char status[16];
-	int rc;
 
-	memset(r, 0, sizeof(*r));
 	while (len > 0 && strchr(" \t\r\n", json[len - 1]))
 		len--;
 	if (!tok)
-		return ab_fail(err, errlen, ENOMEM, "out of memory");
+		return NULL;
 	if (len > 0 && len < (1u << 20))
 		o = json_tokener_parse_ex(tok, json, (int)len);
 	if (json_tokener_get_error(tok) != json_tokener_success ||
 	    json_tokener_get_parse_end(tok) != len)
 		o = (json_object_put(o), NULL);
 	json_tokener_free(tok);
-	if (!o || !json_object_is_type(o, json_type_object)) {
+	if (o && !json_object_is_type(o, json_type_object))
+		o = (json_object_put(o), NULL);
+	return o;
+}
+
+static struct json_object *model_json(const struct ab_gpu_model *g)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, AB_FIELD_GPU_TYPE, json_object_new_string(g->type));
+	json_object_object_add(o, AB_FIELD_TOTAL_BYTES, json_object_new_int64((int64_t)g->total_bytes));
+	json_object_object_add(o, AB_FIELD_NODES, json_object_new_int64(g->nodes));
+	json_object_object_add(o, AB_FIELD_NODE, json_object_new_string(g->node));
+	return o;
+}
+
+char *ab_result_with_models(char *json, const struct ab_gpu_models *m,
+			    const struct ab_gpu_model *bound)
+{
+	struct json_object *o = json ? json_tokener_parse(json) : NULL, *all;
+	char *text;
+
+	if (!o || !json_object_is_type(o, json_type_object) || !(all = json_object_new_array())) {
 		json_object_put(o);
-		return ab_fail(err, errlen, EPROTO, "the probe printed no JSON report");
+		return json;
 	}
+	for (size_t i = 0; i < m->n; i++)
+		json_object_array_add(all, model_json(&m->v[i]));
+	json_object_object_add(o, AB_FIELD_GPU_MODELS, all);
+	json_object_object_add(o, AB_FIELD_SIZED_FOR, model_json(bound));
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	if (!text)
+		return json;
+	free(json);
+	return text;
+}
+
+static void read_sized_for(struct json_object *o, struct ab_result *r)
+{
+	struct json_object *s;
+
+	if (!json_object_object_get_ex(o, AB_FIELD_SIZED_FOR, &s) ||
+	    !json_object_is_type(s, json_type_object))
+		return;
+	get_text(s, AB_FIELD_GPU_TYPE, r->sized_for, sizeof(r->sized_for));
+	get_text(s, AB_FIELD_NODE, r->sized_for_node, sizeof(r->sized_for_node));
+	get_bytes(s, AB_FIELD_TOTAL_BYTES, &r->sized_for_bytes);
+}
+
+int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err, size_t errlen)
+{
+	struct json_object *o = parse_object(json, len);
+	char status[16];
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (!o)
+		return ab_fail(err, errlen, EPROTO, "the probe printed no JSON report");
 	get_text(o, AB_FIELD_STATUS, status, sizeof(status));
 	if (strcmp(status, AB_STATUS_OK) == 0) {
 		rc = read_ok(o, r, err, errlen);
 		r->ok = rc == 0;
+		read_sized_for(o, r);
 	} else if (strcmp(status, AB_STATUS_FAILED) == 0 ||
 		   strcmp(status, AB_STATUS_INTERRUPTED) == 0) {
 		r->interrupted = status[0] == 'i';
@@ -147,6 +201,32 @@ int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err
 		rc = 0;
 	} else {
 		rc = ab_fail(err, errlen, EPROTO, "the probe's report has no status");
+	}
+	json_object_put(o);
+	return rc;
+}
+
+int ab_device_parse(const char *json, size_t len, char *name, size_t namelen, uint64_t *total,
+		    char *err, size_t errlen)
+{
+	struct json_object *o = parse_object(json, len), *dev;
+	char status[16], why[512] = "";
+	int rc = 0;
+
+	*total = 0;
+	name[0] = '\0';
+	if (!o)
+		return ab_fail(err, errlen, EPROTO, "the probe printed no JSON report");
+	get_text(o, AB_FIELD_STATUS, status, sizeof(status));
+	if (strcmp(status, AB_STATUS_DEVICE) == 0 &&
+	    json_object_object_get_ex(o, AB_FIELD_DEVICE, &dev) &&
+	    json_object_is_type(dev, json_type_object)) {
+		get_text(dev, AB_FIELD_DEVICE_NAME, name, namelen);
+		get_bytes(dev, AB_FIELD_TOTAL_BYTES, total);
+	}
+	if (!*total) {
+		get_string(o, AB_FIELD_ERROR, why, sizeof(why), true);
+		rc = ab_fail(err, errlen, ENODEV, "%s", why[0] ? why : "the probe named no device");
 	}
 	json_object_put(o);
 	return rc;

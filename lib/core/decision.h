@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_models.h"
+
 
 struct ab_result {
 	bool ok;
@@ -25,14 +27,27 @@ struct ab_result {
 	char device[128];
 	uint64_t total_bytes;
 	long eval_batch;       /* from a cached entry that also holds the eval decision */
+	/* a step over several GPU models: the smallest, which was probed ("" otherwise) */
+	char sized_for[64], sized_for_node[64];
+	uint64_t sized_for_bytes;
 };
 
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for
  * a report served from the cache), as the cache keeps it (malloc'ed, or NULL). */
 char *ab_result_with_eval(const char *json, long eval_batch, const char *cache);
 
+/* The report json (malloc'ed, taken) with the step's GPU models and the one it was sized for
+ * added; json as it was when that fails. */
+char *ab_result_with_models(char *json, const struct ab_gpu_models *m,
+			    const struct ab_gpu_model *bound);
+
 /* Parses the probe's --json output. -EPROTO with a message when it is not a report. */
 int ab_result_parse(const char *json, size_t len, struct ab_result *out, char *err,
 		    size_t errlen);
+
+/* Parses `run --describe-device` output: the device's name and memory, or -ENODEV with the
+ * probe's own sentence (-EPROTO when it is not such a report). */
+int ab_device_parse(const char *json, size_t len, char *name, size_t namelen, uint64_t *total,
+		    char *err, size_t errlen);
 
 #endif

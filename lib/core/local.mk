@@ -32,6 +32,8 @@ lib_core_libabcore_la_SOURCES = \
 	lib/core/file_replace.h \
 	lib/core/fingerprint.c \
 	lib/core/fingerprint.h \
+	lib/core/gpu_models.c \
+	lib/core/gpu_models.h \
 	lib/core/hold.c \
 	lib/core/hold.h \
 	lib/core/hostlist.c \

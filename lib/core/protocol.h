@@ -55,6 +55,7 @@
 #define AB_STATUS_OK "ok"
 #define AB_STATUS_FAILED "failed"
 #define AB_STATUS_INTERRUPTED "interrupted"
+#define AB_STATUS_DEVICE "device" /* run --describe-device: the device, nothing run */
 #define AB_FIELD_ERROR "error"
 #define AB_FIELD_BATCH_SIZE "batch_size"
 #define AB_FIELD_GRAD_ACCUM "grad_accum"
@@ -69,6 +70,11 @@
 #define AB_FIELD_FLOOR "peak_at_least_bytes"
 #define AB_FIELD_DEVICE "device"
 #define AB_FIELD_DEVICE_NAME "name"
+#define AB_FIELD_GPU_MODELS "gpu_models" /* a step over several: each {type, total_bytes, nodes, node} */
+#define AB_FIELD_SIZED_FOR "sized_for"   /* of those, the smallest, which was probed */
+#define AB_FIELD_GPU_TYPE "type"
+#define AB_FIELD_NODE "node"
+#define AB_FIELD_NODES "nodes"
 #define AB_FIELD_TOTAL_BYTES "total_bytes"
 #define AB_FIELD_CACHE "cache"
 #define AB_FIELD_ROUNDS "rounds"     /* rounds of trials run at once */

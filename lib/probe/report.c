@@ -103,10 +103,37 @@ static struct json_object *comm_json(const struct ab_report *r)
 	return o;
 }
 
+static struct json_object *device_json(const char *kind, const char *name, uint64_t total)
+{
+	struct json_object *dev = json_object_new_object();
+
+	json_object_object_add(dev, "kind", json_object_new_string(kind));
+	json_object_object_add(dev, AB_FIELD_DEVICE_NAME, json_object_new_string(name));
+	json_object_object_add(dev, AB_FIELD_TOTAL_BYTES, json_object_new_int64((int64_t)total));
+	return dev;
+}
+
+char *ab_report_device_json(const char *kind, const char *name, uint64_t total,
+			    const char *error)
+{
+	struct json_object *o = json_object_new_object();
+	char *text;
+
+	json_object_object_add(o, "autobatch_version", json_object_new_string(PACKAGE_VERSION));
+	json_object_object_add(o, AB_FIELD_STATUS,
+			       json_object_new_string(error ? AB_STATUS_FAILED : AB_STATUS_DEVICE));
+	if (error)
+		json_object_object_add(o, AB_FIELD_ERROR, json_object_new_string(error));
+	else
+		json_object_object_add(o, AB_FIELD_DEVICE, device_json(kind, name, total));
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return text;
+}
+
 char *ab_report_json(const struct ab_report *r)
 {
-	struct json_object *o = json_object_new_object(), *dev = json_object_new_object(),
-			   *trials = json_object_new_array();
+	struct json_object *o = json_object_new_object(), *trials = json_object_new_array();
 	/* "fits" as the search judged it: within the limit less the margin */
 	uint64_t limit = r->nfractions ? r->fractions[0].decision.limit_bytes -
 						 r->fractions[0].decision.margin_bytes
@@ -127,11 +154,8 @@ char *ab_report_json(const struct ab_report *r)
 	json_object_object_add(o, "objective", json_object_new_string(r->objective));
 	if (strcmp(r->phase, "train") != 0)
 		json_object_object_add(o, "phase", json_object_new_string(r->phase));
-	json_object_object_add(dev, "kind", json_object_new_string(r->device_kind));
-	json_object_object_add(dev, AB_FIELD_DEVICE_NAME, json_object_new_string(r->device_name));
-	json_object_object_add(dev, AB_FIELD_TOTAL_BYTES,
-			       json_object_new_int64((int64_t)r->total_bytes));
-	json_object_object_add(o, AB_FIELD_DEVICE, dev);
+	json_object_object_add(o, AB_FIELD_DEVICE,
+			       device_json(r->device_kind, r->device_name, r->total_bytes));
 	if (r->model)
 		json_object_object_add(o, "model", json_object_new_string(r->model));
 	if (r->reserve_bytes)

@@ -53,6 +53,11 @@ struct ab_report {
 /* The report as a JSON text (malloc'ed, one line). */
 char *ab_report_json(const struct ab_report *r);
 
+/* What `run --describe-device` prints: {"status": "device", "device": {kind, name,
+ * total_bytes}}, or {"status": "failed", "error": ...} when error is not NULL. */
+char *ab_report_device_json(const char *kind, const char *name, uint64_t total,
+			    const char *error);
+
 /* "45 s", "4 min", "1.5 h": how long something takes, as people say it. Returns buf. */
 const char *ab_format_duration(double seconds, char *buf, size_t buflen);
 

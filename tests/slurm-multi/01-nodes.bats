@@ -4,61 +4,7 @@
 # holds the first node only, enforce=on caps every node, and a Ctrl-C or a node that dies
 # while probing leaves nothing behind on any node.
 
-load ../slurm/helpers
-
-setup_file() { require_testbed; reset_plugstack; }
-setup() {
-	use_toy_config
-	cp cfg.yaml orig.yaml
-	# a trial leaves a mark of its batch where every node sees it (one machine, one /tmp)
-	printf '#!/bin/sh\ntouch "%s/trial-ran.$AUTOBATCH_BATCH_SIZE"\nexec toy_train --config "$1"\n' \
-		"$BATS_TEST_TMPDIR" >trial.sh
-	chmod 0755 trial.sh
-	TRIAL="$BATS_TEST_TMPDIR/trial.sh cfg.yaml"
-}
-# a node a test killed comes back for the next
-teardown() {
-	local n
-	reset_plugstack
-	for n in node1 node2 node3; do
-		sinfo -h -n "$n" -o %T | grep -q '^idle$' || "$TESTBED" revive-node "$n" >/dev/null 2>&1 || true
-	done
-}
-
-node_log() { awk -v n="$1" '$1 == n { print $6 }' "$AUTOBATCH_TESTBED/etc/nodes"; }
-
-# What each task prints: its node, how many trials had run when it started, its batch.
-TASK='echo "task on $SLURMD_NODENAME after $(ls trial-ran.* 2>/dev/null | wc -l) trials: $(toy_train --config cfg.yaml | grep ^toy_train:)"'
-
-# every one of the step's tasks, PER on each of NODES, ran at batch B from the rewritten
-# config, and only after every trial had run
-tasks_on_nodes() {
-	local b=$1 per=$2 trials n
-	trials=$(ls trial-ran.* | wc -l)
-	[ "$trials" -ge 2 ]
-	shift 2
-	for n in "$@"; do
-		[ "$(grep -c "^task on $n after $trials trials: toy_train: batch $b from cfg.yaml, AUTOBATCH_BATCH_SIZE=$b\$" <<<"$output")" -eq "$per" ] ||
-			{ echo "want $per tasks on $n at batch $b after $trials trials in: $output" >&2; return 1; }
-	done
-}
-
-# nothing of ours runs on any node, no step of the job is left, the config is as it was
-nothing_left() {
-	local i
-	for i in $(seq 20); do
-		pgrep_here -f 'autobatch-probe|toy_train|sleep 100' >/dev/null || break
-		sleep 0.5
-	done
-	refute pgrep_here -fl 'autobatch-probe|toy_train|sleep 100'
-	for i in $(seq 20); do
-		[ -z "$(squeue -h -s -o %i)" ] && break
-		sleep 0.5
-	done
-	[ -z "$(squeue -h -s -o '%i %j %N')" ]
-	cmp -s cfg.yaml orig.yaml
-	[ ! -e cfg.yaml.autobatch~ ]
-}
+load helpers
 
 @test "srun -N3: every task on every node runs at one batch, from the rewritten config, after the probe" {
 	run --separate-stderr srun_t -N3 --ntasks-per-node=2 --autobatch=0.8 --autobatch-config=cfg.yaml \
@@ -71,19 +17,19 @@ nothing_left() {
 }
 
 @test "the probe step runs on the step's first node only and holds that node's GPUs only" {
-	run --separate-stderr srun_t -N2 -w node2,node3 --ntasks-per-node=1 --gpus-per-node=2 --autobatch=0.8 \
+	run --separate-stderr srun_t -N2 -w node1,node2 --ntasks-per-node=1 --gpus-per-node=2 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" \
 		bash -c 'echo "GPUs on $SLURMD_NODENAME: $CUDA_VISIBLE_DEVICES"'
 	[ "$status" -eq 0 ]
-	job=$(grep -o 'StepId=[0-9]*' "$(node_log node2)" | tail -n1 | cut -d= -f2)
-	# the probe is the job's second step: launched on node2, never on node3 nor node1
-	grep -q "launch task StepId=$job.1 " "$(node_log node2)"
-	refute grep -q "launch task StepId=$job.1 " "$(node_log node3)"
-	refute grep -q "StepId=$job\." "$(node_log node1)"
-	# parallel trials: as many at once as the job has GPUs on node2
+	job=$(grep -o 'StepId=[0-9]*' "$(node_log node1)" | tail -n1 | cut -d= -f2)
+	# the probe is the job's second step: launched on node1, never on node2 nor node3
+	grep -q "launch task StepId=$job.1 " "$(node_log node1)"
+	refute grep -q "launch task StepId=$job.1 " "$(node_log node2)"
+	refute grep -q "StepId=$job\." "$(node_log node3)"
+	# parallel trials: as many at once as the job has GPUs on node1
 	assert_line_in "autobatch: up to 2 trials at once, one per GPU (0,1)" "$stderr"
+	grep -qx "GPUs on node1: 0,1" <<<"$output"
 	grep -qx "GPUs on node2: 0,1" <<<"$output"
-	grep -qx "GPUs on node3: 0,1" <<<"$output"
 }
 
 @test "--export=NONE: the decision reaches the tasks of every node" {

@@ -13,6 +13,7 @@ UNIT_TESTS = \
 	tests/unit/test_search \
 	tests/unit/test_settings \
 	tests/unit/test_subprocess \
+	tests/unit/test_gpu_models \
 	tests/unit/test_hold \
 	tests/unit/test_device \
 	tests/unit/test_report \
@@ -93,6 +94,9 @@ tests_unit_test_subprocess_SOURCES = tests/unit/test_subprocess.c tests/unit/uni
 tests_unit_test_subprocess_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_subprocess_LDADD = $(UNIT_CORE_LDADD)
 
+tests_unit_test_gpu_models_SOURCES = tests/unit/test_gpu_models.c tests/unit/unit.h
+tests_unit_test_gpu_models_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_gpu_models_LDADD = $(UNIT_CORE_LDADD)
 tests_unit_test_hold_SOURCES = tests/unit/test_hold.c tests/unit/unit.h
 tests_unit_test_hold_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_hold_LDADD = $(UNIT_CORE_LDADD)

@@ -1,0 +1,78 @@
+#!/usr/bin/env bats
+# Steps over GPU models (tests/slurm-multi/run's testbed: node1 and node2 hold "big" GPUs of
+# 256 MiB, node3 "small" ones of 128 MiB, each named by its GRES type): a step that spans
+# both is sized for the small one and probed on its node; the cache keys on the models, not
+# on the nodes' names.
+
+load helpers
+
+# the job's steps that slurmd launched on a node, as "J.S" lines
+steps_on() { grep -o "launch task StepId=$1\.[0-9]*" "$(node_log "$2")" | sed 's/.*=//' | sort -u; }
+
+@test "a step over a big and a small GPU model is sized for the small one, probed on its node" {
+	run --separate-stderr srun_t -N2 -w node1,node3 --ntasks-per-node=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" bash -c "$TASK"
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(config_batch)
+	assert_line_in "autobatch: the step's nodes hold 2 GPU models: big 256 MiB (1 node; measured on node1), small 128 MiB (1 node; measured on node3); probing on node3, a node of the smallest (small)" "$stderr"
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	assert_line_in "; sized for the step's smallest GPU model, small (128 MiB, on node3); wrote cfg.yaml" "$stderr"
+	tasks_on_nodes "$b" 1 node1 node3
+	# the report (as the cache keeps it) names the models and the one it was sized for
+	grep -rq '"sized_for":{"type":"small","total_bytes":134217728,"nodes":1,"node":"node3"}' \
+		"$XDG_CACHE_HOME/autobatch"
+	grep -rq '"gpu_models":\[{"type":"big","total_bytes":268435456,' "$XDG_CACHE_HOME/autobatch"
+	# the trials ran on node3 only: node1 saw the step and one short step that measured it
+	job=$(grep -o 'StepId=[0-9]*' "$(node_log node3)" | tail -n1 | cut -d= -f2)
+	[ "$(steps_on "$job" node1 | wc -l)" -eq 2 ] || { steps_on "$job" node1 >&2; return 1; }
+	[ "$(steps_on "$job" node3 | wc -l)" -ge 3 ]
+	# the batch a small node alone gets: nothing the big node's memory allowed beyond it
+	cp orig.yaml alone.yaml
+	run --separate-stderr srun_t -N1 -n2 -w node3 --autobatch=0.8 --autobatch-config=alone.yaml \
+		--autobatch-trial-command="toy_train --config alone.yaml" true
+	[ "$status" -eq 0 ]
+	[ "$(config_batch alone.yaml)" -le "$b" ] && [ "$(config_batch alone.yaml)" -ge $((b * 95 / 100)) ]
+	run --separate-stderr srun_t -N1 -n2 -w node1 --autobatch=0.8 --autobatch-config=orig.yaml \
+		--autobatch-trial-command="toy_train --config orig.yaml" true
+	[ "$(config_batch orig.yaml)" -gt $((b * 3 / 2)) ]
+}
+
+@test "a step over two nodes of one model is probed once, on its first node, for that model" {
+	run --separate-stderr srun_t -N2 -w node1,node2 --ntasks-per-node=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" bash -c "$TASK"
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	refute grep -q "GPU models" <<<"$stderr"
+	refute grep -q "sized for" <<<"$stderr"
+	[ "$b" -gt 150 ]
+	tasks_on_nodes "$b" 1 node1 node2
+}
+
+@test "the cache: another node of the same model decides from it; a node of another model probes" {
+	run --separate-stderr srun_t -N1 -w node1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="toy_train --config cfg.yaml" true
+	[ "$status" -eq 0 ]
+	big=$(config_batch)
+	assert_line_in "autobatch: chose batch $big in " "$stderr"
+	run --separate-stderr srun_t -N1 -w node2 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="toy_train --config cfg.yaml" true
+	[ "$status" -eq 0 ]
+	assert_line_in "autobatch: cached decision: batch $big " "$stderr"
+	run --separate-stderr srun_t -N1 -w node3 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="toy_train --config cfg.yaml" true
+	[ "$status" -eq 0 ]
+	refute grep -q "cached decision" <<<"$stderr"
+	small=$(config_batch)
+	assert_line_in "autobatch: chose batch $small in " "$stderr"
+	[ "$small" -lt $((big * 2 / 3)) ]
+	# and the mixed step keys apart from both
+	run --separate-stderr srun_t -N2 -w node2,node3 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="toy_train --config cfg.yaml" true
+	[ "$status" -eq 0 ]
+	refute grep -q "cached decision" <<<"$stderr"
+	assert_line_in "sized for the step's smallest GPU model, small" "$stderr"
+	run --separate-stderr srun_t -N2 -w node1,node3 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="toy_train --config cfg.yaml" true
+	assert_line_in "autobatch: cached decision: batch $(config_batch) " "$stderr"
+	assert_line_in "sized for the step's smallest GPU model, small (128 MiB, on node3)" "$stderr"
+}

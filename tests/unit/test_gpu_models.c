@@ -1,0 +1,107 @@
+/* test_gpu_models.c - the GPU models of a step's nodes (lib/core/gpu_models.c): GRES strings
+ * as Slurm 22.05-26.05 print them, the set that keys the cache, the smallest measured model.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "unit.h"
+#include <string.h>
+
+#include "gpu_models.h"
+
+static void collect(const char *type, void *arg)
+{
+	char *out = arg;
+
+	strcat(out, "[");
+	strcat(out, type);
+	strcat(out, "]");
+}
+
+static void gres_strings(void **state)
+{
+	char out[256];
+
+	(void)state;
+	struct {
+		const char *gres, *types;
+		int n;
+	} cases[] = {
+		{"gpu:a100:4", "[a100]", 1},
+		{"gpu:a100:4(S:0-1)", "[a100]", 1},
+		{"gpu:a100:2(S:0,1),gpu:h100:2(S:1)", "[a100][h100]", 2},
+		{"nic:1,gpu:big:4,mps:400", "[big]", 1},
+		{"gpu:4", "[]", 1},
+		{"gpu:4(S:0)", "[]", 1},
+		{"gpu", "[]", 1},
+		{"gpu:small", "[small]", 1},
+		{"gpus:2,gpufoo:1", "", 0},
+		{"(null)", "", 0},
+		{"", "", 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		out[0] = '\0';
+		assert_int_equal(ab_gres_gpu_types(cases[i].gres, collect, out), cases[i].n);
+		assert_string_equal(out, cases[i].types);
+	}
+	assert_int_equal(ab_gres_gpu_types(NULL, collect, out), 0);
+}
+
+/* one model on other nodes keys alike; another model, or a mixed step, does not; a node
+ * without a type leaves the key to the node names */
+static void keys(void **state)
+{
+	struct ab_gpu_models a = {0}, b = {0}, c = {0}, d = {0};
+	char ka[64], kb[64], kc[64], kd[64];
+
+	(void)state;
+	ab_gpu_models_add(&a, "node1", "gpu:big:4");
+	ab_gpu_models_add(&a, "node2", "gpu:big:4(S:0)");
+	ab_gpu_models_add(&b, "node7", "gpu:big:8");
+	ab_gpu_models_add(&c, "node3", "gpu:small:2");
+	ab_gpu_models_add(&c, "node1", "gpu:big:4");
+	ab_gpu_models_add(&d, "node1", "gpu:big:4");
+	ab_gpu_models_add(&d, "node9", "gpu:2");
+	ab_gpu_models_key(&a, ka, sizeof(ka));
+	ab_gpu_models_key(&b, kb, sizeof(kb));
+	ab_gpu_models_key(&c, kc, sizeof(kc));
+	ab_gpu_models_key(&d, kd, sizeof(kd));
+	assert_string_equal(ka, "gpu:big");
+	assert_string_equal(ka, kb);
+	assert_string_equal(kc, "gpu:big,small");
+	assert_string_equal(kd, "");
+	assert_int_equal(a.n, 1);
+	assert_int_equal(a.v[0].nodes, 2);
+	assert_string_equal(a.v[0].node, "node1");
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.v[0].type, "small");
+	assert_string_equal(c.v[0].node, "node3");
+}
+
+static void smallest(void **state)
+{
+	struct ab_gpu_models m = {0};
+
+	(void)state;
+	ab_gpu_models_add(&m, "node1", "gpu:big:4");
+	ab_gpu_models_add(&m, "node2", "gpu:big:4");
+	ab_gpu_models_add(&m, "node3", "gpu:small:2");
+	assert_null(ab_gpu_models_smallest(&m));
+	m.v[0].total_bytes = 256u << 20;
+	assert_string_equal(ab_gpu_models_smallest(&m)->type, "big");
+	m.v[1].total_bytes = 128u << 20;
+	assert_string_equal(ab_gpu_models_smallest(&m)->node, "node3");
+	assert_int_equal(m.v[0].nodes, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(gres_strings),
+		cmocka_unit_test(keys),
+		cmocka_unit_test(smallest),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
