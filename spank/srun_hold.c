@@ -130,10 +130,12 @@ static void gather(void *arg)
 /* What the user reads when a held task went away before the decision. */
 static int task_gone(const struct ab_hold_server *s, char *err, size_t errlen)
 {
+	const char *node = s->lost_node[0] ? s->lost_node : "its node";
+
 	return ab_fail(err, errlen, ENOLINK,
-		       "task %u%s%s of the step ended while srun was probing (its node failed, or "
-		       "the task was killed), so probing was stopped and nothing was applied",
-		       s->lost_task, s->lost_node[0] ? " on " : "", s->lost_node);
+		       "task %u on %s ended while srun was probing (the node failed, or the task "
+		       "was killed), so probing was stopped and nothing was applied",
+		       s->lost_task, node);
 }
 
 /* Every task of the step must be able to hear the decision before anything is rewritten:

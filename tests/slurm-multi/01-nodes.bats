@@ -92,7 +92,7 @@ EOF
 		--autobatch-trial-command="sleep 100" bash -c "$TASK"
 	wait
 	[ "$(grep -c '^srun: error: autobatch:' <<<"$stderr")" -eq 1 ] || { echo "$stderr" >&2; return 1; }
-	assert_line_in "autobatch: task 0 on node1 of the step ended while srun was probing (its node failed, or the task was killed), so probing was stopped and nothing was applied; launching with the original settings (on_failure=continue)" "$stderr"
+	assert_line_in "autobatch: task 0 on node1 ended while srun was probing (the node failed, or the task was killed), so probing was stopped and nothing was applied; launching with the original settings (on_failure=continue)" "$stderr"
 	# the policy: the tasks of the nodes that live run with the original settings
 	[ "$(grep -c '^task on node[23] after 0 trials: toy_train: batch 8 from cfg.yaml, AUTOBATCH_BATCH_SIZE=(unset)$' <<<"$output")" -eq 2 ] ||
 		{ echo "$output" >&2; return 1; }
@@ -111,7 +111,7 @@ EOF
 	wait
 	[ "$status" -ne 0 ]
 	[ "$(grep -c '^srun: error: autobatch:' <<<"$stderr")" -eq 1 ] || { echo "$stderr" >&2; return 1; }
-	assert_line_in "autobatch: task 2 on node3 of the step ended while srun was probing (its node failed, or the task was killed), so probing was stopped and nothing was applied; the step is not launched (on_failure=abort)" "$stderr"
+	assert_line_in "autobatch: task 2 on node3 ended while srun was probing (the node failed, or the task was killed), so probing was stopped and nothing was applied; the step is not launched (on_failure=abort)" "$stderr"
 	refute grep -q "toy_train:" <<<"$output"
 	"$TESTBED" revive-node node3
 	nothing_left

@@ -1,0 +1,48 @@
+#!/usr/bin/env bats
+# A real PyTorch program through srun on the testbed, as a user runs it: no trial command, no
+# hook named, nothing of autobatch in the program (tests/python/plain_torch.py reads its
+# batch from its JSON config). The testbed hands its probe the build's step hook, so the
+# trials are seen to take optimizer steps. Needs PyTorch beside Slurm: Debian unstable's root
+# (Slurm 26.05) has it, and Debian 12's host (22.05, PyTorch 1.13); elsewhere the test says it
+# is skipped.
+
+load helpers
+
+setup_file() {
+	require_testbed
+	reset_plugstack
+}
+
+setup() {
+	PY=""
+	for p in /usr/bin/python3 "$(command -v python3)"; do
+		if "$p" -c 'import torch' 2>/dev/null; then PY=$p && break; fi
+	done
+	[ -n "$PY" ] || skip "no PyTorch for python3 beside this Slurm"
+	cd "$BATS_TEST_TMPDIR"
+	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
+	cp "$SRCDIR/tests/python/plain_torch.py" .
+	echo '{"batch_size": 4, "steps": 4}' >cfg.json
+	cp cfg.json orig.json
+	# the testbed's own probe arguments (the build's step hook among them, unless it runs the
+	# installed package, whose hook is where the probe looks) on a larger host: PyTorch
+	# alone holds about 270 MiB; a short start-up allowance makes a missing hook fail fast
+	args=$(sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults")
+	[[ $args == *capacity=256MiB* ]]
+	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120"
+}
+
+teardown() { reset_plugstack; }
+
+@test "a PyTorch program through srun: its trials take steps with the testbed's hook, its tasks get the choice" {
+	run --separate-stderr timeout 600 srun -N1 -n2 --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	echo "# $("$PY" -c 'import torch; print("PyTorch", torch.__version__)'): $(grep 'chose batch' <<<"$stderr")" >&3
+	[ "$b" -gt 16 ]
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	grep -q "autobatch: trial 1: batch [0-9]* fits, peak .* of 819 MiB limit" <<<"$stderr"
+	[ "$(grep -c "^trained 4 updates at batch $b\$" <<<"$output")" -eq 2 ]
+	cmp -s orig.json cfg.json.autobatch~
+}
