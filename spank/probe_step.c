@@ -218,6 +218,7 @@ struct relay {
 	char last[512];  /* the last line that is not our own progress, to quote on failure */
 	char cause[512]; /* the first of Slurm's lines that names why the probe could not run */
 	bool interrupted; /* the probe step's srun says it was interrupted */
+	char node_failure[512]; /* Slurm's line saying the job lost a node, or "" */
 	bool quoting;     /* in the lines the probe's failure quotes ("  | ..."), said again */
 };
 
@@ -243,6 +244,11 @@ static void relay_line(void *arg, const char *line)
 	 * SIGKILL rather than SIGINT */
 	if (strstr(line, "srun: forcing job termination") || strstr(line, "srun: interrupt"))
 		r->interrupted = true;
+	/* slurmctld cancels every step of a job that lost a node: "*** STEP J.S ON node3
+	 * CANCELLED AT ... DUE TO NODE FAILURE ...", "srun: error: Node failure on node1" */
+	if (!r->node_failure[0] && (strstr(line, "DUE TO NODE FAILURE") ||
+				    strstr(line, "Node failure on ")))
+		ab_printable(line, r->node_failure, sizeof(r->node_failure));
 }
 
 static int judge(const struct ab_site *site, const struct ab_subprocess *p,
@@ -260,6 +266,10 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 			       "cancelled",
 			       site->probe_timeout);
 	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
+	if (r->node_failure[0] && !(parsed && res->ok))
+		return ab_fail(err, errlen, EHOSTDOWN, "the job lost a node while probing, and Slurm "
+						       "cancelled the probe step (%s)",
+			       r->node_failure);
 	/* a report wins over srun's "interrupt" lines, not over the probe's own exit by SIGINT
 	 * or its report saying so. No srun passes the probe's 130 on after a --quit-on-interrupt
 	 * Ctrl-C: 22.05 lets the task end, waits ("Timed out waiting for job step to complete")

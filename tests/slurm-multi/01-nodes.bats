@@ -86,33 +86,54 @@ EOF
 	nothing_left
 }
 
-@test "the probing node dies: one line names it, on_failure=continue holds, nothing changed or left" {
-	( sleep 4; "$TESTBED" kill-node node1 >/dev/null 2>&1 ) &
-	run --separate-stderr srun_t -N3 --ntasks-per-node=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
-		--autobatch-trial-command="sleep 100" bash -c "$TASK"
+# A two-node step of one GPU model (the probe runs on node1) where something of NODE dies four
+# seconds into probing (testbed WHAT: kill-node, the node and all on it; kill-slurmd, its
+# slurmd only, after which slurmctld declares the node failed and cancels the job's steps):
+# one autobatch line, and nothing changed or left. Prints what the tasks printed.
+node_dies() {
+	local what=$1 node=$2 trial=${3:-sleep 100}
+	( sleep 4; "$TESTBED" "$what" "$node" >/dev/null 2>&1 ) &
+	run --separate-stderr srun_t -N2 -w node1,node2 --ntasks-per-node=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$trial" bash -c "$TASK"
 	wait
 	[ "$(grep -c '^srun: error: autobatch:' <<<"$stderr")" -eq 1 ] || { echo "$stderr" >&2; return 1; }
-	assert_line_in "autobatch: task 0 on node1 ended while srun was probing (the node failed, or the task was killed), so probing was stopped and nothing was applied; launching with the original settings (on_failure=continue)" "$stderr"
-	# the policy: the tasks of the nodes that live run with the original settings
-	[ "$(grep -c '^task on node[23] after 0 trials: toy_train: batch 8 from cfg.yaml, AUTOBATCH_BATCH_SIZE=(unset)$' <<<"$output")" -eq 2 ] ||
-		{ echo "$output" >&2; return 1; }
-	refute grep -q "^task on node1" <<<"$output"
-	"$TESTBED" revive-node node1
+	"$TESTBED" revive-node "$node"
 	nothing_left
+}
+
+@test "the probing node dies: one line names it, on_failure=continue holds, nothing changed or left" {
+	node_dies kill-node node1
+	assert_line_in "autobatch: task 0 on node1 ended while srun was probing (the node failed, or the task was killed), so probing was stopped and nothing was applied; launching with the original settings (on_failure=continue)" "$stderr"
+	# the policy: the task of the node that lives runs with the original settings
+	grep -qx 'task on node2 after 0 trials: toy_train: batch 8 from cfg.yaml, AUTOBATCH_BATCH_SIZE=(unset)' <<<"$output"
+	refute grep -q "^task on node1" <<<"$output"
 }
 
 @test "another node dies while the first probes: one line names it, on_failure=abort holds, nothing changed or left" {
 	set_plugstack 'on_failure=abort'
 	printf '#!/bin/sh\nsleep 8\nexec toy_train --config "$1"\n' >slow.sh
 	chmod 0755 slow.sh
-	( sleep 4; "$TESTBED" kill-node node3 >/dev/null 2>&1 ) &
-	run --separate-stderr srun_t -N3 --ntasks-per-node=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
-		--autobatch-trial-command="$BATS_TEST_TMPDIR/slow.sh cfg.yaml" bash -c "$TASK"
-	wait
+	node_dies kill-node node2 "$BATS_TEST_TMPDIR/slow.sh cfg.yaml"
 	[ "$status" -ne 0 ]
-	[ "$(grep -c '^srun: error: autobatch:' <<<"$stderr")" -eq 1 ] || { echo "$stderr" >&2; return 1; }
-	assert_line_in "autobatch: task 2 on node3 ended while srun was probing (the node failed, or the task was killed), so probing was stopped and nothing was applied; the step is not launched (on_failure=abort)" "$stderr"
+	assert_line_in "autobatch: task 1 on node2 ended while srun was probing (the node failed, or the task was killed), so probing was stopped and nothing was applied; the step is not launched (on_failure=abort)" "$stderr"
 	refute grep -q "toy_train:" <<<"$output"
-	"$TESTBED" revive-node node3
-	nothing_left
+}
+
+# slurmd alone killed: its steps live on until slurmctld declares the node failed (about
+# SlurmdTimeout, 10 s here) and cancels the whole job, probe step and held tasks together
+@test "the probing node's slurmd is killed: one line says the job lost a node, nothing changed or left" {
+	node_dies kill-slurmd node1
+	grep '^srun: error: autobatch:' <<<"$stderr" | sed 's/^/# /' >&3
+	grep -Eq '^srun: error: autobatch: (the job lost a node while probing, and Slurm cancelled the probe step \(.*(NODE FAILURE|Node failure on node1).*\)|task [01] on node[12] ended while srun was probing \(the node failed, or the task was killed\))' <<<"$stderr" ||
+		{ echo "$stderr" >&2; return 1; }
+	refute grep -q "interrupted" <<<"$stderr"
+}
+
+@test "another node's slurmd is killed while the first probes: one line, on_failure=abort holds, nothing changed or left" {
+	set_plugstack 'on_failure=abort'
+	node_dies kill-slurmd node2
+	[ "$status" -ne 0 ]
+	grep -Eq '^srun: error: autobatch: (the job lost a node while probing, and Slurm cancelled the probe step \(.*(NODE FAILURE|Node failure on node2).*\)|task [01] on node[12] ended while srun was probing \(the node failed, or the task was killed\)).*on_failure=abort' <<<"$stderr" ||
+		{ echo "$stderr" >&2; return 1; }
+	refute grep -q "toy_train:" <<<"$output"
 }
