@@ -395,6 +395,15 @@ static int crashed(const struct ab_exec *x, long batch, const struct outcome *o,
 static int no_evidence(const struct ab_exec *x, long batch, const struct outcome *o,
 		       size_t steps, char *err, size_t errlen)
 {
+	/* a Python program training all along is never seen to step without the hook: say that
+	 * first, not only that the allowance was short */
+	if (o->ending == ENDED_STARTUP && x->hook_missing)
+		return ab_fail(err, errlen, ETIMEDOUT,
+			       "trial %d (batch %ld) was still starting after %.0f s: no training "
+			       "step was seen, and the Python step hook is not at %s, so a Python "
+			       "program's steps cannot be seen: give --hook-dir (or install the hook "
+			       "there); raise --startup-seconds only if the program was still loading",
+			       x->count, batch, x->startup_seconds, x->hook_missing);
 	if (o->ending == ENDED_STARTUP)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "trial %d (batch %ld) was still starting after %.0f s: no training "

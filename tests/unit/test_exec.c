@@ -340,6 +340,16 @@ static void startup_apart_from_steps(void **state)
 	assert_int_equal(ab_exec_trial(&x, 10, &tr, err, sizeof(err)), -ETIMEDOUT);
 	assert_contains(err, "was still starting after 1 s");
 	ab_exec_cleanup(&x);
+	/* ... and with the hook missing, the message says so first */
+	exec_init(&x, argv, AB_PEAK_FROM_RSS, GiB, 1);
+	x.startup_seconds = 1;
+	x.hook_dir = NULL;
+	x.hook_missing = "/staging/share/autobatch/python";
+	assert_int_equal(ab_exec_trial(&x, 10, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_contains(err, "was still starting after 1 s: no training step was seen, and the "
+			     "Python step hook is not at /staging/share/autobatch/python, so a "
+			     "Python program's steps cannot be seen: give --hook-dir");
+	ab_exec_cleanup(&x);
 }
 
 /* A trainer started by a shell (so a member of the trial's group, not its leader) whose peak
