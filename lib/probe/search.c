@@ -27,9 +27,11 @@
  * limit for it: twice the spread two runs of the choice showed (two readings understate the
  * range), and at least NOISE_FLOOR of the limit, what plain runs with two DataLoader workers
  * spread over (Python 3.14, forkserver: 788 to 812 MiB in three runs of one batch, 3.0%;
- * Debian 12, fork: up to 17 MiB of 409 within a session). A larger floor costs programs
- * whose samples are small most of their batch (an HF job at 5 MiB a sample). */
-#define NOISE_FLOOR 0.03
+ * Debian 12, fork: up to 17 MiB of 409 within a session, 4.2%; on a loaded machine, CI run 5:
+ * a choice measured under 397 MiB ran at 408, 409 and 420 MiB, so 3% let it over). A larger
+ * floor costs programs whose samples are small most of their batch (an HF job at 5 MiB a
+ * sample). */
+#define NOISE_FLOOR 0.05
 #define NOISE_ROUNDS 3 /* lowerings of the target before giving up on a margin */
 
 /* ---- trials ------------------------------------------------------------------------ */

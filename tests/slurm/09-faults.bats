@@ -84,9 +84,15 @@ unchanged() {
 
 @test "the node drained while probing: running steps finish, the decision applies" {
 	set_plugstack ""
-	( sleep 2; scontrol update nodename=node1 state=drain reason=autobatch-test ) &
+	# drained once the probe step runs: a drain before srun's allocation (the previous job's
+	# steps still completing on a loaded machine) would only keep the job pending
+	( for i in $(seq 100); do
+		squeue -h -s -o %j | grep -q autobatch-probe && break
+		sleep 0.1
+	  done
+	  scontrol update nodename=node1 state=drain reason=autobatch-test ) &
 	run --separate-stderr srun_t -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.yaml \
-		--autobatch-trial-command='sleep 1; exec toy_train --config "$AUTOBATCH_CONFIG"' \
+		--autobatch-trial-command='sleep 2; exec toy_train --config "$AUTOBATCH_CONFIG"' \
 		toy_train --config cfg.yaml
 	wait
 	scontrol update nodename=node1 state=resume
