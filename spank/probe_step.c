@@ -122,6 +122,25 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 	return 0;
 }
 
+/* The argv is complete, or said to be too long. */
+static int built(const struct argv_builder *b, char *err, size_t errlen)
+{
+	return b->full ? ab_fail(err, errlen, E2BIG, "the probe's command line is too long") : 0;
+}
+
+/* The short step that names the device on node (ab_probe_device). */
+static int build_device(const struct ab_probe_job *job, const char *node, char *probe_args_copy,
+			struct argv_builder *b, char *err, size_t errlen)
+{
+	int rc;
+
+	if ((rc = build_step(job, node, b, err, errlen)) < 0)
+		return rc;
+	add_site_args(b, probe_args_copy);
+	add(b, "--describe-device");
+	return built(b, err, errlen);
+}
+
 static int build(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
 		 struct argv_builder *b, char *err, size_t errlen)
 {
@@ -178,9 +197,7 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		for (int i = 0; i < job->argc; i++)
 			add(b, job->argv[i]);
 	}
-	if (b->full)
-		return ab_fail(err, errlen, E2BIG, "the probe's command line is too long");
-	return 0;
+	return built(b, err, errlen);
 }
 
 static bool dropped(const char *entry)
@@ -251,6 +268,12 @@ static void relay_line(void *arg, const char *line)
 		ab_printable(line, r->node_failure, sizeof(r->node_failure));
 }
 
+static int cancelled(char *err, size_t errlen)
+{
+	return ab_fail(err, errlen, ECANCELED, "srun ended while probing; the probe step was "
+					       "cancelled");
+}
+
 static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 		 const struct relay *r, struct ab_result *res, char *err, size_t errlen)
 {
@@ -258,8 +281,7 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 	bool parsed;
 
 	if (p->stopped)
-		return ab_fail(err, errlen, ECANCELED, "srun ended while probing; the probe step "
-						       "was cancelled");
+		return cancelled(err, errlen);
 	if (p->timed_out)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "the probe step did not finish within probe_timeout=%us and was "
@@ -354,19 +376,11 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 	int rc;
 
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
-	if ((rc = build_step(job, node, &b, err, errlen)) < 0)
-		goto done;
-	add_site_args(&b, args);
-	add(&b, "--describe-device");
-	if (b.full) {
-		rc = ab_fail(err, errlen, E2BIG, "the probe's command line is too long");
-		goto done;
-	}
-	if ((rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
+	if ((rc = build_device(job, node, args, &b, err, errlen)) < 0 ||
+	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
 		goto done;
 	if (p.stopped)
-		rc = ab_fail(err, errlen, ECANCELED, "srun ended while probing; the probe step was "
-						     "cancelled");
+		rc = cancelled(err, errlen);
 	else if ((rc = ab_device_parse(p.out, p.out_len, name, namelen, total, err, errlen)) ==
 			 -EPROTO && relay.last[0])
 		rc = ab_fail(err, errlen, EPROTO, "the probe printed no device (it said: %s)",

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "hold.h"
+#include "hostlist.h"
 #include "number.h"
 #include "protocol.h"
 
@@ -284,15 +285,10 @@ static size_t format_verdict(const struct ab_hold_answer *a, char *buf, size_t b
 	return len;
 }
 
-/* a node name as Slurm's hostlists allow it, so that it can be shown as it is */
+/* a node name srun can show as it is, and that fits a connection's record */
 static bool node_ok(const char *s, size_t len)
 {
-	if (len == 0 || len >= AB_HOLD_NODE_MAX)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", s[i]))
-			return false;
-	return true;
+	return len < AB_HOLD_NODE_MAX && ab_hostname_ok(s, len);
 }
 
 /* "AUTOBATCH-HOLD 1 <client token> <task>[ <node>]\n" with our token and a task of this step */

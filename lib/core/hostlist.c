@@ -14,6 +14,14 @@ static int valid_host_char(char c)
 	       c == '-' || c == '.' || c == '_';
 }
 
+bool ab_hostname_ok(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!valid_host_char(s[i]))
+			return false;
+	return len > 0;
+}
+
 int ab_hostlist_first(const char *list, char *out, size_t outlen)
 {
 	size_t n = 0;

@@ -1,12 +1,17 @@
 /* hostlist.h - the first host of a Slurm host list ("gpu[003-010,12],login1" -> "gpu003"),
- * which is where the probe step runs.
+ * which is where the probe step runs, and what a host name may hold.
  */
 #ifndef AUTOBATCH_HOSTLIST_H
 #define AUTOBATCH_HOSTLIST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* 0, or -EINVAL when the list is empty or malformed. */
 int ab_hostlist_first(const char *list, char *out, size_t outlen);
+
+/* s[0..len) is a host name as Slurm's host lists write it (letters, digits, '-', '.', '_'),
+ * safe to show as it is; the empty name is not. */
+bool ab_hostname_ok(const char *s, size_t len);
 
 #endif
