@@ -1,0 +1,307 @@
+"""results.py - device-check's results: JSON lines in, the report out.
+
+Owns RESULTS/results.jsonl (every line {"stage": S, ...}; a stage's last line says done,
+skipped or failed) and what is read back from it: whether a stage is done, the probe's
+choices, and the report (bench/results/gpu-KIND.json and .md) that compares them with the
+true maximum and with Lightning.
+
+  results.py FILE add STAGE KEY=VALUE...       results.py FILE add-json STAGE REPORT KEY=VALUE...
+  results.py FILE add-lines STAGE KEY=VALUE... (JSON lines on stdin; other lines are skipped)
+  results.py FILE add-tap|add-bench STAGE OUTPUT
+  results.py FILE done STAGE (exit 0 when done)  results.py FILE last STAGE
+  results.py FILE field NAME KEY                 results.py FILE largest FRACTION
+  results.py FILE report DIR                     results.py FILE summary
+"""
+
+import json
+import os
+import re
+import sys
+
+GiB = 1 << 30
+
+
+def load(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and "stage" in rec:
+                    out.append(rec)
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def value(text):
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def pairs(args):
+    return {k: value(v) for k, _, v in (a.partition("=") for a in args)}
+
+
+def append(path, rec):
+    with open(path, "a") as f:
+        f.write(json.dumps(rec, sort_keys=False) + "\n")
+
+
+def parse_tap(text):
+    ok = len(re.findall(r"^ok ", text, re.M))
+    bad = len(re.findall(r"^not ok ", text, re.M))
+    plan = re.search(r"^1\.\.(\d+)", text, re.M)
+    return {"tap_ok": ok, "tap_not_ok": bad, "tap_planned": int(plan.group(1)) if plan else None,
+            "tap_failed_names": re.findall(r"^not ok \d+ - (.*)$", text, re.M)[:20]}
+
+
+def parse_bench(text):
+    out = {"models": []}
+    m = re.search(r"device: (.*), ([0-9.]+) GiB; measured bf16 GEMM .*: ([0-9.]+) TFLOP/s", text)
+    if m:
+        out.update(device=m.group(1), gib=float(m.group(2)), gemm_tflops=float(m.group(3)))
+    row = re.compile(r"^(.{20}) +([0-9.]+)B +(\d+) +(\d+) +([0-9.]+)s +([0-9.]+)s +(\d+) +(\d+)%", re.M)
+    for r in row.finditer(text):
+        out["models"].append({"model": r.group(1).strip(), "params_b": float(r.group(2)),
+                              "batch": int(r.group(3)), "trials": int(r.group(4)),
+                              "decision_s": float(r.group(5)), "step_s": float(r.group(6)),
+                              "tflops": int(r.group(7)), "of_gemm_pct": int(r.group(8))})
+    return out
+
+
+def probe_report(recs, name):
+    for r in reversed(recs):
+        if r.get("name") == name and isinstance(r.get("report"), dict):
+            return r["report"]
+    return None
+
+
+def by_fraction(rep):
+    if not rep:
+        return []
+    rows = rep.get("by_fraction") or []
+    if not rows and "batch_size" in rep:
+        rows = [{"fraction": rep.get("fraction"), "limit_bytes": rep.get("limit_bytes"),
+                 "batch_size": rep.get("batch_size")}]
+    return rows
+
+
+def truths(recs, stage="exec"):
+    return {r["limit_bytes"]: r for r in recs
+            if r["stage"] == stage and "largest" in r and "limit_bytes" in r}
+
+
+def verified(recs, stage):
+    return {(r["verify_batch"], r["limit_bytes"]): r for r in recs
+            if r["stage"] == stage and "verify_batch" in r}
+
+
+def cmd_field(recs, name, key):
+    if name == "lightning":
+        vals = [r[key] for r in recs if r["stage"] == "lightning" and "mode" in r and key in r]
+    else:
+        vals = [row.get(key) for row in by_fraction(probe_report(recs, name))]
+    print(",".join(str(v) for v in vals if v is not None))
+
+
+def cmd_largest(recs, fraction):
+    for row in by_fraction(probe_report(recs, "exec")):
+        if abs((row.get("fraction") or 0) - fraction) < 1e-6:
+            t = truths(recs).get(row.get("limit_bytes"))
+            if t:
+                print(t["largest"])
+            return
+    print("")
+
+
+def trials_and_seconds(rep):
+    trials = rep.get("trials") or []
+    return sum(t.get("runs", 1) for t in trials), rep.get("elapsed_s")
+
+
+def exec_rows(recs, name="exec", stage="exec"):
+    rep = probe_report(recs, name)
+    if not rep:
+        return []
+    t_all, secs = trials_and_seconds(rep)
+    rows, tr, ver = [], truths(recs, stage), verified(recs, stage)
+    for row in by_fraction(rep):
+        limit, chosen = row.get("limit_bytes"), row.get("batch_size")
+        t, v = tr.get(limit), ver.get((chosen, limit))
+        rows.append({"fraction": row.get("fraction"), "limit_bytes": limit, "chosen": chosen,
+                     "true_max": t["largest"] if t else None,
+                     "ratio": round(chosen / t["largest"], 4) if t and chosen and t["largest"] else None,
+                     "plain_run_fits": v["fits"] if v else None,
+                     "plain_peak_bytes": v.get("peak_bytes") if v else None,
+                     "trials": t_all, "seconds": secs})
+    return rows
+
+
+def lightning_rows(recs):
+    out, ver = [], verified(recs, "lightning")
+    for r in recs:
+        if r["stage"] == "lightning" and "mode" in r:
+            v = next((x for (b, _), x in ver.items() if b == r.get("batch")), None)
+            out.append({"mode": r["mode"], "chosen": r.get("batch"), "trials": r.get("trials"),
+                        "seconds": r.get("seconds"), "plain_run_fits": v["fits"] if v else None,
+                        "plain_peak_bytes": v.get("peak_bytes") if v else None})
+    return out
+
+
+def kind_of(recs):
+    env = next((r for r in recs if r["stage"] == "env"), {})
+    if env.get("dry_run") == 1:
+        return "host-dry-run", env
+    name = str(env.get("gpu", "unknown")).split(",")[0]
+    m = re.search(r"(H100|H200|A100|B200|GH200|L40S|[A-Z]\d{2,3})", name)
+    return (m.group(1).lower() if m else re.sub(r"\W+", "-", name).strip("-").lower()), env
+
+
+def gib(b):
+    return "-" if b is None else f"{b / GiB:.1f}"
+
+
+def markdown(rep):
+    env = rep["env"]
+    lines = [f"# autobatch on {rep['kind']}" + (" (DRY RUN on the host device: no GPU)" if rep["dry_run"] else ""), "",
+             f"GPU: {env.get('gpu', '-')}; driver and compute capability as listed; "
+             f"PyTorch (CUDA): {env.get('torch', '-')}; nvcc: {env.get('nvcc', '-')}; date: {env.get('date', '-')}", ""]
+    k = rep.get("kernels") or {}
+    if k:
+        lines += [f"tests/gpu/run: {k.get('tap_ok')} ok, {k.get('tap_not_ok')} not ok of {k.get('tap_planned')}"
+                  + (f" (failed: {'; '.join(k['tap_failed_names'])})" if k.get("tap_failed_names") else ""), ""]
+        if k.get("gemm_tflops"):
+            lines += [f"bf16 GEMM (cuBLAS 8192^3): {k['gemm_tflops']:.0f} TFLOP/s", "",
+                      "| model | batch | trials | decision s | step s | TFLOP/s | of GEMM |",
+                      "|---|---|---|---|---|---|---|"]
+            lines += [f"| {m['model']} | {m['batch']} | {m['trials']} | {m['decision_s']} | {m['step_s']} | "
+                      f"{m['tflops']} | {m['of_gemm_pct']}% |" for m in k["models"]]
+            lines.append("")
+    for title, key in (("exec mode, GPT-2 124M (seq 1024, bf16 autocast, AdamW)", "exec"),
+                       ("exec mode with torch.compile", "compile"), ("Hugging Face Trainer", "hf"),
+                       ("Lightning with autobatch's LightningCallback", "lightning_callback")):
+        rows = rep.get(key) or []
+        if not rows:
+            continue
+        lines += [f"## {title}", "", "| fraction | limit GiB | chosen | true max | chosen/true | plain run fits | trials | probe s |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['fraction']} | {gib(r['limit_bytes'])} | {r['chosen']} | {r['true_max'] or '-'} | "
+                  f"{r['ratio'] or '-'} | {r['plain_run_fits']} | {r['trials']} | {r['seconds'] and round(r['seconds'], 1)} |"
+                  for r in rows]
+        lines.append("")
+    if rep.get("lightning"):
+        lines += ["## Lightning's Tuner.scale_batch_size (whole GPU, no fraction)", "",
+                  "| mode | chosen | trials | seconds | plain run fits | plain peak GiB |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['mode']} | {r['chosen']} | {r['trials']} | {r['seconds']} | {r['plain_run_fits']} | "
+                  f"{gib(r['plain_peak_bytes'])} |" for r in rep["lightning"]]
+        lines.append("")
+    if rep.get("model"):
+        lines += ["## model mode, GPT-2 124M shape, against exec mode's true maximum", "",
+                  "| fraction | model-mode batch | exec true max |", "|---|---|---|"]
+        lines += [f"| {r['fraction']} | {r['batch']} | {r['true_max'] or '-'} |" for r in rep["model"]]
+        lines.append("")
+    if rep.get("oom"):
+        o = rep["oom"]
+        lines += ["## a real CUDA out-of-memory error", "",
+                  f"batch {o.get('batch')}: PyTorch's message implies at least {gib(o.get('message_floor_bytes'))} GiB; "
+                  f"NVML saw the process hold {gib(o.get('process_bytes_at_failure'))} GiB; the probe recorded "
+                  f"{gib(o.get('probe_peak_bytes'))} GiB (parser {'reached' if o.get('parser_ok') else 'MISSED'} the message's floor)", ""]
+    stages = rep["stages"]
+    lines += ["stages: " + ", ".join(f"{s} {e}" for s, e in stages.items()), ""]
+    return "\n".join(lines)
+
+
+def cmd_report(recs, out_dir):
+    kind, env = kind_of(recs)
+    rep = {"kind": kind, "dry_run": env.get("dry_run") == 1, "env": env,
+           "stages": {r["stage"]: r["event"] for r in recs if "event" in r}}
+    tap = next((r for r in reversed(recs) if r["stage"] == "kernels" and "tap_ok" in r), None)
+    bench = next((r for r in reversed(recs) if r["stage"] == "kernels" and "models" in r), None)
+    rep["kernels"] = {**(tap or {}), **(bench or {})}
+    rep["kernels"].pop("stage", None)
+    rep["exec"] = exec_rows(recs)
+    rep["compile"] = exec_rows(recs, "compile", "compile")
+    rep["hf"] = exec_rows(recs, "hf", "hf")
+    rep["lightning_callback"] = exec_rows(recs, "lightning-callback", "lightning")
+    rep["lightning"] = lightning_rows(recs)
+    truth = {r["limit_bytes"]: r["true_max"] for r in rep["exec"]}
+    rep["model"] = [{"fraction": row.get("fraction"), "batch": row.get("batch_size"),
+                     "true_max": truth.get(row.get("limit_bytes"))}
+                    for row in by_fraction(probe_report(recs, "model"))]
+    plain = next((r for r in recs if r["stage"] == "oom" and r.get("oom") is True and "message" in r), None)
+    orep = probe_report(recs, "oom")
+    if plain:
+        pk = max((t.get("peak_bytes", 0) for t in (orep or {}).get("trials") or []), default=None)
+        floor = plain.get("message_floor_bytes")
+        rep["oom"] = {**plain, "probe_peak_bytes": pk,
+                      "parser_ok": bool(pk and floor and pk >= floor)}
+    rep["records"] = recs
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, f"gpu-{kind}")
+    with open(base + ".json", "w") as f:
+        json.dump(rep, f, indent=1)
+        f.write("\n")
+    with open(base + ".md", "w") as f:
+        f.write(markdown(rep))
+    print(f"{base}.json and {base}.md")
+
+
+def main():
+    path, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    recs = load(path)
+    if cmd == "add":
+        append(path, {"stage": args[0], **pairs(args[1:])})
+    elif cmd == "add-json":
+        try:
+            with open(args[1]) as f:
+                rep = json.load(f)
+        except (OSError, ValueError) as e:
+            rep = {"unreadable": str(e)}
+        append(path, {"stage": args[0], **pairs(args[2:]), "report": rep})
+    elif cmd == "add-lines":
+        extra = pairs(args[1:])
+        for line in sys.stdin:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                append(path, {"stage": args[0], **extra, **rec})
+    elif cmd in ("add-tap", "add-bench"):
+        text = open(args[1]).read() if os.path.exists(args[1]) else ""
+        append(path, {"stage": args[0], **(parse_tap(text) if cmd == "add-tap" else parse_bench(text))})
+    elif cmd == "done":
+        return 0 if any(r["stage"] == args[0] and r.get("event") == "done" for r in recs) else 1
+    elif cmd == "last":
+        r = next((r for r in reversed(recs) if r["stage"] == args[0] and "event" in r), {})
+        print(r.get("event", "?") + (f" in {r['seconds']} s" if "seconds" in r else "")
+              + (f": {r['why']}" if r.get("why") else ""))
+    elif cmd == "field":
+        cmd_field(recs, args[0], args[1])
+    elif cmd == "largest":
+        cmd_largest(recs, float(args[0]))
+    elif cmd == "report":
+        cmd_report(recs, args[0])
+    elif cmd == "summary":
+        ev = {}
+        for r in recs:
+            if "event" in r:
+                ev[r["stage"]] = r["event"]
+        print("device-check: " + (", ".join(f"{s} {e}" for s, e in ev.items()) or "nothing run"))
+    else:
+        print(f"results.py: unknown command {cmd}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
