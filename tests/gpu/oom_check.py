@@ -6,6 +6,7 @@ saw the process hold at that moment, and the floor the message itself implies (a
 PyTorch + tried to allocate), which the probe's parser (ab_text_oom_floor) must reach.
 
   oom_check.py --batch B [--size 124m]
+  oom_check.py --log OUTPUT   (a kept trial's output: the floor its own message implies)
 """
 
 import argparse
@@ -14,10 +15,7 @@ import os
 import re
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gpt2_train  # noqa: E402
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
@@ -27,11 +25,28 @@ def size(text, pattern):
     return int(float(m.group(1)) * UNITS[m.group(2)]) if m else None
 
 
+def floor_of(msg):
+    out = {"tried_bytes": size(msg, r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB|TiB)"),
+           "allocated_by_pytorch_bytes": size(msg, r"([0-9.]+) (B|KiB|MiB|GiB|TiB) is allocated by PyTorch")}
+    if out["tried_bytes"] and out["allocated_by_pytorch_bytes"]:
+        out["message_floor_bytes"] = out["tried_bytes"] + out["allocated_by_pytorch_bytes"]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--batch", type=int)
     ap.add_argument("--size", default="124m")
+    ap.add_argument("--log")
     a = ap.parse_args()
+    if a.log:
+        text = open(a.log, errors="replace").read()
+        at = text.rfind("CUDA out of memory")
+        msg = text[at:at + 600] if at >= 0 else ""
+        print(json.dumps({"log": a.log, "message": msg, **floor_of(msg)}))
+        return
+    import torch
+    import gpt2_train
     device = torch.device("cuda")
     model, opt = gpt2_train.build(a.size, device)
     try:
@@ -46,11 +61,7 @@ def main():
                "reserved_bytes": torch.cuda.memory_reserved(),
                "max_reserved_bytes": torch.cuda.max_memory_reserved(),
                "process_bytes_at_failure": held,
-               "total_bytes": torch.cuda.mem_get_info()[1],
-               "tried_bytes": size(msg, r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB|TiB)"),
-               "allocated_by_pytorch_bytes": size(msg, r"([0-9.]+) (B|KiB|MiB|GiB|TiB) is allocated by PyTorch")}
-        if out["tried_bytes"] and out["allocated_by_pytorch_bytes"]:
-            out["message_floor_bytes"] = out["tried_bytes"] + out["allocated_by_pytorch_bytes"]
+               "total_bytes": torch.cuda.mem_get_info()[1], **floor_of(msg)}
         print(json.dumps(out))
 
 

@@ -100,13 +100,22 @@ def truths(recs, stage="exec"):
             if r["stage"] == stage and "largest" in r and "limit_bytes" in r}
 
 
+def fresh_edges(recs, stage="exec"):
+    return {r["limit_bytes"]: r for r in recs
+            if r["stage"] == stage and "largest_fresh" in r and "limit_bytes" in r}
+
+
 def verified(recs, stage):
     return {(r["verify_batch"], r["limit_bytes"]): r for r in recs
             if r["stage"] == stage and "verify_batch" in r}
 
 
 def cmd_field(recs, name, key):
-    if name == "lightning":
+    if name == "truth":  # the in-process answers, in the order of the exec report's fractions
+        tr = truths(recs)
+        vals = [tr.get(row.get("limit_bytes"), {}).get(key)
+                for row in by_fraction(probe_report(recs, "exec"))]
+    elif name == "lightning":
         vals = [r[key] for r in recs if r["stage"] == "lightning" and "mode" in r and key in r]
     else:
         vals = [row.get(key) for row in by_fraction(probe_report(recs, name))]
@@ -133,13 +142,16 @@ def exec_rows(recs, name="exec", stage="exec"):
     if not rep:
         return []
     t_all, secs = trials_and_seconds(rep)
-    rows, tr, ver = [], truths(recs, stage), verified(recs, stage)
+    rows, tr, ver, fresh = [], truths(recs, stage), verified(recs, stage), fresh_edges(recs, stage)
     for row in by_fraction(rep):
         limit, chosen = row.get("limit_bytes"), row.get("batch_size")
-        t, v = tr.get(limit), ver.get((chosen, limit))
+        t, v, f = tr.get(limit), ver.get((chosen, limit)), fresh.get(limit)
+        # the truth: fresh plain runs where walked, else the in-process bisection
+        true = f["largest_fresh"] if f else (t["largest"] if t else None)
         rows.append({"fraction": row.get("fraction"), "limit_bytes": limit, "chosen": chosen,
-                     "true_max": t["largest"] if t else None,
-                     "ratio": round(chosen / t["largest"], 4) if t and chosen and t["largest"] else None,
+                     "true_max": true, "true_max_from": "fresh runs" if f else ("in-process" if t else None),
+                     "in_process_max": t["largest"] if t else None,
+                     "ratio": round(chosen / true, 4) if true and chosen else None,
                      "plain_run_fits": v["fits"] if v else None,
                      "plain_peak_bytes": v.get("peak_bytes") if v else None,
                      "trials": t_all, "seconds": secs})
@@ -192,11 +204,11 @@ def markdown(rep):
         rows = rep.get(key) or []
         if not rows:
             continue
-        lines += [f"## {title}", "", "| fraction | limit GiB | chosen | true max | chosen/true | plain run fits | trials | probe s |",
-                  "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['fraction']} | {gib(r['limit_bytes'])} | {r['chosen']} | {r['true_max'] or '-'} | "
-                  f"{r['ratio'] or '-'} | {r['plain_run_fits']} | {r['trials']} | {r['seconds'] and round(r['seconds'], 1)} |"
-                  for r in rows]
+        lines += [f"## {title}", "", "| fraction | limit GiB | chosen | its plain run GiB | fits | true max | from | chosen/true | trials | probe s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['fraction']} | {gib(r['limit_bytes'])} | {r['chosen']} | {gib(r['plain_peak_bytes'])} | "
+                  f"{r['plain_run_fits']} | {r['true_max'] or '-'} | {r['true_max_from'] or '-'} | {r['ratio'] or '-'} | "
+                  f"{r['trials']} | {r['seconds'] and round(r['seconds'], 1)} |" for r in rows]
         lines.append("")
     if rep.get("lightning"):
         lines += ["## Lightning's Tuner.scale_batch_size (whole GPU, no fraction)", "",
@@ -212,9 +224,13 @@ def markdown(rep):
     if rep.get("oom"):
         o = rep["oom"]
         lines += ["## a real CUDA out-of-memory error", "",
-                  f"batch {o.get('batch')}: PyTorch's message implies at least {gib(o.get('message_floor_bytes'))} GiB; "
-                  f"NVML saw the process hold {gib(o.get('process_bytes_at_failure'))} GiB; the probe recorded "
-                  f"{gib(o.get('probe_peak_bytes'))} GiB (parser {'reached' if o.get('parser_ok') else 'MISSED'} the message's floor)", ""]
+                  f"batch {o.get('batch')}, a plain run: PyTorch's message implies at least {gib(o.get('message_floor_bytes'))} GiB "
+                  f"(allocated by PyTorch + the request); NVML saw the process hold {gib(o.get('process_bytes_at_failure'))} GiB "
+                  f"of {gib(o.get('total_bytes'))} GiB.", "",
+                  f"The probe's trial at the same batch: its floor {gib(o.get('probe_peak_bytes'))} GiB; "
+                  + ("that trial's own message was not kept (run before the oom stage kept trials)" if o.get("parser_ok") is None
+                     else f"that trial's own message implies {gib(o.get('trial_message_floor_bytes'))} GiB: "
+                     f"the parser {'reached' if o['parser_ok'] else 'MISSED'} it"), ""]
     stages = rep["stages"]
     lines += ["stages: " + ", ".join(f"{s} {e}" for s, e in stages.items()), ""]
     return "\n".join(lines)
@@ -238,12 +254,15 @@ def cmd_report(recs, out_dir):
                      "true_max": truth.get(row.get("limit_bytes"))}
                     for row in by_fraction(probe_report(recs, "model"))]
     plain = next((r for r in recs if r["stage"] == "oom" and r.get("oom") is True and "message" in r), None)
+    own = next((r for r in recs if r["stage"] == "oom" and r.get("source") == "probe_trial"), None)
     orep = probe_report(recs, "oom")
     if plain:
-        pk = max((t.get("peak_bytes", 0) for t in (orep or {}).get("trials") or []), default=None)
-        floor = plain.get("message_floor_bytes")
-        rep["oom"] = {**plain, "probe_peak_bytes": pk,
-                      "parser_ok": bool(pk and floor and pk >= floor)}
+        # what the probe made of the trial (its floor), against that same trial's message
+        pk = max(((t.get("peak_bytes") or t.get("peak_at_least_bytes") or 0)
+                  for t in (orep or {}).get("trials") or []), default=None)
+        floor = (own or {}).get("message_floor_bytes")
+        rep["oom"] = {**plain, "probe_peak_bytes": pk, "trial_message_floor_bytes": floor,
+                      "parser_ok": None if floor is None else bool(pk and pk >= floor)}
     rep["records"] = recs
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, f"gpu-{kind}")

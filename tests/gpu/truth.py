@@ -10,6 +10,9 @@ tests/helpers/peakrun (the process group's resident peak, as the probe counts a 
   truth.py --size 124m --limits L1,L2,... [--peakrun PATH --python PY] [--start B]
 prints one JSON line per measurement ({"batch", "peak_bytes" or "oom"}) and one per limit
 ({"limit_bytes", "largest", "peak_bytes", "next_peak_bytes"}).
+  truth.py --edge B1,B2,... --limits L1,L2,...
+walks each in-process answer in fresh plain runs (B + 1 up while it fits, else B down until it
+fits) and prints {"limit_bytes", "largest_fresh", "fresh_runs"}: the truth the issue asks for.
   truth.py --verify B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile]
 runs each batch as a fresh plain run of the program (never beside a process of its own on the
 GPU) and prints {"verify_batch", "limit_bytes", "peak_bytes", "fits"} for each.
@@ -144,6 +147,25 @@ def verify(a):
                           "fits": p != INF and (limit == 0 or p <= limit)}), flush=True)
 
 
+def edge(a):
+    runs = FreshRuns(a.size, 6, a.peakrun, a.python)
+    for b, text in zip([int(x) for x in a.edge.split(",") if x], a.limits.split(",")):
+        limit, seen = int(text), {}
+
+        def fits(n):
+            seen[n] = runs.peak(n)
+            return seen[n] <= limit
+        if fits(b + 1):
+            b += 1
+            while len(seen) < 4 and fits(b + 1):
+                b += 1
+        else:
+            while b > 1 and len(seen) < 4 and not fits(b):
+                b -= 1
+        print(json.dumps({"limit_bytes": limit, "largest_fresh": b, "fresh_runs":
+                          {str(k): (None if v == INF else v) for k, v in sorted(seen.items())}}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="124m")
@@ -153,11 +175,14 @@ def main():
     ap.add_argument("--peakrun")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--verify")
+    ap.add_argument("--edge")
     ap.add_argument("--program", default="gpt2", choices=["gpt2", "hf"])
     ap.add_argument("--compile", action="store_true")
     a = ap.parse_args()
     if a.verify:
         return verify(a)
+    if a.edge:
+        return edge(a)
     m = FreshRuns(a.size, a.steps, a.peakrun, a.python) if a.peakrun else InProcess(a.size, a.steps)
     known = {}
 

@@ -37,6 +37,7 @@ TESTS = $(UNIT_TESTS) $(EMU_TESTS) \
 	tests/unit/messages.t \
 	tests/unit/examples.t \
 	tests/unit/python-helper.t \
+	tests/unit/device-check.t \
 	$(PYTHON_HOOK_TESTS) \
 	# end of TESTS
 AM_TESTS_ENVIRONMENT = PACKAGE_VERSION='$(PACKAGE_VERSION)'; export PACKAGE_VERSION; \

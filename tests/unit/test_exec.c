@@ -764,6 +764,14 @@ static void oom_floors(void **state)
 	static const char xla[] =
 		"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
 		"trying to allocate 17179869184 bytes.";
+	/* PyTorch 2.11 on an H200 (tests/gpu/device-check, bench/results/gpu-h200.jsonl) */
+	static const char h200[] =
+		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 918.00 MiB. GPU 0 has "
+		"a total capacity of 139.80 GiB of which 499.12 MiB is free. Including non-PyTorch "
+		"memory, this process has 139.30 GiB memory in use. Of the allocated memory 138.11 GiB "
+		"is allocated by PyTorch, and 538.19 MiB is reserved by PyTorch but unallocated. If "
+		"reserved but unallocated memory is large try setting "
+		"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n";
 	char both[sizeof(torch2) + sizeof(torch113)];
 
 	(void)state;
@@ -771,6 +779,8 @@ static void oom_floors(void **state)
 			 (uint64_t)(75.30 * 1073741824.0) + 2ULL * 1073741824);
 	assert_int_equal(ab_text_oom_floor(torch113, strlen(torch113)),
 			 (uint64_t)(14.56 * 1073741824.0) + 20ULL * 1048576);
+	assert_int_equal(ab_text_oom_floor(h200, strlen(h200)),
+			 (uint64_t)(138.11 * 1073741824.0) + 918ULL * 1048576);
 	assert_int_equal(ab_text_oom_floor(cpu, strlen(cpu)), 6815744000ULL);
 	assert_int_equal(ab_text_oom_floor(xla, strlen(xla)), 17179869184ULL);
 	snprintf(both, sizeof(both), "%s%s", torch113, torch2);

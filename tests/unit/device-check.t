@@ -1,0 +1,78 @@
+#!/bin/sh
+# device-check.t - tests/gpu/device-check without a GPU (TAP): one line and exit 77 with no
+# GPU, its arguments, the resume and deadline logic, the report on the results recorded on an
+# H200 (bench/results/gpu-h200.jsonl), and a dry run of the exec stage on the host device
+# (the real probe, Debian's PyTorch, the tiny GPT-2) labelled as a dry run.
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dc=$src/tests/gpu/device-check
+build=$(pwd)
+dir=$(mktemp -d /tmp/autobatch-device-check.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/tap.sh"
+py=/usr/bin/python3
+echo "1..10"
+
+mkdir "$dir/bin"
+if [ -e /usr/bin/nvidia-smi ] || [ -e /bin/nvidia-smi ]; then
+	echo "ok 1 # SKIP this machine has nvidia-smi"
+	n=1
+else
+	PATH=$dir/bin:/usr/bin:/bin "$dc" all >"$dir/nogpu.out" 2>&1
+	echo $? >"$dir/nogpu.rc"
+	check "no GPU: one line naming it, exit 77" \
+		sh -c "test \$(cat '$dir/nogpu.rc') = 77 && test \$(wc -l <'$dir/nogpu.out') = 1 &&
+		       grep -q '^device-check: no NVIDIA GPU here (nvidia-smi lists none)' '$dir/nogpu.out'"
+fi
+
+"$dc" --dry-run kernals >"$dir/bad.out" 2>&1
+check "an unknown stage is named, with the ones there are, exit 2" \
+	sh -c "test $? = 2 && grep -q \"unknown stage 'kernals': use build, kernels, exec\" '$dir/bad.out'"
+
+"$dc" --dry-run --deadline soon exec >"$dir/dl.out" 2>&1
+check "--deadline takes whole seconds, exit 2" \
+	sh -c "test $? = 2 && grep -q \"deadline takes whole seconds, not 'soon'\" '$dir/dl.out'"
+
+# resume: the H200's results say exec was done; a run resumes past it
+mkdir "$dir/r"
+cp "$src/bench/results/gpu-h200.jsonl" "$dir/r/results.jsonl"
+BUILD=$build "$dc" --dry-run --results "$dir/r" --report-dir "$dir/r" exec >"$dir/resume.out" 2>&1
+check "a stage done earlier is skipped, saying how to rerun it" \
+	sh -c "grep -q 'exec: done earlier ($dir/r/results.jsonl), skipped; --again reruns it' '$dir/resume.out' &&
+	       test \$(grep -c '\"stage\": \"exec\", \"event\"' '$dir/r/results.jsonl') = 1"
+
+BUILD=$build "$dc" --dry-run --results "$dir/r" --deadline 1 --again exec >"$dir/late.out" 2>&1
+check "a stage that cannot finish before the deadline is not started, and stays to do" \
+	sh -c "grep -q 'exec: not started, [01] s of the deadline left and it needs up to 330 s; run it again to resume' '$dir/late.out' &&
+	       test \$(grep -c '\"stage\": \"exec\", \"event\"' '$dir/r/results.jsonl') = 1"
+
+# the report, on what the H200 recorded
+"$py" "$src/tests/gpu/results.py" "$src/bench/results/gpu-h200.jsonl" report "$dir/rep" >/dev/null
+check "report: kind h200, the kernel tests, the GEMM rate and the 7B decision" \
+	sh -c "grep -q '^# autobatch on h200\$' '$dir/rep/gpu-h200.md' &&
+	       grep -q '^tests/gpu/run: 55 ok, 0 not ok of 55' '$dir/rep/gpu-h200.md' &&
+	       grep -q '^bf16 GEMM (cuBLAS 8192^3): 782 TFLOP/s' '$dir/rep/gpu-h200.md' &&
+	       grep -q '^| 7B (Llama-2 shape) | 12 | 3 | 46.8 |' '$dir/rep/gpu-h200.md'"
+check "report: exec mode's choice at 0.8 against its plain run and the truth, Lightning's two modes" \
+	sh -c "grep -q '^| 0.8 | 111.8 | 110 | 111.1 | True | 109 | in-process | 1.0092 | 7 | 64.7 |' '$dir/rep/gpu-h200.md' &&
+	       grep -q '^| power | 128 | 8 | 11.91 | True |' '$dir/rep/gpu-h200.md' &&
+	       grep -q '^| binsearch | 133 | 15 | 20.19 | True |' '$dir/rep/gpu-h200.md' &&
+	       $py -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r[\"kind\"]==\"h200\" and not r[\"dry_run\"] and r[\"exec\"][1][\"chosen\"]==110' '$dir/rep/gpu-h200.json'"
+
+# a dry run of the exec stage: the real probe on the host device, the tiny GPT-2, the truth
+if ! "$py" -c 'import torch' 2>/dev/null; then
+	for i in 8 9 10; do echo "ok $i # SKIP no PyTorch for $py"; done
+	exit $failed
+fi
+BUILD=$build "$dc" --dry-run --results "$dir/d" --report-dir "$dir/d" \
+	build exec report >"$dir/dry.out" 2>&1
+check "dry run: the probe chose a batch for the tiny GPT-2 on the host, exec done" \
+	sh -c "grep -q '^device-check: exec: done in' '$dir/dry.out' &&
+	       grep -q '\"name\": \"exec\", \"status\": 0, .*\"status\": \"ok\"' '$dir/d/results.jsonl'" ||
+	tail -n 20 "$dir/d/device-check.log"
+check "dry run: a true maximum by bisection on plain runs, and the choice run plain" \
+	sh -c "grep -q '\"stage\": \"exec\", \"dry_run\": 1, \"limit_bytes\": [0-9]*, \"largest\": [1-9]' '$dir/d/results.jsonl' &&
+	       grep -q '\"stage\": \"exec\", \"dry_run\": 1, \"verify_batch\": [1-9]' '$dir/d/results.jsonl'"
+check "dry run: the report says it is one, and names no GPU" \
+	sh -c "grep -q '^# autobatch on host-dry-run (DRY RUN on the host device: no GPU)' '$dir/d/gpu-host-dry-run.md' &&
+	       grep -q '^| 0.5 | 0\\.[0-9] | [1-9]' '$dir/d/gpu-host-dry-run.md'"
+exit $failed
