@@ -121,16 +121,7 @@ node_dies() {
 
 # slurmd alone killed: its steps live on until slurmctld declares the node failed (about
 # SlurmdTimeout, 10 s here) and cancels the whole job, probe step and held tasks together.
-# Slurm 24.11 did not declare it failed within the 100 s trial while its steps ran, and the
-# node's revival then found its namespace gone (seen in the 24.11 root while building issue 26; not understood yet):
-# skipped there, said so.
-skip_on_24_11() {
-	case "$(srun --version | awk '{ print $2 }')" in
-	24.11.*) skip "Slurm 24.11: a node whose slurmd alone died stays up while its steps run (issue 26's note)" ;;
-	esac
-}
 @test "the probing node's slurmd is killed: one line says the job lost a node, nothing changed or left" {
-	skip_on_24_11
 	node_dies kill-slurmd node1
 	grep '^srun: error: autobatch:' <<<"$stderr" | sed 's/^/# /' >&3
 	grep -Eq '^srun: error: autobatch: (the job lost a node while probing, and Slurm cancelled the probe step \(.*(NODE FAILURE|Node failure on node1).*\)|task [01] on node[12] ended while srun was probing \(the node failed, or the task was killed\))' <<<"$stderr" ||
@@ -139,7 +130,6 @@ skip_on_24_11() {
 }
 
 @test "another node's slurmd is killed while the first probes: one line, on_failure=abort holds, nothing changed or left" {
-	skip_on_24_11
 	set_plugstack 'on_failure=abort'
 	node_dies kill-slurmd node2
 	[ "$status" -ne 0 ]
