@@ -55,6 +55,45 @@ static int open_device(const struct run_opts *o, struct setup *s, char *err, siz
 	return rc;
 }
 
+/* --ranks N: each trial is `autobatch-probe ranks N --capacity B -- COMMAND`, this program's
+ * own launcher, which measures every rank against the device and reports the worst. */
+static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size_t errlen)
+{
+	size_t n = 0;
+	char **v;
+
+	if (s->dev.kind != AB_DEVICE_HOST)
+		return ab_fail(err, errlen, EINVAL, "--ranks %ld measures each rank's memory on the host "
+						    "device (--device host) only: a GPU's per-rank "
+						    "measurement is not built yet; use --ranks 1 there",
+			       o->ranks);
+	if (o->parallel != 1)
+		return ab_fail(err, errlen, EINVAL, "--ranks and --parallel: a trial of several ranks "
+						    "takes the node; give one or the other");
+	while (o->command[n])
+		n++;
+	if (!(v = calloc(n + 7, sizeof(*v))) || !(v[0] = realpath("/proc/self/exe", NULL)) ||
+	    asprintf(&v[2], "%ld", o->ranks) < 0 ||
+	    asprintf(&v[4], "%llu", (unsigned long long)s->dev.total_bytes) < 0) {
+		if (v)
+			free(v[0]), free(v[2]);
+		free(v);
+		return ab_fail(err, errlen, ENOMEM, "cannot name this program for --ranks");
+	}
+	v[1] = "ranks", v[3] = "--capacity", v[5] = "--";
+	memcpy(v + 6, o->command, n * sizeof(*v));
+	s->ranks_argv = v;
+	return 0;
+}
+
+static void free_ranks_argv(struct setup *s)
+{
+	if (s->ranks_argv)
+		free(s->ranks_argv[0]), free(s->ranks_argv[2]), free(s->ranks_argv[4]);
+	free(s->ranks_argv);
+	s->ranks_argv = NULL;
+}
+
 static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, size_t errlen)
 {
 	const char *hook, *missing;
@@ -79,15 +118,18 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 						    "their peak");
 	if ((rc = run_config_key(o, start, err, errlen)) < 0)
 		return rc;
+	if (o->ranks > 1 && (rc = ranks_argv(o, s, err, errlen)) < 0)
+		return rc;
 	hook = run_hook_dir(o->hook_dir, &missing);
 	s->exec = (struct ab_exec){
-		.argv = o->command, .config = o->config, .key = o->key, .document = o->document,
+		.argv = s->ranks_argv ? s->ranks_argv : o->command, .config = o->config, .key = o->key, .document = o->document,
 		.accum_key = o->config_accum > 1 ? o->accum_key : NULL,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
 		.max_trial_seconds = o->max_trial_seconds,
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
 		.note = run_print_note,
-		.peak_source = s->dev.kind == AB_DEVICE_HOST   ? AB_PEAK_FROM_RSS
+		.peak_source = s->ranks_argv ? AB_PEAK_FROM_REPORT /* the ranks' launcher's */
+			       : s->dev.kind == AB_DEVICE_HOST ? AB_PEAK_FROM_RSS
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU
 							       : AB_PEAK_FROM_REPORT,
 		.capacity = s->dev.total_bytes, .keep = o->keep, .interrupted = &run_interrupted,
@@ -259,6 +301,7 @@ int cmd_run(int argc, char **argv)
 	r.others = s.dev.others[0] ? s.dev.others : NULL;
 	r.comm = s.comm.gpus ? &s.comm : NULL;
 	r.parallel = (int)s.round.nslots;
+	r.ranks = s.ranks_argv ? (int)o.ranks : 1;
 	r.warm_from = o.warm_start ? (o.warm_from ? o.warm_from : "--warm-start") : NULL;
 	r.warm_batch = o.warm_start;
 	r.accum_key = s.exec.accum_key;
@@ -276,6 +319,7 @@ int cmd_run(int argc, char **argv)
 	if (o.plot && run_write_plot(o.plot, &r) < 0)
 		r.ok = false;
 	ab_exec_cleanup(&s.exec);
+	free_ranks_argv(&s);
 	ab_device_close(&s.dev);
 	ab_trials_free(&trials);
 	if (run_interrupted)

@@ -6,6 +6,7 @@ pkglibexec_PROGRAMS = probe/autobatch-probe
 probe_autobatch_probe_SOURCES = \
 	probe/cmd_config.c \
 	probe/cmd_presets.c \
+	probe/cmd_ranks.c \
 	probe/cmd_run.c \
 	probe/commands.h \
 	probe/cuda_module.c \

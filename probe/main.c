@@ -21,6 +21,8 @@ static void usage(FILE *out)
 		"                               (atomic; the old file stays in FILE.autobatch~)\n"
 		"  config detect FILE           name the framework preset the file follows\n"
 		"  presets                      list the framework presets and their keys\n"
+		"  ranks N [--capacity B] -- COMMAND\n"
+		"                               a trial's N ranks on this node (run --ranks N)\n"
 		"\n"
 		"Options:\n"
 		"  -h, --help       show this help and exit\n"
@@ -48,6 +50,8 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "config"))
 		return cmd_config(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "ranks"))
+		return cmd_ranks(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "presets"))
 		return cmd_presets(argc - 1, argv + 1);
 	fprintf(stderr, "autobatch-probe: unknown command '%s'; see 'autobatch-probe --help'\n",

@@ -34,6 +34,7 @@ struct run_opts {
 	bool describe_device; /* --describe-device: say what the device is, run nothing */
 	int document, steps, max_trials, trial_cap;
 	long parallel; /* trials at once, one per GPU: 1 (default), N, or 0 for auto */
+	long ranks;    /* > 1: each trial is that many ranks on this node (autobatch-probe ranks) */
 	long warm_start;           /* a cached batch to verify first; 0: none */
 	uint64_t warm_per_sample;  /* its memory line's bytes per sample; 0: unknown */
 	const char *warm_from;     /* the cache entry it came from, for the report */
@@ -60,6 +61,7 @@ struct setup {
 	void *ctx;
 	struct ab_exec_round round; /* parallel trials; round.nslots 0 or 1: one at a time */
 	const char *mode;
+	char **ranks_argv; /* --ranks: autobatch-probe ranks N --capacity B -- COMMAND */
 };
 
 extern volatile sig_atomic_t run_interrupted;

@@ -37,6 +37,9 @@ int run_usage(void)
 		"                        (default 1800)\n"
 		"  --instrument on|off   count a Python trial's PyTorch optimizer steps (default on)\n"
 		"  --hook-dir DIR        where the Python step hook is (default: installed)\n"
+		"  --ranks N             each trial is N ranks of the command on this node, each with\n"
+		"                        RANK, WORLD_SIZE, MASTER_ADDR/PORT (and SLURM_PROCID...):\n"
+		"                        every rank measured, the worst decides (--device host)\n"
 		"  --parallel N|auto     trials at once, one per GPU of CUDA_VISIBLE_DEVICES (auto:\n"
 		"                        all of them; default 1); --max-trials then bounds rounds\n"
 		"  --warm-start B [--warm-per-sample SIZE] [--warm-from ENTRY]\n"
@@ -94,6 +97,7 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 	case 'D': return parse_long(arg, 1, 1 << 20, "devices", &o->devices);
 	case 'S': return parse_long(arg, 1, AB_BATCH_MAX, "start", &o->start);
 	case 'W': return parse_long(arg, 1, AB_BATCH_MAX, "warm-start", &o->warm_start);
+	case 'Z': return parse_long(arg, 1, 64, "ranks", &o->ranks);
 	case 'N':
 		if (!strcmp(arg, "auto"))
 			return o->parallel = 0, 0;
@@ -148,7 +152,8 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"startup-seconds", 1, 0, 'u'}, {"instrument", 1, 0, 'I'}, {"hook-dir", 1, 0, 'H'},
 		{"parallel", 1, 0, 'N'},     {"warm-start", 1, 0, 'W'}, {"warm-per-sample", 1, 0, 'Y'},
 		{"warm-from", 1, 0, 'F'},    {"accum-key", 1, 0, 'A'}, {"max-trial-seconds", 1, 0, 'X'},
-		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {0, 0, 0, 0},
+		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {"ranks", 1, 0, 'Z'},
+		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
 	int opt;
@@ -156,7 +161,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 	bool instrument = true;
 
 	*o = (struct run_opts){.fractions = {0.8}, .nfractions = 1, .phase = "train",
-			       .document = -1, .steps = 3, .devices = 1, .parallel = 1,
+			       .document = -1, .steps = 3, .devices = 1, .parallel = 1, .ranks = 1,
 			       .startup_seconds = AB_STARTUP_SECONDS_DEFAULT,
 			       .trial_seconds = AB_TRIAL_SECONDS_DEFAULT,
 			       .max_trial_seconds = AB_MAX_TRIAL_SECONDS_DEFAULT,

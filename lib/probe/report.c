@@ -40,6 +40,14 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	if (t->runs > 1)
 		json_object_object_add(o, "spread_bytes",
 				       json_object_new_int64((int64_t)t->spread_bytes));
+	if (t->ranks > 1) { /* every rank's peak; the worst is the trial's */
+		struct json_object *a = json_object_new_array();
+
+		for (int i = 0; i < t->ranks && i < 64; i++)
+			json_object_array_add(a, json_object_new_int64((int64_t)t->rank_peak[i]));
+		json_object_object_add(o, "rank_peaks", a);
+		json_object_object_add(o, "bound_rank", json_object_new_int(t->bound_rank));
+	}
 	/* exec mode: start to the end of the warm-up step (loading, compiling, the warm-up) */
 	json_object_object_add(o, "startup_s",
 			       t->startup_s > 0 ? json_object_new_double(t->startup_s) : NULL);
@@ -202,6 +210,7 @@ char *ab_report_json(const struct ab_report *r)
 	/* trials run at once, one per GPU (1: one after another), and in how many rounds */
 	json_object_object_add(o, AB_FIELD_PARALLEL,
 			       json_object_new_int(r->parallel > 1 ? r->parallel : 1));
+	json_object_object_add(o, "ranks", json_object_new_int(r->ranks > 1 ? r->ranks : 1));
 	json_object_object_add(o, AB_FIELD_ROUNDS,
 			       json_object_new_int64(r->trials ? (int64_t)r->trials->rounds : 0));
 	json_object_object_add(o, AB_FIELD_ELAPSED_S, json_object_new_double(r->elapsed_s));
@@ -245,6 +254,8 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	}
 	ab_append(buf, buflen, &len, "%s, peak %s", fits ? "fits" : "does not fit",
 		  ab_format_size(t->peak_bytes, peak, sizeof(peak)));
+	if (t->ranks > 1)
+		ab_append(buf, buflen, &len, " (rank %d, the largest of %d)", t->bound_rank, t->ranks);
 	if (t->runs > 1)
 		ab_append(buf, buflen, &len, " (its %d runs %s apart)", t->runs,
 			  ab_format_size(t->spread_bytes, size, sizeof(size)));
@@ -274,6 +285,9 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 	if (r->parallel > 1 && r->trials)
 		ab_append(buf, buflen, &len, " (%zu rounds of up to %d at once)", r->trials->rounds,
 			  r->parallel);
+	if (r->ranks > 1)
+		ab_append(buf, buflen, &len, "; each trial %d ranks on one node, the worst rank's peak "
+					     "counted", r->ranks);
 	if (r->warm_from)
 		ab_append(buf, buflen, &len, "; warm start from %s%s", r->warm_from,
 			  d->warm > 0 ? "" : " (its batch no longer fit: searched afresh)");
@@ -285,9 +299,11 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 	if (d->margin_bytes) {
 		char m[32];
 
-		ab_append(buf, buflen, &len, "; kept %s under the limit: helper processes' "
-					     "memory (DataLoader workers) varies between runs",
-			  ab_format_size(d->margin_bytes, m, sizeof(m)));
+		ab_append(buf, buflen, &len, "; kept %s under the limit: %s",
+			  ab_format_size(d->margin_bytes, m, sizeof(m)),
+			  r->ranks > 1 ? "the ranks' memory varies from rank to rank and run to run"
+				       : "helper processes' memory (DataLoader workers) varies "
+					 "between runs");
 	}
 	for (size_t i = 1; i < r->nfractions; i++)
 		ab_append(buf, buflen, &len, "%s fraction %g: batch %ld", i == 1 ? ";" : ",",

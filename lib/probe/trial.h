@@ -27,6 +27,9 @@ struct ab_trial {
 	uint64_t host_bytes;   /* host memory the trial's processes held at most (exec) */
 	int round;             /* the round it ran in, from 1: trials of one round ran at once */
 	uint64_t spread_bytes; /* between the runs' peaks; peak_bytes is the larger */
+	int ranks;             /* a trial of several ranks (--ranks): how many; 0 or 1: one */
+	int bound_rank;        /* the rank whose peak (or failure) decided */
+	uint64_t rank_peak[64]; /* each rank's peak (AB_REPORT_MAX_RANKS) */
 };
 
 /* The evidence a fit needs: a warm-up step, then at least one measured step. */

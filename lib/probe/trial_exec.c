@@ -483,6 +483,9 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 						   "trial was stopped",
 			       x->count, batch);
 	out->steps = rep->steps > INT_MAX ? INT_MAX : (int)rep->steps;
+	out->ranks = (int)rep->nranks;
+	out->bound_rank = rep->bound_rank;
+	memcpy(out->rank_peak, rep->rank_peak, sizeof(out->rank_peak));
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included */
 	out->oom = rep->oom || o->ending == ENDED_MEMORY ||
@@ -512,8 +515,9 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 			       x->count, batch);
 	out->has_peak = true;
 	out->peak_bytes = x->peak_source == AB_PEAK_FROM_REPORT ? rep->peak_bytes : o->rss_peak;
-	out->helpers = x->peak_source == AB_PEAK_FROM_RSS &&
-		       ab_group_helpers(&o->group, out->peak_bytes);
+	/* ranks differ from one another and from run to run, as helpers do: measured twice */
+	out->helpers = (x->peak_source == AB_PEAK_FROM_RSS &&
+			ab_group_helpers(&o->group, out->peak_bytes)) || rep->nranks > 1;
 	if (x->peak_source == AB_PEAK_FROM_GPU) /* NVML sees the context the report misses */
 		out->peak_bytes = rep->has_peak && rep->peak_bytes > o->gpu_peak ? rep->peak_bytes
 										 : o->gpu_peak;

@@ -25,6 +25,33 @@ static bool number(struct json_object *obj, const char *key, double max, double 
 	return isfinite(*out) && *out >= 0 && *out <= max;
 }
 
+/* The ranks' launcher's fields: every rank's peak, and the rank that bound the trial. */
+static bool rank_fields(struct json_object *obj, struct ab_trial_report *r)
+{
+	struct json_object *a;
+	double v;
+	bool used = false;
+
+	if (number(obj, "bound_rank", AB_REPORT_MAX_RANKS - 1, &v))
+		r->bound_rank = (int)v, used = true;
+	if (json_object_object_get_ex(obj, "rank_peaks", &a) && json_object_is_type(a, json_type_array) &&
+	    json_object_array_length(a) <= AB_REPORT_MAX_RANKS) {
+		size_t n = json_object_array_length(a);
+
+		for (size_t i = 0; i < n; i++) {
+			struct json_object *e = json_object_array_get_idx(a, i);
+
+			if (!(json_object_is_type(e, json_type_int) || json_object_is_type(e, json_type_double)) ||
+			    !isfinite(v = json_object_get_double(e)) || v < 0 || v > PEAK_MAX)
+				return used;
+			r->rank_peak[i] = (uint64_t)v;
+		}
+		r->nranks = n;
+		used = true;
+	}
+	return used;
+}
+
 static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 {
 	struct json_tokener *tok = json_tokener_new_ex(8);
@@ -59,6 +86,7 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 				r->floor_bytes = (uint64_t)peak;
 			used = true;
 		}
+		used |= rank_fields(obj, r);
 	}
 	json_object_put(obj);
 	r->bad_lines += !used;

@@ -14,6 +14,7 @@
 #define AB_REPORT_MAX_BYTES (1u << 20)
 #define AB_REPORT_MAX_STEPS 1024
 #define AB_REPORT_MAX_LINE 4096
+#define AB_REPORT_MAX_RANKS 64 /* a trial's ranks on one node (autobatch-probe ranks) */
 
 struct ab_trial_report {
 	size_t steps;                       /* step lines, warm-up included */
@@ -23,6 +24,11 @@ struct ab_trial_report {
 	uint64_t floor_bytes; /* "peak_at_least_bytes": the largest reported */
 	bool has_peak;
 	uint64_t peak_bytes; /* the largest reported */
+	/* a trial of several ranks: each rank's peak ("rank_peaks": [N, ...]) and the rank whose
+	 * peak or failure decided ("bound_rank": R); nranks 0 for a trial of one process */
+	size_t nranks;
+	uint64_t rank_peak[AB_REPORT_MAX_RANKS];
+	int bound_rank;
 	size_t bad_lines;
 };
 

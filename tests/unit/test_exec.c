@@ -791,6 +791,36 @@ static void oom_floors(void **state)
 	assert_int_equal(ab_text_oom_floor("Tried to allocate 1e309 GiB", 27), 0);
 }
 
+/* The ranks' launcher's lines (autobatch-probe ranks): every rank's peak and the bound rank;
+ * an array too long, a negative or non-number entry, a rank past the last is not taken. */
+static void rank_lines(void **state)
+{
+	static struct ab_trial_report r;
+	char big[4096];
+	size_t len = 0;
+	const char *one = "{\"rank_peaks\": [100, 300], \"bound_rank\": 1, \"peak_bytes\": 300}\n";
+	const char *bad = "{\"rank_peaks\": [1, -2]}\n{\"rank_peaks\": [1, \"x\"]}\n{\"bound_rank\": 64}\n";
+
+	(void)state;
+	ab_trial_report_parse(one, strlen(one), &r);
+	assert_int_equal(r.nranks, 2);
+	assert_int_equal(r.rank_peak[0], 100);
+	assert_int_equal(r.rank_peak[1], 300);
+	assert_int_equal(r.bound_rank, 1);
+	assert_int_equal(r.peak_bytes, 300);
+	assert_int_equal(r.bad_lines, 0);
+	ab_trial_report_parse(bad, strlen(bad), &r);
+	assert_int_equal(r.nranks, 0);
+	assert_int_equal(r.bound_rank, 0);
+	assert_int_equal(r.bad_lines, 3);
+	len += (size_t)snprintf(big, sizeof(big), "{\"rank_peaks\": [1");
+	for (int i = 0; i < 64; i++)
+		len += (size_t)snprintf(big + len, sizeof(big) - len, ", 1");
+	len += (size_t)snprintf(big + len, sizeof(big) - len, "]}\n");
+	ab_trial_report_parse(big, len, &r);
+	assert_int_equal(r.nranks, 0); /* 65 ranks: more than a node's launcher runs */
+}
+
 static void report_lines(void **state)
 {
 	static struct ab_trial_report r;
@@ -857,6 +887,7 @@ int main(void)
 		cmocka_unit_test(oom_messages),
 		cmocka_unit_test(oom_floors),
 		cmocka_unit_test(report_lines),
+		cmocka_unit_test(rank_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,91 @@
+#!/bin/sh
+# probe-ranks.t - `autobatch-probe run --ranks N` (TAP): each trial is N ranks of the command
+# on this node, every rank measured, the worst deciding. On a real PyTorch DDP program (gloo,
+# tests/python/ddp_train.py, Debian's PyTorch): its choice fits a plain 2-rank run and leaves
+# at most 10% unused, while a one-process trial (today's way) chooses a batch whose 2-rank run
+# goes over; a rank that goes over the memory ends the whole trial in seconds, nothing left;
+# the refusals.
+probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+peakrun=${PEAKRUN:-tests/helpers/peakrun}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+prog=$src/tests/python/ddp_train.py
+hook=${HOOK_DIR:-$src/contrib/python}
+py=/usr/bin/python3
+dir=$(mktemp -d /tmp/autobatch-probe-ranks.XXXXXX)
+trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
+. "$(dirname "$0")/tap.sh"
+export MALLOC_MMAP_THRESHOLD_=65536 # resident memory follows live tensors, as on a GPU
+# json FILE KEY: a top-level number of a report
+json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
+echo "1..7"
+
+"$probe" run --device sim:total=1GiB --ranks 2 -- true >/dev/null 2>"$dir/sim.err"
+check "--ranks on a device other than the host is refused, saying why" \
+	grep -q "failed: --ranks 2 measures each rank's memory on the host device (--device host) only" "$dir/sim.err"
+"$probe" run --device host:capacity=1GiB --ranks 2 --parallel 2 -- true >/dev/null 2>"$dir/par.err"
+check "--ranks with --parallel is refused" \
+	grep -q "failed: --ranks and --parallel: a trial of several ranks takes the node" "$dir/par.err"
+
+if ! "$py" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
+	for i in 3 4 5 6 7; do echo "ok $i # SKIP no PyTorch with torch.distributed for $py"; done
+	exit $failed
+fi
+
+# plain RANKS BATCH: the program's plain run with RANKS ranks (each measured by peakrun as the
+# probe measures a host trial); prints the largest rank's peak, or nothing when a rank failed
+plain() {
+	echo "{\"batch_size\": $2, \"steps\": 3}" >"$dir/plain.json"
+	port=$((20000 + $$ % 20000))
+	for r in $(seq 0 $(($1 - 1))); do
+		RANK=$r WORLD_SIZE=$1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+			"$peakrun" "$py" "$prog" "$dir/plain.json" 2>"$dir/plain.$r" >/dev/null &
+	done
+	wait
+	cat "$dir"/plain.* | awk '/^peak_bytes [0-9]+ status 0$/ { n++; if ($2 > m) m = $2 }
+		END { if (n == '"$1"') print m }'
+	rm -f "$dir"/plain.*
+}
+
+echo '{"batch_size": 64, "steps": 6}' >"$dir/cfg.json"
+"$probe" run --device host:capacity=2GiB --fraction 0.5 --ranks 2 --hook-dir "$hook" \
+	--config "$dir/cfg.json" --key batch_size --json "$dir/ranks.json" -- \
+	"$py" "$prog" "$dir/cfg.json" 2>"$dir/ranks.err"
+b=$(json "$dir/ranks.json" batch_size) limit=$(json "$dir/ranks.json" limit_bytes)
+check "a DDP program's trials run as 2 ranks, each rank's peak in the report, the worst counted" \
+	sh -c "grep -q '\"ranks\":2' '$dir/ranks.json' && grep -q '\"rank_peaks\":\[[0-9]*,[0-9]*\],\"bound_rank\":[01]' '$dir/ranks.json' &&
+	       grep -q '^autobatch: trial 1: batch 64 fits, peak .* (rank [01], the largest of 2)' '$dir/ranks.err' &&
+	       grep -q '^autobatch: chose batch $b in .*; each trial 2 ranks on one node, the worst rank.s peak counted' '$dir/ranks.err' &&
+	       grep -q 'kept .* under the limit: the ranks. memory varies from rank to rank and run to run' '$dir/ranks.err'" ||
+	tail -n 5 "$dir/ranks.err"
+p=$(plain 2 "$b") over=$(plain 2 $((b + b / 10 + 1)))
+check "its choice ($b) fits a plain 2-rank run (${p:-failed} of $limit), and 10% more does not (${over:-failed})" \
+	sh -c "[ -n '$p' ] && [ '$p' -le '$limit' ] && { [ -z '$over' ] || [ '$over' -gt '$limit' ]; }"
+
+"$probe" run --device host:capacity=2GiB --fraction 0.5 --hook-dir "$hook" \
+	--config "$dir/cfg.json" --key batch_size --json "$dir/one.json" -- \
+	"$py" "$prog" "$dir/cfg.json" 2>"$dir/one.err"
+one=$(json "$dir/one.json" batch_size)
+p1=$(plain 2 "$one")
+check "a one-process trial (the program alone) chooses more ($one) and its 2-rank run goes over (${p1:-failed} > $limit)" \
+	sh -c "[ -n '$one' ] && [ '$one' -gt '$b' ] && { [ -z '$p1' ] || [ '$p1' -gt '$limit' ]; }"
+
+# rank 1 takes 1.5 GiB at once while rank 0 waits for it in the rendezvous
+cat >"$dir/greedy.py" <<'EOF'
+import os, time
+import torch.distributed as dist
+if os.environ["RANK"] == "1":
+    hog = bytearray(3 << 29)
+    time.sleep(600)
+dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
+time.sleep(600)
+EOF
+start=$(date +%s)
+"$probe" run --device host:capacity=1GiB --fraction 0.8 --ranks 2 --min 4 --max 4 --start 4 \
+	--json "$dir/greedy.json" -- "$py" "$dir/greedy.py" 2>"$dir/greedy.err"
+took=$(($(date +%s) - start))
+check "a rank over the memory ends the whole trial at once ($took s), naming no fit" \
+	sh -c "[ $took -lt 30 ] && grep -q '\"oom\":true' '$dir/greedy.json' && grep -q '\"status\":\"failed\"' '$dir/greedy.json' &&
+	       grep -q '^autobatch: trial 1: batch 4 does not fit: out of memory, peak at least 1.[0-9]* GiB' '$dir/greedy.err'" ||
+	cat "$dir/greedy.err"
+check "no rank of any trial is left running" sh -c "! pgrep -f '[g]reedy.py' >/dev/null && ! pgrep -f '[d]dp_train.py' >/dev/null"
+exit $failed
