@@ -63,8 +63,10 @@ check "a DDP program's trials run as 2 ranks, each rank's peak in the report, th
 	       grep -q '^autobatch: chose batch $b in .*; each trial 2 ranks on one node, the worst rank.s peak counted' '$dir/ranks.err' &&
 	       grep -q 'kept .* under the limit: the ranks. memory varies from rank to rank and run to run' '$dir/ranks.err'" ||
 	tail -n 5 "$dir/ranks.err"
-p=$(plain 2 "$b") over=$(plain 2 $((b + b / 10 + 1)))
-check "its choice ($b) fits a plain 2-rank run (${p:-failed} of $limit), and 10% more does not (${over:-failed})" \
+# the margin rank trials keep (5% of the limit at least, as for DataLoader workers: ranks
+# differ run to run) is about 9% of the batch here, on a 400 MiB base: 1/6 more must not fit
+p=$(plain 2 "$b") over=$(plain 2 $((b + b / 6 + 1)))
+check "its choice ($b) fits a plain 2-rank run (${p:-failed} of $limit), and 1/6 more does not (${over:-failed})" \
 	sh -c "[ -n '$p' ] && [ '$p' -le '$limit' ] && { [ -z '$over' ] || [ '$over' -gt '$limit' ]; }"
 
 "$probe" run --device host:capacity=2GiB --fraction 0.5 --hook-dir "$hook" \
