@@ -356,6 +356,13 @@ static void startup_apart_from_steps(void **state)
  * lasts less than one sample: it allocates 100 MiB, frees it at once and trains on in a few
  * MiB until the probe stops it. Its peak is its own high-water mark, which no sample can
  * miss: read low, the trial would certify a batch that does not fit. */
+/* Under ASan the program's heap carries its shadow (an eighth of it) and the allocator's
+ * own pages: 120 MiB was crossed once in a loaded CI run (CI run 10). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SHORT_PEAK_MAX (135 * MiB)
+#else
+#define SHORT_PEAK_MAX (120 * MiB)
+#endif
 static void short_peak_of_a_member(void **state)
 {
 	char *argv[] = {"/bin/sh", "-c", "\"$PROG\" alloc 20 8 1000 spike; true", NULL};
@@ -370,7 +377,8 @@ static void short_peak_of_a_member(void **state)
 	assert_true(tr.has_step);
 	if (tr.peak_bytes < 100 * MiB)
 		fail_msg("a 100 MiB peak read as %.1f MiB", (double)tr.peak_bytes / MiB);
-	assert_true(tr.peak_bytes < 120 * MiB);
+	if (tr.peak_bytes >= SHORT_PEAK_MAX)
+		fail_msg("a 100 MiB peak read as %.1f MiB: counted twice?", (double)tr.peak_bytes / MiB);
 	ab_exec_cleanup(&x);
 }
 
