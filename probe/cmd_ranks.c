@@ -30,7 +30,6 @@
 #include "subprocess.h"
 #include "trial_report.h"
 
-#define RANKS_MAX 64
 #define POLL_NS 50000000L
 
 struct rank {
@@ -38,8 +37,7 @@ struct rank {
 	bool ended;
 	int status;
 	char report[PATH_MAX];
-	off_t parsed;
-	struct ab_trial_report rep;
+	struct ab_report_watch w; /* its report, read as it is written */
 	struct ab_group_peak group;
 	uint64_t peak;
 };
@@ -114,31 +112,6 @@ static int free_port(void)
 	return port;
 }
 
-/* Whole new lines of rank i's report. */
-static void read_report(struct rank *r)
-{
-	char buf[2 * AB_REPORT_MAX_LINE];
-	int fd = open(r->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n;
-
-	while (fd >= 0 && r->parsed < (off_t)AB_REPORT_MAX_BYTES &&
-	       (n = pread(fd, buf, sizeof(buf), r->parsed)) > 0) {
-		const char *nl = memrchr(buf, '\n', (size_t)n);
-
-		if (!nl && n < (ssize_t)sizeof(buf))
-			break; /* a line still being written */
-		if (!nl) {
-			r->rep.bad_lines++;
-			r->parsed += n;
-			continue;
-		}
-		ab_trial_report_feed(buf, (size_t)(nl - buf) + 1, &r->rep);
-		r->parsed += (nl - buf) + 1;
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
 /* Rank i's peak: its group's resident memory as the probe measures a host trial. */
 static uint64_t rank_peak(struct rank *r)
 {
@@ -172,13 +145,13 @@ static void merge_steps(struct ranks *rs)
 	size_t common = SIZE_MAX, before = rs->merged;
 
 	for (int i = 0; i < rs->n; i++)
-		common = rs->r[i].rep.steps < common ? rs->r[i].rep.steps : common;
+		common = rs->r[i].w.rep.steps < common ? rs->r[i].w.rep.steps : common;
 	for (; rs->merged < common; rs->merged++) {
 		double slowest = 0;
 
 		for (int i = 0; i < rs->n; i++)
-			if (rs->r[i].rep.step_s[rs->merged] > slowest)
-				slowest = rs->r[i].rep.step_s[rs->merged];
+			if (rs->r[i].w.rep.step_s[rs->merged] > slowest)
+				slowest = rs->r[i].w.rep.step_s[rs->merged];
 		dprintf(rs->out, "{\"step_s\": %.9f, \"samples\": %s}\n", slowest, rs->batch);
 	}
 	if (rs->merged > before)
@@ -224,10 +197,10 @@ static int finish_failed(struct ranks *rs, int i, uint64_t over)
 	fprintf(stderr, "autobatch-probe ranks: rank %d of %d ended (%s %d) after %zu steps: the "
 			"other ranks were stopped\n",
 		i, rs->n, WIFSIGNALED(st) ? "signal" : "status",
-		WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), r->rep.steps);
-	if (r->rep.oom)
+		WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), r->w.rep.steps);
+	if (r->w.rep.oom)
 		dprintf(rs->out, "{\"oom\": true, \"%s\": %llu, \"bound_rank\": %d}\n", AB_FIELD_FLOOR,
-			(unsigned long long)(r->rep.floor_bytes > rank_peak(r) ? r->rep.floor_bytes
+			(unsigned long long)(r->w.rep.floor_bytes > rank_peak(r) ? r->w.rep.floor_bytes
 									       : rank_peak(r)),
 			i);
 	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st) ? WEXITSTATUS(st) : 1;
@@ -246,13 +219,13 @@ static int poll_ranks(struct ranks *rs)
 			continue;
 		now = ab_group_sample(&r->group);
 		r->peak = now > r->peak ? now : r->peak;
-		read_report(r);
+		ab_report_watch_read(&r->w, r->ended);
 		if (rs->capacity && now > rs->capacity)
 			return finish_failed(rs, i, now);
 		if (wait4(r->proc.pid, &r->status, WNOHANG, &r->proc.ru) == r->proc.pid) {
 			kill(-r->proc.pid, SIGKILL); /* what it left in its group */
 			r->ended = true;
-			read_report(r);
+			ab_report_watch_read(&r->w, r->ended);
 			if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0)
 				return finish_failed(rs, i, 0);
 			continue;
@@ -280,7 +253,8 @@ static int start_ranks(struct ranks *rs, const char *report)
 
 		snprintf(r->report, sizeof(r->report), "%s.rank%d", report, i);
 		if ((fd = open(r->report, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-			       0600)) < 0)
+			       0600)) < 0 ||
+		    (r->w.fd = open(r->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 			return fprintf(stderr, "autobatch-probe ranks: cannot create %s: %s\n",
 				       r->report, strerror(errno)), -1;
 		close(fd);
@@ -299,7 +273,7 @@ int cmd_ranks(int argc, char **argv)
 	long n, cap = 0;
 	int i = 2, rc = -1;
 
-	if (argc < 4 || ab_parse_whole(argv[1], 2, RANKS_MAX, &n) < 0)
+	if (argc < 4 || ab_parse_whole(argv[1], 2, AB_REPORT_MAX_RANKS, &n) < 0)
 		return usage();
 	if (!strcmp(argv[i], "--capacity")) {
 		if (i + 1 >= argc || ab_parse_whole(argv[i + 1], 1, LONG_MAX, &cap) < 0)
@@ -325,6 +299,9 @@ int cmd_ranks(int argc, char **argv)
 	stop_all(&rs);
 	if (stop_signal)
 		rc = 128 + stop_signal;
+	for (int k = 0; k < rs.n; k++)
+		if (rs.r[k].w.fd > 0)
+			close(rs.r[k].w.fd);
 	free(rs.r);
 	close(rs.out);
 	return rc < 0 ? 1 : rc;

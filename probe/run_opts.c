@@ -97,7 +97,7 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 	case 'D': return parse_long(arg, 1, 1 << 20, "devices", &o->devices);
 	case 'S': return parse_long(arg, 1, AB_BATCH_MAX, "start", &o->start);
 	case 'W': return parse_long(arg, 1, AB_BATCH_MAX, "warm-start", &o->warm_start);
-	case 'Z': return parse_long(arg, 1, 64, "ranks", &o->ranks);
+	case 'Z': return parse_long(arg, 1, AB_REPORT_MAX_RANKS, "ranks", &o->ranks);
 	case 'N':
 		if (!strcmp(arg, "auto"))
 			return o->parallel = 0, 0;

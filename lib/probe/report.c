@@ -43,7 +43,7 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	if (t->ranks > 1) { /* every rank's peak; the worst is the trial's */
 		struct json_object *a = json_object_new_array();
 
-		for (int i = 0; i < t->ranks && i < 64; i++)
+		for (int i = 0; i < t->ranks && i < AB_REPORT_MAX_RANKS; i++)
 			json_object_array_add(a, json_object_new_int64((int64_t)t->rank_peak[i]));
 		json_object_object_add(o, "rank_peaks", a);
 		json_object_object_add(o, "bound_rank", json_object_new_int(t->bound_rank));

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trial_report.h" /* AB_REPORT_MAX_RANKS */
+
 struct ab_trial {
 	long batch;
 	bool oom;              /* the device or the framework ran out of memory */
@@ -29,7 +31,7 @@ struct ab_trial {
 	uint64_t spread_bytes; /* between the runs' peaks; peak_bytes is the larger */
 	int ranks;             /* a trial of several ranks (--ranks): how many; 0 or 1: one */
 	int bound_rank;        /* the rank whose peak (or failure) decided */
-	uint64_t rank_peak[64]; /* each rank's peak (AB_REPORT_MAX_RANKS) */
+	uint64_t rank_peak[AB_REPORT_MAX_RANKS]; /* each rank's peak */
 };
 
 /* The evidence a fit needs: a warm-up step, then at least one measured step. */

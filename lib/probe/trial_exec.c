@@ -156,44 +156,6 @@ struct outcome {
 	double window_s;     /* what a measured step was allowed */
 };
 
-/* The trial's report, read while it runs: whole lines only, each once. */
-struct report_watch {
-	int fd;
-	off_t parsed;  /* bytes fed so far */
-	bool skipping; /* inside a line longer than a line may be */
-	struct ab_trial_report rep;
-};
-
-static void watch_report(struct report_watch *w, bool final)
-{
-	char buf[2 * AB_REPORT_MAX_LINE];
-	ssize_t n;
-
-	while (w->fd >= 0 && w->parsed < (off_t)AB_REPORT_MAX_BYTES &&
-	       (n = pread(w->fd, buf, sizeof(buf), w->parsed)) > 0) {
-		const char *nl = memrchr(buf, '\n', (size_t)n);
-		size_t take = nl ? (size_t)(nl - buf) + 1 : (size_t)n;
-
-		if (!nl && !final && n < (ssize_t)sizeof(buf))
-			return; /* a line still being written */
-		if (w->skipping) { /* the rest of an overlong line is not a line of its own */
-			const char *first = memchr(buf, '\n', take);
-
-			size_t skip = first ? (size_t)(first - buf) + 1 : take;
-			w->parsed += (off_t)skip;
-			w->skipping = !first;
-			continue;
-		}
-		if (!nl) { /* no line ends in a full buffer: too long, counted and skipped */
-			w->rep.bad_lines++;
-			w->skipping = !final;
-		} else {
-			ab_trial_report_feed(buf, take, &w->rep);
-		}
-		w->parsed += (off_t)take;
-	}
-}
-
 static void note(const struct ab_exec *x, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void note(const struct ab_exec *x, const char *fmt, ...)
@@ -247,7 +209,7 @@ static double step_window(const struct ab_exec *x, double longest)
 struct watching {
 	const struct ab_exec *x;
 	long batch;
-	struct report_watch *w;
+	struct ab_report_watch *w;
 	struct outcome *o;
 	double first, done, next_note; /* seconds since the start; 0: not yet */
 	bool told_window;
@@ -290,7 +252,7 @@ static bool watch_trial(void *arg, pid_t pid, double elapsed)
 	struct watching *t = arg;
 	bool over = sample_memory(t->x, pid, t->o);
 
-	watch_report(t->w, false);
+	ab_report_watch_read(t->w, false);
 	if (t->w->rep.steps > 0 && t->first == 0)
 		t->first = elapsed;
 	if (t->w->rep.steps >= (size_t)t->x->steps + 1 && t->done == 0)
@@ -314,7 +276,7 @@ static bool watch_trial(void *arg, pid_t pid, double elapsed)
 }
 
 static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc,
-		       struct report_watch *w, struct outcome *o)
+		       struct ab_report_watch *w, struct outcome *o)
 {
 	struct watching t = {x, batch, w, o, 0, 0, NOTE_FIRST_SECONDS, false};
 	double start = ab_now();
@@ -329,7 +291,7 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 		o->ending = ENDED_INTERRUPT;
 	o->status = proc->status;
 	ab_group_reap_escaped(); /* and those that left the group */
-	watch_report(w, true);
+	ab_report_watch_read(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = t.first;
 	o->window_s = step_window(x, longest_step(&w->rep));
@@ -528,7 +490,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen)
 {
 	struct ab_exec *x = ctx;
-	struct report_watch *w = NULL;
+	struct ab_report_watch *w = NULL;
 	struct outcome o = {0};
 	char **argv = NULL, **owned = NULL, *log = NULL;
 	size_t len, nargs = 0;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "protocol.h"
@@ -129,6 +130,36 @@ double ab_median(double *v, size_t n)
 {
 	qsort(v, n, sizeof(double), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void ab_report_watch_read(struct ab_report_watch *w, bool final)
+{
+	char buf[2 * AB_REPORT_MAX_LINE];
+	ssize_t n;
+
+	while (w->fd >= 0 && w->parsed < (off_t)AB_REPORT_MAX_BYTES &&
+	       (n = pread(w->fd, buf, sizeof(buf), w->parsed)) > 0) {
+		const char *nl = memrchr(buf, '\n', (size_t)n);
+		size_t take = nl ? (size_t)(nl - buf) + 1 : (size_t)n;
+
+		if (!nl && !final && n < (ssize_t)sizeof(buf))
+			return; /* a line still being written */
+		if (w->skipping) { /* the rest of an overlong line is not a line of its own */
+			const char *first = memchr(buf, '\n', take);
+
+			size_t skip = first ? (size_t)(first - buf) + 1 : take;
+			w->parsed += (off_t)skip;
+			w->skipping = !first;
+			continue;
+		}
+		if (!nl) { /* no line ends in a full buffer: too long, counted and skipped */
+			w->rep.bad_lines++;
+			w->skipping = !final;
+		} else {
+			ab_trial_report_feed(buf, take, &w->rep);
+		}
+		w->parsed += (off_t)take;
+	}
 }
 
 bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double *step_s,

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define AB_REPORT_MAX_BYTES (1u << 20)
 #define AB_REPORT_MAX_STEPS 1024
@@ -31,6 +32,19 @@ struct ab_trial_report {
 	int bound_rank;
 	size_t bad_lines;
 };
+
+/* A report read while its writer runs: whole lines only, each once (the probe's watch of a
+ * trial, and the ranks' launcher's watch of each rank). fd -1: nothing to read. */
+struct ab_report_watch {
+	int fd;
+	off_t parsed;  /* bytes fed so far */
+	bool skipping; /* inside a line longer than a line may be */
+	struct ab_trial_report rep;
+};
+
+/* Feeds w->rep the whole lines written since the last call; final: the writer has ended,
+ * so a last line without its newline counts too. */
+void ab_report_watch_read(struct ab_report_watch *w, bool final);
 
 /* Parses buf (need not be NUL-terminated); never fails, malformed lines are counted. */
 void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *out);
