@@ -1,10 +1,13 @@
-/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] -- COMMAND: one trial's N ranks
- * on this node, started as a launcher starts them (RANK, LOCAL_RANK, WORLD_SIZE,
- * MASTER_ADDR/PORT and their SLURM_ twins), each its own process group measured on its own
- * and reporting to its own file. Their steps reach the trial's report as the slowest rank's,
- * its peak is the worst rank's (with every rank's), and the first rank to fail or to go over
- * BYTES ends them all at once: the others would wait in a collective until the allowance.
- * What `run --ranks N` runs as each trial; not meant to be run by hand.
+/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] [--nodes LIST [--per-node T]] --
+ * COMMAND: one trial's N ranks. On this node they start as a launcher starts them (RANK,
+ * LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and their SLURM_ twins), each its own process
+ * group measured on its own and reporting to its own file. With --nodes they are the tasks of
+ * a Slurm step of this job over LIST, as the real step's are (srun sets their ranks), each
+ * wrapped by `autobatch-probe task`, whose lines srun relays here. Either way their steps reach
+ * the trial's report as the slowest rank's, its peak is the worst rank's (with every rank's),
+ * and the first rank to fail or to go over BYTES ends them all at once: the others would wait
+ * in a collective until the allowance. What `run --ranks N` runs as each trial; not meant to
+ * be run by hand.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,18 +28,22 @@
 #include "commands.h"
 #include "error.h"
 #include "group_memory.h"
+#include "hostlist.h"
 #include "number.h"
 #include "protocol.h"
 #include "subprocess.h"
 #include "trial_report.h"
 
 #define POLL_NS 50000000L
+#define STOP_GRACE_POLLS 300 /* 15 s for srun to cancel a trial step */
 
 struct rank {
 	struct ab_proc proc;
 	bool ended;
 	int status;
 	char report[PATH_MAX];
+	int wfd;       /* --nodes: its report, written from its task's lines */
+	char node[64]; /* --nodes: where Slurm ran it */
 	struct ab_report_watch w; /* its report, read as it is written */
 	struct ab_group_peak group;
 	uint64_t peak;
@@ -49,6 +56,14 @@ struct ranks {
 	char **argv;
 	size_t merged;     /* step lines written to the trial's report */
 	struct rank *r;
+	/* --nodes: the trial is a Slurm step over nodes, launched by srun, whose output is read */
+	const char *nodes;
+	long per_node;     /* 0: as srun lays them out */
+	struct ab_proc srun;
+	int srun_out;      /* srun's standard output: the tasks' lines */
+	bool srun_ended;
+	char line[AB_REPORT_MAX_LINE + 128];
+	size_t line_len;
 };
 
 struct start {
@@ -115,7 +130,9 @@ static int free_port(void)
 /* Rank i's peak: its group's resident memory as the probe measures a host trial. */
 static uint64_t rank_peak(struct rank *r)
 {
-	uint64_t p = ab_group_peak_bytes(&r->group, (uint64_t)r->proc.ru.ru_maxrss * 1024);
+	uint64_t p = r->group.leader ? ab_group_peak_bytes(&r->group,
+							   (uint64_t)r->proc.ru.ru_maxrss * 1024)
+				     : 0; /* a task's peak comes in its lines */
 
 	return p > r->peak ? p : r->peak;
 }
@@ -135,8 +152,9 @@ static void write_peaks(const struct ranks *rs)
 		if (p > worst)
 			worst = p, bound = i;
 	}
-	dprintf(rs->out, "], \"bound_rank\": %d, \"peak_bytes\": %llu}\n", bound,
-		(unsigned long long)worst);
+	dprintf(rs->out, "], \"bound_rank\": %d, %s%s%s\"peak_bytes\": %llu}\n", bound,
+		rs->r[bound].node[0] ? "\"bound_node\": \"" : "", rs->r[bound].node,
+		rs->r[bound].node[0] ? "\", " : "", (unsigned long long)worst);
 }
 
 /* The steps every rank has taken, each as long as its slowest rank's. */
@@ -158,8 +176,31 @@ static void merge_steps(struct ranks *rs)
 		write_peaks(rs);
 }
 
+/* The trial step ended: srun's --quit-on-interrupt makes one SIGINT cancel it on every node;
+ * SIGKILL (its tasks then end with the step's cancellation) when srun does not end in time. */
+static void stop_step(struct ranks *rs)
+{
+	if (rs->srun.pid <= 0 || rs->srun_ended)
+		return;
+	kill(rs->srun.pid, SIGINT);
+	for (int t = 0; t < STOP_GRACE_POLLS; t++) {
+		if (waitpid(rs->srun.pid, &rs->srun.status, WNOHANG) == rs->srun.pid) {
+			rs->srun_ended = true;
+			return;
+		}
+		nanosleep(&(struct timespec){0, POLL_NS}, NULL);
+	}
+	kill(-rs->srun.pid, SIGKILL);
+	waitpid(rs->srun.pid, &rs->srun.status, 0);
+	rs->srun_ended = true;
+}
+
 static void stop_all(struct ranks *rs)
 {
+	if (rs->nodes) {
+		stop_step(rs);
+		return;
+	}
 	for (int i = 0; i < rs->n; i++)
 		if (rs->r[i].proc.pid > 0 && !rs->r[i].ended)
 			kill(-rs->r[i].proc.pid, SIGKILL);
@@ -186,17 +227,21 @@ static int finish_failed(struct ranks *rs, int i, uint64_t over)
 
 	stop_all(rs);
 	merge_steps(rs);
+	write_peaks(rs); /* every rank's, the trial's count of ranks with them */
 	if (over) {
-		fprintf(stderr, "autobatch-probe ranks: rank %d of %d went over the device's memory "
-				"(%llu bytes held): every rank was stopped\n",
-			i, rs->n, (unsigned long long)over);
-		dprintf(rs->out, "{\"oom\": true, \"%s\": %llu, \"bound_rank\": %d}\n", AB_FIELD_FLOOR,
-			(unsigned long long)over, i);
+		fprintf(stderr, "autobatch-probe ranks: rank %d of %d%s%s%s went over the device's "
+				"memory (%llu bytes held): every rank was stopped\n",
+			i, rs->n, r->node[0] ? " (on " : "", r->node, r->node[0] ? ")" : "",
+			(unsigned long long)over);
+		dprintf(rs->out, "{\"oom\": true, \"%s\": %llu, \"bound_rank\": %d%s%s%s}\n",
+			AB_FIELD_FLOOR, (unsigned long long)over, i, r->node[0] ? ", \"bound_node\": \"" : "",
+			r->node, r->node[0] ? "\"" : "");
 		return 1;
 	}
-	fprintf(stderr, "autobatch-probe ranks: rank %d of %d ended (%s %d) after %zu steps: the "
-			"other ranks were stopped\n",
-		i, rs->n, WIFSIGNALED(st) ? "signal" : "status",
+	fprintf(stderr, "autobatch-probe ranks: rank %d of %d%s%s%s ended (%s %d) after %zu steps: "
+			"the other ranks were stopped\n",
+		i, rs->n, r->node[0] ? " (on " : "", r->node, r->node[0] ? ")" : "",
+		WIFSIGNALED(st) ? "signal" : "status",
 		WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), r->w.rep.steps);
 	if (r->w.rep.oom)
 		dprintf(rs->out, "{\"oom\": true, \"%s\": %llu, \"bound_rank\": %d}\n", AB_FIELD_FLOOR,
@@ -236,10 +281,242 @@ static int poll_ranks(struct ranks *rs)
 	return live ? -1 : finish_ok(rs);
 }
 
+/* ---- the trial as a Slurm step of this job (--nodes) ---- */
+
+struct step_argv {
+	char **v;
+	char *owned[4];
+};
+
+/* srun --overlap over the step's nodes, each task `autobatch-probe task` around the command.
+ * --label marks each task's lines with its rank; --kill-on-bad-exit ends every task when one
+ * fails (or goes over: the task exits 3); --quit-on-interrupt makes our one SIGINT cancel it. */
+static int step_argv(const struct ranks *rs, struct step_argv *a)
+{
+	size_t n = 0, k = 0;
+
+	while (rs->argv[n])
+		n++;
+	if (!(a->v = calloc(n + 24, sizeof(*a->v))) ||
+	    !(a->owned[0] = realpath("/proc/self/exe", NULL)) ||
+	    asprintf(&a->owned[1], "--nodelist=%s", rs->nodes) < 0 ||
+	    asprintf(&a->owned[2], "--ntasks=%d", rs->n) < 0 ||
+	    asprintf(&a->owned[3], "%llu", (unsigned long long)rs->capacity) < 0)
+		return -1;
+	a->v[k++] = "srun";
+	a->v[k++] = "--overlap";
+	a->v[k++] = a->owned[1];
+	a->v[k++] = a->owned[2];
+	if (rs->per_node) {
+		static char per[40];
+
+		snprintf(per, sizeof(per), "--ntasks-per-node=%ld", rs->per_node);
+		a->v[k++] = per;
+	}
+	a->v[k++] = "--kill-on-bad-exit=1";
+	a->v[k++] = "--label";
+	a->v[k++] = "--quit-on-interrupt";
+	a->v[k++] = "--mem=0";
+	a->v[k++] = "--export=ALL";
+	a->v[k++] = "--job-name=autobatch-trial";
+	a->v[k++] = "--";
+	a->v[k++] = a->owned[0];
+	a->v[k++] = "task";
+	if (rs->capacity) {
+		a->v[k++] = "--capacity";
+		a->v[k++] = a->owned[3];
+	}
+	a->v[k++] = "--";
+	memcpy(a->v + k, rs->argv, n * sizeof(*a->v));
+	return 0;
+}
+
+static void free_step_argv(struct step_argv *a)
+{
+	for (size_t i = 0; i < sizeof(a->owned) / sizeof(a->owned[0]); i++)
+		free(a->owned[i]);
+	free(a->v);
+}
+
+struct srun_start {
+	char **argv;
+	int out; /* the pipe's write end */
+};
+
+/* The probe step's own description of the allocation, which srun would take for the job's:
+ * the probe step holds one node, and SLURM_JOB_NODELIST there names that node alone. srun
+ * asks slurmctld for the job (SLURM_JOB_ID) instead. */
+static bool describes_probe_step(const char *entry)
+{
+	static const char *const names[] = {"SLURM_JOB_NODELIST=", "SLURM_NODELIST=",
+					    "SLURM_JOB_NUM_NODES=", "SLURM_TASKS_PER_NODE=",
+					    "SLURM_JOB_CPUS_PER_NODE", "SLURM_STEP_"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strncmp(entry, names[i], strlen(names[i])))
+			return true;
+	return false;
+}
+
+/* In the child: srun with an environment that cannot reshape its step (the probe step's own
+ * task count and the like), its plugin kept out by the guard naming us, its parent. */
+static void srun_body(void *arg)
+{
+	const struct srun_start *s = arg;
+	extern char **environ;
+	char guard[64];
+	size_t k = 0;
+
+	for (size_t i = 0; environ[i]; i++)
+		if (!ab_env_reshapes_srun(environ[i]) && !describes_probe_step(environ[i]))
+			environ[k++] = environ[i];
+	environ[k] = NULL;
+	unsetenv(AB_ENV_REQUEST);
+	snprintf(guard, sizeof(guard), "%ld", (long)getppid());
+	setenv(AB_GUARD_ENV, guard, 1);
+	if (dup2(s->out, 1) < 0)
+		_exit(127);
+	execvp(s->argv[0], s->argv);
+	dprintf(2, "autobatch-probe ranks: cannot run srun for the trial step: %s\n",
+		strerror(errno));
+	_exit(127);
+}
+
+static int start_step(struct ranks *rs)
+{
+	struct step_argv a = {0};
+	int p[2] = {-1, -1}, rc = -1;
+	char err[256];
+
+	if (step_argv(rs, &a) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+		fprintf(stderr, "autobatch-probe ranks: cannot set up the trial step: %s\n",
+			strerror(errno));
+		goto out;
+	}
+	/* srun_body's dup2 clears the write end's close-on-exec in the child only */
+	if (ab_proc_start(&rs->srun, AB_PROC_GROUP | AB_PROC_PDEATHSIG, srun_body,
+			  &(struct srun_start){a.v, p[1]}, err, sizeof(err)) < 0) {
+		fprintf(stderr, "autobatch-probe ranks: %s\n", err);
+		goto out;
+	}
+	rs->srun_out = p[0], p[0] = -1;
+	fcntl(rs->srun_out, F_SETFL, O_NONBLOCK);
+	rc = 0;
+out:
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	free_step_argv(&a);
+	return rc;
+}
+
+/* One task line, "R: @autobatch-task ...": into rank R's state. Returns the rank it failed
+ * (ended other than 0, or went over: *over then its bytes), else -1. */
+static int task_line(struct ranks *rs, char *line, uint64_t *over)
+{
+	char *rest;
+	long i = strtol(line, &rest, 10);
+	struct rank *r;
+	unsigned long long v;
+	char how[16];
+	int code;
+
+	if (rest == line || i < 0 || i >= rs->n || strncmp(rest, ": ", 2))
+		return -1; /* not a task's line: srun's own, or the command's */
+	r = &rs->r[i], rest += 2;
+	if (!strncmp(rest, AB_TASK_REPORT " ", sizeof(AB_TASK_REPORT))) {
+		rest += sizeof(AB_TASK_REPORT);
+		dprintf(r->wfd, "%s\n", rest);
+	} else if (!strncmp(rest, AB_TASK_NODE " ", sizeof(AB_TASK_NODE))) {
+		rest += sizeof(AB_TASK_NODE);
+		if (strlen(rest) < sizeof(r->node) && ab_hostname_ok(rest, strlen(rest)))
+			snprintf(r->node, sizeof(r->node), "%s", rest);
+	} else if (sscanf(rest, AB_TASK_PEAK " %llu", &v) == 1) {
+		r->peak = v > r->peak ? v : r->peak;
+	} else if (sscanf(rest, AB_TASK_OVER " %llu", &v) == 1) {
+		r->peak = v > r->peak ? v : r->peak;
+		r->ended = true;
+		*over = v;
+		return (int)i;
+	} else if (sscanf(rest, AB_TASK_END " %15s %d", how, &code) == 2) {
+		r->ended = true;
+		/* a wait status as wait(2) encodes it, for the messages finish_failed writes */
+		r->status = !strcmp(how, "signal") ? (code & 0x7f) : (code & 0xff) << 8;
+		ab_report_watch_read(&r->w, true);
+		if (r->status)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* What srun relayed since the last poll, line by line. Returns as task_line. */
+static int read_step(struct ranks *rs, uint64_t *over)
+{
+	char buf[4096];
+	ssize_t n;
+	int failed = -1;
+
+	while (failed < 0 && (n = read(rs->srun_out, buf, sizeof(buf))) > 0) {
+		for (ssize_t k = 0; k < n && failed < 0; k++) {
+			if (buf[k] != '\n') {
+				if (rs->line_len < sizeof(rs->line) - 1)
+					rs->line[rs->line_len++] = buf[k];
+				continue;
+			}
+			rs->line[rs->line_len] = '\0';
+			rs->line_len = 0;
+			failed = task_line(rs, rs->line, over);
+		}
+	}
+	return failed;
+}
+
+/* One poll of the trial step. Returns -1 while it runs, else the exit status. */
+static int poll_step(struct ranks *rs)
+{
+	uint64_t over = 0;
+	int failed = read_step(rs, &over), live = 0;
+
+	for (int i = 0; i < rs->n; i++)
+		ab_report_watch_read(&rs->r[i].w, rs->r[i].ended);
+	if (failed >= 0)
+		return finish_failed(rs, failed, over);
+	if (!rs->srun_ended && waitpid(rs->srun.pid, &rs->srun.status, WNOHANG) == rs->srun.pid) {
+		rs->srun_ended = true;
+		if ((failed = read_step(rs, &over)) >= 0) /* what it relayed last */
+			return finish_failed(rs, failed, over);
+	}
+	for (int i = 0; i < rs->n; i++)
+		live += !rs->r[i].ended;
+	merge_steps(rs);
+	if (!rs->srun_ended)
+		return -1;
+	if (live) { /* srun ended before a task said how it ended: it never started, or died */
+		for (int i = 0; i < rs->n; i++)
+			if (!rs->r[i].ended) {
+				fprintf(stderr, "autobatch-probe ranks: the trial step ended (srun %s %d) "
+						"before rank %d of %d%s%s%s ended: see srun's lines above\n",
+					WIFSIGNALED(rs->srun.status) ? "signal" : "status",
+					WIFSIGNALED(rs->srun.status) ? WTERMSIG(rs->srun.status)
+								     : WEXITSTATUS(rs->srun.status),
+					i, rs->n, rs->r[i].node[0] ? " (on " : "", rs->r[i].node,
+					rs->r[i].node[0] ? ")" : "");
+				break;
+			}
+		merge_steps(rs);
+		return WIFEXITED(rs->srun.status) && WEXITSTATUS(rs->srun.status)
+			       ? WEXITSTATUS(rs->srun.status) : 1;
+	}
+	return finish_ok(rs);
+}
+
 static int usage(void)
 {
-	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] -- COMMAND [ARGS...]\n"
-			"  (a trial's N ranks on this node; run --ranks N runs it)\n");
+	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] [--nodes LIST "
+			"[--per-node T]] -- COMMAND [ARGS...]\n"
+			"  (a trial's N ranks, on this node or as a step over LIST; run --ranks N "
+			"runs it)\n");
 	return 2;
 }
 
@@ -257,13 +534,17 @@ static int start_ranks(struct ranks *rs, const char *report)
 		    (r->w.fd = open(r->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 			return fprintf(stderr, "autobatch-probe ranks: cannot create %s: %s\n",
 				       r->report, strerror(errno)), -1;
+		if (rs->nodes) { /* written from its task's lines */
+			r->wfd = fd;
+			continue;
+		}
 		close(fd);
 		if (ab_proc_start(&r->proc, AB_PROC_GROUP | AB_PROC_PDEATHSIG, rank_body,
 				  &(struct start){rs, i}, err, sizeof(err)) < 0)
 			return fprintf(stderr, "autobatch-probe ranks: %s\n", err), -1;
 		r->group.leader = r->proc.pid;
 	}
-	return 0;
+	return rs->nodes ? start_step(rs) : 0;
 }
 
 int cmd_ranks(int argc, char **argv)
@@ -277,6 +558,15 @@ int cmd_ranks(int argc, char **argv)
 		return usage();
 	if (!strcmp(argv[i], "--capacity")) {
 		if (i + 1 >= argc || ab_parse_whole(argv[i + 1], 1, LONG_MAX, &cap) < 0)
+			return usage();
+		i += 2;
+	}
+	if (i + 1 < argc && !strcmp(argv[i], "--nodes")) {
+		rs.nodes = argv[i + 1];
+		i += 2;
+	}
+	if (rs.nodes && i + 1 < argc && !strcmp(argv[i], "--per-node")) {
+		if (ab_parse_whole(argv[i + 1], 1, AB_REPORT_MAX_RANKS, &rs.per_node) < 0)
 			return usage();
 		i += 2;
 	}
@@ -294,14 +584,19 @@ int cmd_ranks(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGHUP, on_signal);
 	if (start_ranks(&rs, report) == 0)
-		while (!stop_signal && (rc = poll_ranks(&rs)) < 0)
+		while (!stop_signal && (rc = rs.nodes ? poll_step(&rs) : poll_ranks(&rs)) < 0)
 			nanosleep(&(struct timespec){0, POLL_NS}, NULL);
 	stop_all(&rs);
 	if (stop_signal)
 		rc = 128 + stop_signal;
-	for (int k = 0; k < rs.n; k++)
+	for (int k = 0; k < rs.n; k++) {
 		if (rs.r[k].w.fd > 0)
 			close(rs.r[k].w.fd);
+		if (rs.r[k].wfd > 0)
+			close(rs.r[k].wfd);
+	}
+	if (rs.srun_out > 0)
+		close(rs.srun_out);
 	free(rs.r);
 	close(rs.out);
 	return rc < 0 ? 1 : rc;

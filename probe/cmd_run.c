@@ -16,6 +16,7 @@
 #include "config_edit.h"
 #include "device.h"
 #include "error.h"
+#include "hostlist.h"
 #include "nvml.h"
 #include "number.h"
 #include "presets.h"
@@ -59,8 +60,8 @@ static int open_device(const struct run_opts *o, struct setup *s, char *err, siz
  * own launcher, which measures every rank against the device and reports the worst. */
 static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size_t errlen)
 {
-	size_t n = 0;
-	char **v;
+	char **own = s->ranks_owned, **v;
+	size_t n = 0, k = 0;
 
 	if (s->dev.kind != AB_DEVICE_HOST)
 		return ab_fail(err, errlen, EINVAL, "--ranks %ld measures each rank's memory on the host "
@@ -72,24 +73,40 @@ static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size
 						    "takes the node; give one or the other");
 	while (o->command[n])
 		n++;
-	if (!(v = calloc(n + 7, sizeof(*v))) || !(v[0] = realpath("/proc/self/exe", NULL)) ||
-	    asprintf(&v[2], "%ld", o->ranks) < 0 ||
-	    asprintf(&v[4], "%llu", (unsigned long long)s->dev.total_bytes) < 0) {
-		if (v)
-			free(v[0]), free(v[2]);
-		free(v);
+	if (!(v = s->ranks_argv = calloc(n + 11, sizeof(*v))) ||
+	    !(own[0] = realpath("/proc/self/exe", NULL)) || asprintf(&own[1], "%ld", o->ranks) < 0 ||
+	    asprintf(&own[2], "%llu", (unsigned long long)s->dev.total_bytes) < 0 ||
+	    asprintf(&own[3], "%ld", o->ranks_per_node) < 0)
 		return ab_fail(err, errlen, ENOMEM, "cannot name this program for --ranks");
+	v[k++] = own[0], v[k++] = "ranks", v[k++] = own[1], v[k++] = "--capacity", v[k++] = own[2];
+	if (o->step_nodes) {
+		v[k++] = "--nodes", v[k++] = (char *)o->step_nodes;
+		if (o->ranks_per_node)
+			v[k++] = "--per-node", v[k++] = own[3];
 	}
-	v[1] = "ranks", v[3] = "--capacity", v[5] = "--";
-	memcpy(v + 6, o->command, n * sizeof(*v));
-	s->ranks_argv = v;
+	v[k++] = "--";
+	memcpy(v + k, o->command, n * sizeof(*v));
 	return 0;
+}
+
+/* Trials whose ranks run on other nodes read their config copy there: it is made beside the
+ * config, which the real step's tasks read on every node, not in this node's $TMPDIR. */
+static const char *shared_parent(const struct run_opts *o, struct setup *s)
+{
+	char *dir;
+
+	if (!o->step_nodes || !o->config || !o->step_nodes[strcspn(o->step_nodes, ",[")] ||
+	    !realpath(o->config, s->shared_dir))
+		return NULL;
+	dir = strrchr(s->shared_dir, '/');
+	dir[dir == s->shared_dir] = '\0';
+	return s->shared_dir;
 }
 
 static void free_ranks_argv(struct setup *s)
 {
-	if (s->ranks_argv)
-		free(s->ranks_argv[0]), free(s->ranks_argv[2]), free(s->ranks_argv[4]);
+	for (size_t i = 0; i < sizeof(s->ranks_owned) / sizeof(s->ranks_owned[0]); i++)
+		free(s->ranks_owned[i]), s->ranks_owned[i] = NULL;
 	free(s->ranks_argv);
 	s->ranks_argv = NULL;
 }
@@ -127,6 +144,7 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
 		.max_trial_seconds = o->max_trial_seconds,
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
+		.workdir_parent = shared_parent(o, s),
 		.note = run_print_note,
 		.peak_source = s->ranks_argv ? AB_PEAK_FROM_REPORT /* the ranks' launcher's */
 			       : s->dev.kind == AB_DEVICE_HOST ? AB_PEAK_FROM_RSS
@@ -302,6 +320,7 @@ int cmd_run(int argc, char **argv)
 	r.comm = s.comm.gpus ? &s.comm : NULL;
 	r.parallel = (int)s.round.nslots;
 	r.ranks = s.ranks_argv ? (int)o.ranks : 1;
+	r.step_nodes = s.ranks_argv && o.step_nodes ? ab_hostlist_count(o.step_nodes) : 0;
 	r.warm_from = o.warm_start ? (o.warm_from ? o.warm_from : "--warm-start") : NULL;
 	r.warm_batch = o.warm_start;
 	r.accum_key = s.exec.accum_key;

@@ -7,6 +7,7 @@
 int cmd_config(int argc, char **argv);
 int cmd_presets(int argc, char **argv);
 int cmd_ranks(int argc, char **argv);
+int cmd_task(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 
 #endif

@@ -23,6 +23,8 @@ static void usage(FILE *out)
 		"  presets                      list the framework presets and their keys\n"
 		"  ranks N [--capacity B] -- COMMAND\n"
 		"                               a trial's N ranks on this node (run --ranks N)\n"
+		"  task [--capacity B] -- COMMAND\n"
+		"                               one task of a trial step (run --step-nodes)\n"
 		"\n"
 		"Options:\n"
 		"  -h, --help       show this help and exit\n"
@@ -52,6 +54,8 @@ int main(int argc, char **argv)
 		return cmd_config(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "ranks"))
 		return cmd_ranks(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "task"))
+		return cmd_task(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "presets"))
 		return cmd_presets(argc - 1, argv + 1);
 	fprintf(stderr, "autobatch-probe: unknown command '%s'; see 'autobatch-probe --help'\n",

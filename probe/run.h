@@ -35,6 +35,8 @@ struct run_opts {
 	int document, steps, max_trials, trial_cap;
 	long parallel; /* trials at once, one per GPU: 1 (default), N, or 0 for auto */
 	long ranks;    /* > 1: each trial is that many ranks on this node (autobatch-probe ranks) */
+	const char *step_nodes; /* with ranks: each trial a Slurm step over these nodes */
+	long ranks_per_node;    /* and its tasks per node; 0: as srun lays them out */
 	long warm_start;           /* a cached batch to verify first; 0: none */
 	uint64_t warm_per_sample;  /* its memory line's bytes per sample; 0: unknown */
 	const char *warm_from;     /* the cache entry it came from, for the report */
@@ -61,7 +63,9 @@ struct setup {
 	void *ctx;
 	struct ab_exec_round round; /* parallel trials; round.nslots 0 or 1: one at a time */
 	const char *mode;
-	char **ranks_argv; /* --ranks: autobatch-probe ranks N --capacity B -- COMMAND */
+	char **ranks_argv; /* --ranks: autobatch-probe ranks N --capacity B [--nodes ...] -- CMD */
+	char *ranks_owned[4]; /* what ranks_argv names that was made for it */
+	char shared_dir[PATH_MAX]; /* --step-nodes over several nodes: the config's directory */
 };
 
 extern volatile sig_atomic_t run_interrupted;

@@ -40,6 +40,9 @@ int run_usage(void)
 		"  --ranks N             each trial is N ranks of the command on this node, each with\n"
 		"                        RANK, WORLD_SIZE, MASTER_ADDR/PORT (and SLURM_PROCID...):\n"
 		"                        every rank measured, the worst decides (--device host)\n"
+		"  --step-nodes LIST [--ranks-per-node T]\n"
+		"                        with --ranks N: each trial is a Slurm step of this job over\n"
+		"                        LIST (srun --overlap, N tasks), Slurm setting the ranks\n"
 		"  --parallel N|auto     trials at once, one per GPU of CUDA_VISIBLE_DEVICES (auto:\n"
 		"                        all of them; default 1); --max-trials then bounds rounds\n"
 		"  --warm-start B [--warm-per-sample SIZE] [--warm-from ENTRY]\n"
@@ -98,6 +101,8 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 	case 'S': return parse_long(arg, 1, AB_BATCH_MAX, "start", &o->start);
 	case 'W': return parse_long(arg, 1, AB_BATCH_MAX, "warm-start", &o->warm_start);
 	case 'Z': return parse_long(arg, 1, AB_REPORT_MAX_RANKS, "ranks", &o->ranks);
+	case 'B':
+		return parse_long(arg, 1, AB_REPORT_MAX_RANKS, "ranks-per-node", &o->ranks_per_node);
 	case 'N':
 		if (!strcmp(arg, "auto"))
 			return o->parallel = 0, 0;
@@ -153,6 +158,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"parallel", 1, 0, 'N'},     {"warm-start", 1, 0, 'W'}, {"warm-per-sample", 1, 0, 'Y'},
 		{"warm-from", 1, 0, 'F'},    {"accum-key", 1, 0, 'A'}, {"max-trial-seconds", 1, 0, 'X'},
 		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {"ranks", 1, 0, 'Z'},
+		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -187,6 +193,15 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'Q': o->describe_device = true; break;
 		case 'L': o->model = optarg; break;
 		case 'H': o->hook_dir = optarg; break;
+		case 'O':
+			/* a Slurm host list, handed to srun as one argument: nothing else */
+			if (!*optarg || strlen(optarg) > 1024 ||
+			    optarg[strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						  "0123456789,[]-._")])
+				return fprintf(stderr, "autobatch-probe: --step-nodes: a Slurm host "
+						       "list (node[1-4],gpu7)\n"), -1;
+			o->step_nodes = optarg;
+			break;
 		case 'I':
 			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
 				return fprintf(stderr, "autobatch-probe: --instrument on|off\n"), -1;
@@ -223,6 +238,12 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		o->hook_dir = NULL;
 	if (o->mode && strcmp(o->mode, "exec") && strcmp(o->mode, "model"))
 		return fprintf(stderr, "autobatch-probe: --mode exec|model\n"), -1;
+	if ((o->step_nodes || o->ranks_per_node) && o->ranks < 2)
+		return fprintf(stderr, "autobatch-probe: --step-nodes and --ranks-per-node shape a "
+				       "trial of several ranks: give --ranks N (N > 1) too\n"), -1;
+	if (o->ranks_per_node && !o->step_nodes)
+		return fprintf(stderr, "autobatch-probe: --ranks-per-node lays out a trial step: "
+				       "give --step-nodes LIST too\n"), -1;
 	return 0;
 }
 

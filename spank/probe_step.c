@@ -19,17 +19,6 @@
 #define MAX_ARGS 256
 #define GRACE_S 10.0
 
-/* srun reads these as defaults for its own options: the nested srun must not inherit the
- * outer step's task count, memory, GPU or binding requests, nor --export=NONE. */
-static const char *const dropped_env[] = {
-	"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_CPUS_PER_", "SLURM_GPUS",
-	"SLURM_TRES_PER_TASK", "SLURM_MEM_PER_", "SLURM_DISTRIBUTION", "SLURM_EXCLUSIVE",
-	"SLURM_EXACT", "SLURM_EXPORT_ENV", "SLURM_CPU_BIND", "SLURM_MEM_BIND", "SLURM_OVERLAP",
-	"SLURM_HINT", "SLURM_THREADS_PER_CORE", "SLURM_ARBITRARY_NODELIST", "SLURM_GRES",
-	"SLURM_STEP_GRES", "SLURM_WAIT", "SLURM_KILL_BAD_EXIT", "SLURM_LABELIO",
-	"SLURM_UNBUFFEREDIO", "SLURM_OPEN_MODE", "SLURM_NTASKS_PER_", AB_OPTION_ENV_PREFIX,
-	"_SLURM_SPANK_OPTION_autobatch_", AB_GUARD_ENV "=", AB_HOLD_ENV "=",
-};
 
 struct argv_builder {
 	char *v[MAX_ARGS + 1];
@@ -141,16 +130,65 @@ static int build_device(const struct ab_probe_job *job, const char *node, char *
 	return built(b, err, errlen);
 }
 
+/* How many ranks each trial runs, and where (--autobatch-trial-shape): the whole step's
+ * tasks over its nodes, or its first node's, each trial a step of the job; 0 for a trial of
+ * one process (the gpu shape, a step of one task, model mode, a GPU device). */
+static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool *whole,
+		       char *err, size_t errlen)
+{
+	const struct ab_ctx *c = job->ctx;
+	unsigned nodes = job->nnodes ? job->nnodes : 1, ranks;
+
+	if (job->ntasks < 2 || c->eff.shape == AB_SHAPE_GPU || c->req.mode == AB_MODE_MODEL ||
+	    wants_gpu(c->site.probe_args))
+		return 0; /* a GPU's per-rank watch is not built: one process, as before */
+	*whole = c->eff.shape == AB_SHAPE_STEP && nodes > 1;
+	*per_node = job->ntasks % nodes ? 0 : job->ntasks / nodes;
+	ranks = *whole ? job->ntasks : (job->ntasks + nodes - 1) / nodes;
+	if (ranks > AB_TRIAL_MAX_RANKS)
+		return ab_fail(err, errlen, E2BIG, "a trial of %u tasks is more than the %d a trial "
+				       "measures; use --autobatch-trial-shape=%s", ranks,
+			       AB_TRIAL_MAX_RANKS, *whole ? "node or gpu" : "gpu");
+	return ranks > 1 ? (int)ranks : 0;
+}
+
+/* The trial's shape on the probe's command line: N ranks as a step over the nodes. */
+static int add_shape(const struct ab_probe_job *job, struct argv_builder *b, char *err,
+		     size_t errlen)
+{
+	unsigned per_node = 0;
+	bool whole = false;
+	char first[256];
+	int ranks = trial_ranks(job, &per_node, &whole, err, errlen);
+
+	if (ranks <= 0)
+		return ranks;
+	addf(b, "--ranks=%d", ranks);
+	if (whole) {
+		addf(b, "--step-nodes=%s", job->nodelist);
+		if (per_node)
+			addf(b, "--ranks-per-node=%u", per_node);
+		return 1;
+	}
+	if (ab_hostlist_first(job->probe_node ? job->probe_node : job->nodelist, first,
+			      sizeof(first)) < 0)
+		return ab_fail(err, errlen, EINVAL, "cannot tell the step's first node");
+	addf(b, "--step-nodes=%s", first);
+	return 1;
+}
+
 static int build(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
 		 struct argv_builder *b, char *err, size_t errlen)
 {
 	const struct ab_site *site = &job->ctx->site;
 	const struct ab_request *req = &job->ctx->req;
-	int rc;
+	int rc, ranks;
 
 	if ((rc = build_step(job, NULL, b, err, errlen)) < 0)
 		return rc;
-	if (site->parallel)
+	if ((ranks = add_shape(job, b, err, errlen)) < 0)
+		return ranks;
+	if (site->parallel && !ranks) /* a trial of several ranks takes the node */
 		add(b, "--parallel=auto");
 	addf(b, "--fraction=%g", job->ctx->eff.fraction);
 	add(b, "--objective");
@@ -200,14 +238,6 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 	return built(b, err, errlen);
 }
 
-static bool dropped(const char *entry)
-{
-	for (size_t i = 0; i < sizeof(dropped_env) / sizeof(dropped_env[0]); i++)
-		if (!strncmp(entry, dropped_env[i], strlen(dropped_env[i])))
-			return true;
-	return false;
-}
-
 /* The environment of the nested srun: ours, less what would reshape its step, plus the
  * guard that tells the nested srun's copy of this plugin to stay out of the way. */
 static char **probe_env(char *const *base, char *guard, size_t guardlen)
@@ -223,7 +253,7 @@ static char **probe_env(char *const *base, char *guard, size_t guardlen)
 	if (!(env = calloc(n + 2, sizeof(*env))))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (!dropped(base[i]))
+		if (!ab_env_reshapes_srun(base[i]))
 			env[k++] = base[i];
 	snprintf(guard, guardlen, "%s=%ld", AB_GUARD_ENV, (long)getpid());
 	env[k++] = guard;

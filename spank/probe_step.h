@@ -18,6 +18,7 @@ struct ab_probe_job {
 	const char *srun;       /* this srun's own binary */
 	unsigned jobid;
 	unsigned ntasks;        /* the data-parallel width for a global batch */
+	unsigned nnodes;        /* the step's nodes: how many */
 	const char *nodelist;   /* the step's nodes; the probe runs on the first */
 	const char *probe_node; /* or here: a node of the step's smallest GPU model; or NULL */
 	int argc;

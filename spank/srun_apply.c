@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "srun_apply.h"
+#include "srun_gpus.h"
 
 #include "error.h"
 #include "file_replace.h"
@@ -163,6 +164,7 @@ int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *er
 			       "one only; give --autobatch to an srun of the training component alone");
 	pl->job.nodelist = getenv("SLURM_STEP_NODELIST") ? getenv("SLURM_STEP_NODELIST")
 							 : getenv("SLURM_NODELIST");
+	pl->job.nnodes = ab_srun_node_count(pl->job.nodelist);
 	if (!req->config[0])
 		return 0;
 	/* the user's own file, read as the user (srun runs as the user) */
@@ -198,6 +200,27 @@ int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *er
 	return 0;
 }
 
+/* What each trial was, for a step of several tasks: the whole step, one node's tasks, or
+ * one process. */
+static void shape_text(const struct ab_plan *pl, const struct ab_result *res, char *line,
+		       size_t size, size_t *len)
+{
+	if (res->ranks > 1 && (res->trial_nodes > 1 || pl->job.nnodes <= 1) &&
+	    res->ranks % (res->trial_nodes > 1 ? res->trial_nodes : 1) == 0)
+		ab_append(line, size, len, "; trials of the whole step, %ld node%s x %ld tasks",
+			  res->trial_nodes > 1 ? res->trial_nodes : 1, res->trial_nodes > 1 ? "s" : "",
+			  res->ranks / (res->trial_nodes > 1 ? res->trial_nodes : 1));
+	else if (res->ranks > 1 && res->trial_nodes > 1)
+		ab_append(line, size, len, "; trials of the whole step, %ld tasks on %ld nodes",
+			  res->ranks, res->trial_nodes);
+	else if (res->ranks > 1)
+		ab_append(line, size, len, "; trials of one node's %ld tasks of the step's %u nodes",
+			  res->ranks, pl->job.nnodes);
+	else if (pl->job.ntasks > 1)
+		ab_append(line, size, len, "; trials of one process of the step's %u tasks",
+			  pl->job.ntasks);
+}
+
 static void decision_line(const struct ab_plan *pl, const struct ab_result *res, long eval_batch,
 			  const char *wrote)
 {
@@ -222,6 +245,8 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	else
 		ab_append(line, sizeof(line), &len, " in %zu trials, %.0f s", res->trials,
 			  res->elapsed_s);
+	if (!pl->cached)
+		shape_text(pl, res, line, sizeof(line), &len);
 	if (res->sized_for[0]) {
 		char size[32];
 

@@ -33,8 +33,10 @@ static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 	ab_hash_str(h, PACKAGE_VERSION);
 	ab_hash_str(h, ab_mode_name(req->mode));
 	ab_hash_str(h, ab_objective_name(req->objective));
-	snprintf(num, sizeof(num), "%.6g %ld %u %d", pl->ctx->eff.fraction, pl->job.global_batch,
-		 pl->job.ntasks, req->eval);
+	/* the trials' shape: a decision of whole-step trials is not a one-process trial's */
+	snprintf(num, sizeof(num), "%.6g %ld %u %d %s %u", pl->ctx->eff.fraction,
+		 pl->job.global_batch, pl->job.ntasks, req->eval, ab_shape_names[pl->ctx->eff.shape],
+		 pl->job.nnodes);
 	ab_hash_str(h, num);
 	ab_hash_str(h, site->probe);
 	ab_hash_str(h, site->probe_args);

@@ -23,6 +23,18 @@ static void add_node(struct ab_gpu_models *m, const node_info_t *n)
 	ab_gpu_models_add(m, n->name, n->gres);
 }
 
+/* How many nodes the list names (0: unknown). */
+unsigned ab_srun_node_count(const char *nodelist)
+{
+	__typeof__(slurm_hostlist_create(NULL)) hl = nodelist ? slurm_hostlist_create(nodelist)
+							      : NULL;
+	int n = hl ? slurm_hostlist_count(hl) : 0;
+
+	if (hl)
+		slurm_hostlist_destroy(hl);
+	return n > 0 ? (unsigned)n : 0;
+}
+
 /* Slurm 23.11 made hostlist_t a struct where it was a pointer: __typeof__ takes whichever the
  * slurm.h of this build says (the handle is a pointer in both). */
 void ab_srun_gpu_models(const char *nodelist, struct ab_gpu_models *m)

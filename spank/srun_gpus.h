@@ -1,5 +1,5 @@
-/* srun_gpus.h - srun side: the GPU models of a step's nodes as slurmctld knows them, and for
- * a step that spans several, each model's memory measured on one of its nodes.
+/* srun_gpus.h - srun side: a step's nodes (how many) and their GPU models as slurmctld knows
+ * them, and for a step that spans several models, each one's memory measured on one node.
  */
 #ifndef AUTOBATCH_SRUN_GPUS_H
 #define AUTOBATCH_SRUN_GPUS_H
@@ -9,6 +9,9 @@
 
 #include "gpu_models.h"
 #include "srun_apply.h"
+
+/* How many nodes a Slurm host list names; 0 when it cannot be read. */
+unsigned ab_srun_node_count(const char *nodelist);
 
 /* The step's nodes' GPU models from each node's GRES (one RPC to slurmctld per node up to a
  * few nodes, one for all beyond). A node slurmctld does not describe makes the set unsure

@@ -99,6 +99,10 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 		r->rounds = 0;
 	if (!get_long(o, AB_FIELD_PARALLEL, 1, 1L << 20, &r->parallel))
 		r->parallel = 0;
+	if (!get_long(o, AB_FIELD_RANKS, 1, AB_TRIAL_MAX_RANKS, &r->ranks))
+		r->ranks = 1;
+	if (!get_long(o, AB_FIELD_TRIAL_NODES, 0, AB_TRIAL_MAX_RANKS, &r->trial_nodes))
+		r->trial_nodes = 0;
 	get_bytes(o, AB_FIELD_PER_SAMPLE, &r->per_sample);
 	read_warm(o, r);
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&

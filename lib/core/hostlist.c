@@ -1,9 +1,10 @@
-/* hostlist.c - see hostlist.h. Only the first host is needed, so only the first range of
- * the first bracket is read; its zero padding is kept.
+/* hostlist.c - see hostlist.h. For the first host only the first range of the first bracket
+ * is read, its zero padding kept; counting reads every range.
  */
 #include "hostlist.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -55,4 +56,66 @@ int ab_hostlist_first(const char *list, char *out, size_t outlen)
 		return -EINVAL;
 	out[n] = '\0';
 	return 0;
+}
+
+/* The hosts one bracket names, "[1-3,7]" from just after '[' to its ']' (*end after it). */
+static long bracket_count(const char *p, const char **end)
+{
+	long n = 0;
+
+	for (;;) {
+		char *e;
+		long a = strtol(p, &e, 10), b = a;
+
+		if (e == p || *p < '0' || *p > '9')
+			return -EINVAL;
+		if (*e == '-') {
+			p = e + 1;
+			b = strtol(p, &e, 10);
+			if (e == p || *p < '0' || *p > '9' || b < a)
+				return -EINVAL;
+		}
+		n += b - a + 1;
+		if (n > 1000000)
+			return -EINVAL;
+		if (*e == ']') {
+			*end = e + 1;
+			return n;
+		}
+		if (*e != ',')
+			return -EINVAL;
+		p = e + 1;
+	}
+}
+
+int ab_hostlist_count(const char *list)
+{
+	long total = 0, one = 1;
+	bool named = false;
+	const char *p = list;
+
+	if (!list || !*list)
+		return -EINVAL;
+	for (;;) {
+		if (*p == '[') {
+			long n = bracket_count(p + 1, &p);
+
+			if (n < 0 || one * n > 1000000)
+				return -EINVAL;
+			one *= n, named = true;
+		} else if (*p == ',' || !*p) {
+			if (!named)
+				return -EINVAL;
+			total += one, one = 1, named = false;
+			if (total > 1000000)
+				return -EINVAL;
+			if (!*p)
+				return (int)total;
+			p++;
+		} else if (valid_host_char(*p)) {
+			named = true, p++;
+		} else {
+			return -EINVAL;
+		}
+	}
 }

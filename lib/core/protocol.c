@@ -44,3 +44,25 @@ bool ab_srun_het_step(const char *args, size_t len)
 			return true;
 	return false;
 }
+
+const char *const ab_shape_names[AB_SHAPE_COUNT] = {"step", "node", "gpu"};
+
+/* srun reads these as defaults for its own options (srun(1), INPUT ENVIRONMENT VARIABLES);
+ * the last four are this plugin's own request and the probe's guards. */
+static const char *const srun_reshaping_env[] = {
+	"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_CPUS_PER_", "SLURM_GPUS",
+	"SLURM_TRES_PER_TASK", "SLURM_MEM_PER_", "SLURM_DISTRIBUTION", "SLURM_EXCLUSIVE",
+	"SLURM_EXACT", "SLURM_EXPORT_ENV", "SLURM_CPU_BIND", "SLURM_MEM_BIND", "SLURM_OVERLAP",
+	"SLURM_HINT", "SLURM_THREADS_PER_CORE", "SLURM_ARBITRARY_NODELIST", "SLURM_GRES",
+	"SLURM_STEP_GRES", "SLURM_WAIT", "SLURM_KILL_BAD_EXIT", "SLURM_LABELIO",
+	"SLURM_UNBUFFEREDIO", "SLURM_OPEN_MODE", "SLURM_NTASKS_PER_", AB_OPTION_ENV_PREFIX,
+	"_SLURM_SPANK_OPTION_autobatch_", AB_GUARD_ENV "=", AB_HOLD_ENV "=",
+};
+
+bool ab_env_reshapes_srun(const char *entry)
+{
+	for (size_t i = 0; i < sizeof(srun_reshaping_env) / sizeof(srun_reshaping_env[0]); i++)
+		if (!strncmp(entry, srun_reshaping_env[i], strlen(srun_reshaping_env[i])))
+			return true;
+	return false;
+}

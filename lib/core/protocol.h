@@ -47,6 +47,23 @@
 #define AB_ENV_TRIAL_PHASE "AUTOBATCH_TRIAL_PHASE"
 /* and AB_ENV_BATCH_SIZE, AB_ENV_CONFIG (the trial's copy of the config) */
 
+/* ---- a trial that is a Slurm step: each task's lines to the ranks' launcher ----
+ * `autobatch-probe task` says these on its standard output, which srun --label relays to
+ * `autobatch-probe ranks --nodes` as "R: LINE": its node, each line of its report, its peak
+ * in bytes, that it went over its capacity (bytes), and how it ended ("status N",
+ * "signal N"). */
+#define AB_TRIAL_MAX_RANKS 64 /* the ranks (tasks) one trial measures */
+#define AB_TASK_NODE "@autobatch-task node"
+#define AB_TASK_REPORT "@autobatch-task report"
+#define AB_TASK_PEAK "@autobatch-task peak"
+#define AB_TASK_OVER "@autobatch-task over"
+#define AB_TASK_END "@autobatch-task end"
+
+/* True for an environment entry ("NAME=value") that a nested srun must not inherit: srun
+ * reads it as a default of its own options (the outer step's task count, memory, GPU or
+ * binding requests, --export=NONE) or it is this plugin's own request or guard. */
+bool ab_env_reshapes_srun(const char *entry);
+
 /* ---- the probe's own ---- */
 #define AB_ENV_CUDA_MODULE "AUTOBATCH_CUDA_MODULE" /* autobatch-cuda.so elsewhere than beside it */
 
@@ -79,6 +96,8 @@
 #define AB_FIELD_CACHE "cache"
 #define AB_FIELD_ROUNDS "rounds"     /* rounds of trials run at once */
 #define AB_FIELD_PARALLEL "parallel" /* trials at most at once (1: one after another) */
+#define AB_FIELD_RANKS "ranks"       /* ranks (tasks) of each trial (1: one process) */
+#define AB_FIELD_TRIAL_NODES "trial_nodes" /* each trial a step of the job over N nodes; 0: not */
 #define AB_FIELD_PER_SAMPLE "per_sample_bytes" /* the memory line's slope at the choice */
 #define AB_FIELD_WARM_START "warm_start" /* {"from": entry, "batch": B, "verified": bool} */
 #define AB_FIELD_WARM_FROM "from"
@@ -89,6 +108,12 @@
 enum ab_objective { AB_OBJECTIVE_MEMORY, AB_OBJECTIVE_THROUGHPUT };
 /* How a trial runs: the user's command, or the proxy training step of the model. */
 enum ab_mode { AB_MODE_EXEC, AB_MODE_MODEL };
+/* What a trial of a step of several tasks is (--autobatch-trial-shape): the whole step (its
+ * nodes and tasks, as a step of the job), the step's tasks of its first node, or one process
+ * on one GPU. */
+enum ab_shape { AB_SHAPE_STEP, AB_SHAPE_NODE, AB_SHAPE_GPU };
+#define AB_SHAPE_COUNT 3
+extern const char *const ab_shape_names[AB_SHAPE_COUNT];
 
 /* The name of NAME's twin, "SLURM_NAME", which srun exports beside it: Slurm keeps SLURM_*
  * through --export=NONE, and slurmstepd copies it back (spank/remote.c). 0 or

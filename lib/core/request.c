@@ -37,6 +37,9 @@ const struct ab_option_info ab_options[AB_OPT_COUNT] = {
 	[AB_OPT_NEUTRAL] = {"autobatch-neutral", "KEY[,KEY...]", 1,
 			    "Config keys whose values do not move memory, beside the preset's: "
 			    "jobs differing only there warm-start from a cached decision"},
+	[AB_OPT_TRIAL_SHAPE] = {"autobatch-trial-shape", "step|node|gpu", 1,
+				"A trial of a step of several tasks: the whole step (default), "
+				"its first node's tasks, or one process on one GPU"},
 };
 
 static const char *const objective_names[] = {"memory", "throughput"};
@@ -118,13 +121,14 @@ static int set_global_batch(struct ab_request *req, const char *v, char *err, si
 static int set_enum(int *field, const char *v, const char *const names[], enum ab_option opt,
 		    char *err, size_t errlen)
 {
+	int n = opt == AB_OPT_TRIAL_SHAPE ? AB_SHAPE_COUNT : 2;
 	char shown[64];
-	int i = v ? ab_parse_choice(v, names, 2) : -EINVAL;
+	int i = v ? ab_parse_choice(v, names, n) : -EINVAL;
 
 	if (i < 0)
-		return ab_fail(err, errlen, EINVAL, "--%s=%s is invalid: use %s or %s",
+		return ab_fail(err, errlen, EINVAL, "--%s=%s is invalid: use %s%s%s or %s",
 			       ab_options[opt].name, v ? ab_printable(v, shown, sizeof(shown)) : "",
-			       names[0], names[1]);
+			       names[0], n > 2 ? ", " : "", n > 2 ? names[1] : "", names[n - 1]);
 	*field = i;
 	return 0;
 }
@@ -193,6 +197,11 @@ int ab_request_set(struct ab_request *req, enum ab_option opt, const char *value
 		if ((rc = check_text(value, sizeof(req->neutral), false, name, err, errlen)) < 0)
 			return rc;
 		return ab_copy(req->neutral, sizeof(req->neutral), value);
+	case AB_OPT_TRIAL_SHAPE:
+		if ((rc = set_enum(&choice, value, ab_shape_names, opt, err, errlen)) < 0)
+			return rc;
+		req->shape = (enum ab_shape)choice;
+		return 0;
 	case AB_OPT_COUNT:
 		break;
 	}

@@ -33,6 +33,7 @@ struct ab_request {
 	bool refresh;
 	bool instrument; /* valid when --autobatch-instrument was given */
 	char neutral[AB_KEY_MAX]; /* --autobatch-neutral: more memory-neutral keys, comma-separated */
+	enum ab_shape shape; /* valid when --autobatch-trial-shape was given */
 	unsigned given; /* bit (1 << enum ab_option) per option seen */
 };
 
@@ -50,6 +51,7 @@ enum ab_option {
 	AB_OPT_REFRESH,
 	AB_OPT_INSTRUMENT,
 	AB_OPT_NEUTRAL,
+	AB_OPT_TRIAL_SHAPE,
 	AB_OPT_COUNT
 };
 

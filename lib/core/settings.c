@@ -62,6 +62,9 @@ int ab_settings_resolve(const struct ab_site *site, const struct ab_request *req
 	memset(eff, 0, sizeof(*eff));
 	eff->instrument = req->given & (1u << AB_OPT_INSTRUMENT) ? req->instrument
 								 : site->instrument;
+	eff->shape = req->given & (1u << AB_OPT_TRIAL_SHAPE) ? req->shape
+		     : req->trial_command[0]		     ? AB_SHAPE_GPU
+							     : site->trial_shape;
 	return resolve_fraction(site, req, &eff->fraction, eff->note, sizeof(eff->note), err,
 				errlen);
 }
@@ -79,9 +82,9 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 		return -ENAMETOOLONG;
 	/* the site's first line (its bounds) is the fraction's */
 	return ab_format(buf, buflen, "fraction=%g (from %s%s%s; %.*s)\n%s\n%s instrument=%s "
-				      "parallel=%s\n",
+				      "parallel=%s trial_shape=%s\n",
 			 eff->fraction, from, req->source != AB_SOURCE_DEFAULT ? "=" : "",
 			 req->source != AB_SOURCE_DEFAULT ? shown : "", (int)strcspn(s, "\n"), s, r,
 			 strchr(s, '\n') + 1, eff->instrument ? "on" : "off",
-			 site->parallel ? "on" : "off");
+			 site->parallel ? "on" : "off", ab_shape_names[eff->shape]);
 }

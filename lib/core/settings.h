@@ -19,6 +19,9 @@ struct ab_effective {
 	double fraction;
 	char note[AB_ERR_MAX]; /* a clamp or the site's override, said to the user; "" if none */
 	bool instrument;       /* the probe's Python step hook: the user's, else the site's */
+	/* a trial of a step of several tasks: the user's, else gpu for a --autobatch-trial-command
+	 * (a one-process command by its definition), else the site's */
+	enum ab_shape shape;
 };
 
 /* The fraction to apply: the site's force_fraction, else the request's, else the site

@@ -40,10 +40,11 @@ void ab_site_init(struct ab_site *site)
 	site->trial_cap = 12;
 	site->instrument = true;
 	site->parallel = true;
+	site->trial_shape = AB_SHAPE_STEP;
 }
 
 enum arg_type { ARG_FRACTION, ARG_OVER_MAX, ARG_ON_FAILURE, ARG_PATH, ARG_SECONDS, ARG_TEXT,
-		ARG_ONOFF, ARG_SIZE, ARG_TRIALS };
+		ARG_ONOFF, ARG_SIZE, ARG_TRIALS, ARG_SHAPE };
 
 struct site_arg {
 	const char *key;
@@ -74,6 +75,7 @@ static const struct site_arg site_args[] = {
 	{"trial_cap", ARG_TRIALS, FIELD(trial_cap)},
 	{"instrument", ARG_ONOFF, FIELD(instrument)},
 	{"parallel", ARG_ONOFF, FIELD(parallel)},
+	{"trial_shape", ARG_SHAPE, FIELD(trial_shape)},
 };
 
 #define N_SITE_ARGS (sizeof(site_args) / sizeof(site_args[0]))
@@ -162,6 +164,13 @@ static int set_site_arg(struct ab_site *site, const struct site_arg *a, const ch
 				       "from 1 to %d",
 				       a->key, shown, AB_TRIAL_CAP_MAX);
 		*(unsigned *)field = (unsigned)n;
+		return 0;
+	case ARG_SHAPE:
+		if ((choice = ab_parse_choice(v, ab_shape_names, AB_SHAPE_COUNT)) < 0)
+			return ab_fail(err, errlen, EINVAL, "plugstack argument %s=%s is invalid: use "
+				       "%s=step, %s=node or %s=gpu", a->key, shown, a->key, a->key,
+				       a->key);
+		*(enum ab_shape *)field = (enum ab_shape)choice;
 		return 0;
 	case ARG_SIZE:
 		if ((rc = ab_parse_size(v, field, why, sizeof(why))) < 0)

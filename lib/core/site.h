@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "input_limits.h"
+#include "protocol.h"
 
 enum ab_over_max { AB_OVER_MAX_CLAMP, AB_OVER_MAX_DENY };
 enum ab_on_failure { AB_ON_FAILURE_CONTINUE, AB_ON_FAILURE_ABORT };
@@ -42,6 +43,7 @@ struct ab_site {
 	unsigned trial_cap; /* the most trials a search runs, going on past its budget */
 	bool instrument;          /* the probe's Python step hook, unless a user turns it off */
 	bool parallel; /* trials at once on the GPUs the job holds on the probe's node */
+	enum ab_shape trial_shape; /* a trial of a step of several tasks, unless the user says */
 };
 
 void ab_site_init(struct ab_site *site);

@@ -47,6 +47,9 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 			json_object_array_add(a, json_object_new_int64((int64_t)t->rank_peak[i]));
 		json_object_object_add(o, "rank_peaks", a);
 		json_object_object_add(o, "bound_rank", json_object_new_int(t->bound_rank));
+		if (t->bound_node[0])
+			json_object_object_add(o, "bound_node",
+					       json_object_new_string(t->bound_node));
 	}
 	/* exec mode: start to the end of the warm-up step (loading, compiling, the warm-up) */
 	json_object_object_add(o, "startup_s",
@@ -210,7 +213,9 @@ char *ab_report_json(const struct ab_report *r)
 	/* trials run at once, one per GPU (1: one after another), and in how many rounds */
 	json_object_object_add(o, AB_FIELD_PARALLEL,
 			       json_object_new_int(r->parallel > 1 ? r->parallel : 1));
-	json_object_object_add(o, "ranks", json_object_new_int(r->ranks > 1 ? r->ranks : 1));
+	json_object_object_add(o, AB_FIELD_RANKS, json_object_new_int(r->ranks > 1 ? r->ranks : 1));
+	/* the nodes of each trial's step (run --step-nodes); 0: its ranks ran on the probe's */
+	json_object_object_add(o, AB_FIELD_TRIAL_NODES, json_object_new_int(r->step_nodes));
 	json_object_object_add(o, AB_FIELD_ROUNDS,
 			       json_object_new_int64(r->trials ? (int64_t)r->trials->rounds : 0));
 	json_object_object_add(o, AB_FIELD_ELAPSED_S, json_object_new_double(r->elapsed_s));
@@ -249,13 +254,17 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 		if (t->floor_bytes)
 			ab_append(buf, buflen, &len, ", peak at least %s",
 				  ab_format_size(t->floor_bytes, peak, sizeof(peak)));
+		if (t->ranks > 1) /* the rank that ran out, which ended the others */
+			ab_append(buf, buflen, &len, " on rank %d%s%s of %d", t->bound_rank,
+				  t->bound_node[0] ? " on " : "", t->bound_node, t->ranks);
 		ab_append(buf, buflen, &len, " (%.0f s)", t->seconds);
 		return;
 	}
 	ab_append(buf, buflen, &len, "%s, peak %s", fits ? "fits" : "does not fit",
 		  ab_format_size(t->peak_bytes, peak, sizeof(peak)));
 	if (t->ranks > 1)
-		ab_append(buf, buflen, &len, " (rank %d, the largest of %d)", t->bound_rank, t->ranks);
+		ab_append(buf, buflen, &len, " (rank %d%s%s, the largest of %d)", t->bound_rank,
+			  t->bound_node[0] ? " on " : "", t->bound_node, t->ranks);
 	if (t->runs > 1)
 		ab_append(buf, buflen, &len, " (its %d runs %s apart)", t->runs,
 			  ab_format_size(t->spread_bytes, size, sizeof(size)));
@@ -285,9 +294,17 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 	if (r->parallel > 1 && r->trials)
 		ab_append(buf, buflen, &len, " (%zu rounds of up to %d at once)", r->trials->rounds,
 			  r->parallel);
-	if (r->ranks > 1)
-		ab_append(buf, buflen, &len, "; each trial %d ranks on one node, the worst rank's peak "
-					     "counted", r->ranks);
+	if (r->ranks > 1 && r->step_nodes > 1 && r->ranks % r->step_nodes == 0)
+		ab_append(buf, buflen, &len, "; trials of the whole step, %d nodes x %d tasks, the "
+					     "worst rank's peak counted", r->step_nodes,
+			  r->ranks / r->step_nodes);
+	else if (r->ranks > 1 && r->step_nodes > 1)
+		ab_append(buf, buflen, &len, "; trials of the whole step, %d tasks on %d nodes, the "
+					     "worst rank's peak counted", r->ranks, r->step_nodes);
+	else if (r->ranks > 1)
+		ab_append(buf, buflen, &len, "; each trial %d ranks on one node%s, the worst rank's "
+					     "peak counted", r->ranks,
+			  r->step_nodes ? " as a step of the job" : "");
 	if (r->warm_from)
 		ab_append(buf, buflen, &len, "; warm start from %s%s", r->warm_from,
 			  d->warm > 0 ? "" : " (its batch no longer fit: searched afresh)");

@@ -31,6 +31,7 @@ struct ab_trial {
 	uint64_t spread_bytes; /* between the runs' peaks; peak_bytes is the larger */
 	int ranks;             /* a trial of several ranks (--ranks): how many; 0 or 1: one */
 	int bound_rank;        /* the rank whose peak (or failure) decided */
+	char bound_node[64];   /* its node, for a trial that is a step of the job; or "" */
 	uint64_t rank_peak[AB_REPORT_MAX_RANKS]; /* each rank's peak */
 };
 

@@ -60,8 +60,8 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 		x->startup_seconds = AB_STARTUP_SECONDS_DEFAULT;
 	if (!(x->max_trial_seconds > 0))
 		x->max_trial_seconds = AB_MAX_TRIAL_SECONDS_DEFAULT;
-	if ((rc = ab_workdir_create(x->workdir, sizeof(x->workdir), &x->workdir_lock, err,
-				    errlen)) < 0)
+	if ((rc = ab_workdir_create(x->workdir_parent, x->workdir, sizeof(x->workdir),
+				    &x->workdir_lock, err, errlen)) < 0)
 		return rc;
 	/* A trial's children that leave its process group (setsid) are re-parented to us,
 	 * not to init, so none outlives its trial. */
@@ -447,6 +447,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->steps = rep->steps > INT_MAX ? INT_MAX : (int)rep->steps;
 	out->ranks = (int)rep->nranks;
 	out->bound_rank = rep->bound_rank;
+	memcpy(out->bound_node, rep->bound_node, sizeof(out->bound_node));
 	memcpy(out->rank_peak, rep->rank_peak, sizeof(out->rank_peak));
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included */

@@ -50,6 +50,10 @@ struct ab_exec {
 	uint64_t (*gpu_usage)(void *arg, pid_t pgid);
 	void *gpu_arg;
 	bool keep;              /* keep trial directories (logs) */
+	/* where the work directory goes when a trial's ranks run on other nodes, which must read
+	 * its config copies (the config's own directory, shared as the real step's tasks share
+	 * it); NULL: $TMPDIR */
+	const char *workdir_parent;
 	volatile sig_atomic_t *interrupted; /* set by the caller's signal handler */
 	/* a directory with our sitecustomize (the Python step hook), put first on the trial's
 	 * PYTHONPATH; NULL: not instrumented */
@@ -64,7 +68,7 @@ struct ab_exec {
 	int workdir_lock;       /* held while the probe runs, once workdir is set */
 };
 
-/* Creates the work directory (under $TMPDIR) and checks the command and config. */
+/* Creates the work directory (under $TMPDIR or workdir_parent) and checks the command and config. */
 int ab_exec_init(struct ab_exec *x, char *err, size_t errlen);
 void ab_exec_cleanup(struct ab_exec *x);
 

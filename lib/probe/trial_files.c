@@ -143,9 +143,10 @@ static int make_locked(char *dir, int *lock)
 	return -EAGAIN;
 }
 
-int ab_workdir_create(char *dir, size_t len, int *lock, char *err, size_t errlen)
+int ab_workdir_create(const char *parent, char *dir, size_t len, int *lock, char *err,
+		      size_t errlen)
 {
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = parent ? parent : getenv("TMPDIR");
 	char host[128];
 	int rc = -EAGAIN;
 

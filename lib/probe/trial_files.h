@@ -11,10 +11,11 @@
 
 #include "config_edit.h"
 
-/* Creates DIR as $TMPDIR/autobatch-probe.HOST.PID.XXXXXX (mode 0700), locked (*lock, held
- * until the probe closes it or ends), first removing those of this host's probes that are gone
- * (unlocked). 0 or a negative errno with a message. */
-int ab_workdir_create(char *dir, size_t len, int *lock, char *err, size_t errlen);
+/* Creates DIR as PARENT/autobatch-probe.HOST.PID.XXXXXX (mode 0700; PARENT NULL: $TMPDIR),
+ * locked (*lock, held until the probe closes it or ends), first removing those of this host's
+ * probes that are gone (unlocked). 0 or a negative errno with a message. */
+int ab_workdir_create(const char *parent, char *dir, size_t len, int *lock, char *err,
+		      size_t errlen);
 
 /* Removes a directory of ours and everything in it, never following a link. */
 void ab_trial_tree_remove(const char *path);

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +36,12 @@ static bool rank_fields(struct json_object *obj, struct ab_trial_report *r)
 
 	if (number(obj, "bound_rank", AB_REPORT_MAX_RANKS - 1, &v))
 		r->bound_rank = (int)v, used = true;
+	if (json_object_object_get_ex(obj, "bound_node", &a) && json_object_is_type(a, json_type_string) &&
+	    json_object_get_string_len(a) < (int)sizeof(r->bound_node) &&
+	    ab_plain_name(json_object_get_string(a))) {
+		snprintf(r->bound_node, sizeof(r->bound_node), "%s", json_object_get_string(a));
+		used = true;
+	}
 	if (json_object_object_get_ex(obj, "rank_peaks", &a) && json_object_is_type(a, json_type_array) &&
 	    json_object_array_length(a) <= AB_REPORT_MAX_RANKS) {
 		size_t n = json_object_array_length(a);

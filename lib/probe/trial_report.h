@@ -12,10 +12,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "protocol.h"
+
 #define AB_REPORT_MAX_BYTES (1u << 20)
 #define AB_REPORT_MAX_STEPS 1024
 #define AB_REPORT_MAX_LINE 4096
-#define AB_REPORT_MAX_RANKS 64 /* a trial's ranks on one node (autobatch-probe ranks) */
+#define AB_REPORT_MAX_RANKS AB_TRIAL_MAX_RANKS /* a trial's ranks (autobatch-probe ranks) */
 
 struct ab_trial_report {
 	size_t steps;                       /* step lines, warm-up included */
@@ -30,6 +32,7 @@ struct ab_trial_report {
 	size_t nranks;
 	uint64_t rank_peak[AB_REPORT_MAX_RANKS];
 	int bound_rank;
+	char bound_node[64]; /* a trial step's: the node of that rank ("bound_node"); or "" */
 	size_t bad_lines;
 };
 

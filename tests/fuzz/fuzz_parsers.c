@@ -106,6 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	default:
 		ab_hostlist_first(text, host, sizeof(host));
+		ab_hostlist_count(text);
 	}
 	free(text);
 	return 0;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "hostlist.h"
 #include "number.h"
 #include "protocol.h"
 #include "settings.h"
@@ -486,7 +487,7 @@ static void describe(void **state)
 	assert_contains(buf, "objective=memory mode=exec eval=no refresh=no\n");
 	assert_contains(buf, "probe_args=--device host\n");
 	assert_contains(buf, "startup_seconds=600s max_trial_seconds=1800s trial_cap=12 instrument=on "
-			     "parallel=on\n");
+			     "parallel=on trial_shape=step\n");
 	assert_int_equal(ab_settings_describe(&site, &r, &eff, tiny, sizeof(tiny)), -ENAMETOOLONG);
 }
 
@@ -524,6 +525,51 @@ static void effective_in_every_context(void **state)
 	assert_float_equal(c.fraction, a.fraction, 0);
 }
 
+/* --autobatch-trial-shape: the user's, else gpu for a trial command (one process by its
+ * definition), else the site's trial_shape= (step by default); each refused precisely. */
+static void trial_shapes(void **state)
+{
+	struct ab_request r;
+	struct ab_effective eff;
+
+	(void)state;
+	assert_int_equal(site_parse(0, NULL), 0);
+	assert_int_equal(site.trial_shape, AB_SHAPE_STEP);
+	ab_request_init(&r);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.8", err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &r, &eff, err, sizeof(err)), 0);
+	assert_int_equal(eff.shape, AB_SHAPE_STEP);
+	assert_int_equal(ab_request_set(&r, AB_OPT_TRIAL_COMMAND, "python train.py", err,
+					sizeof(err)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &r, &eff, err, sizeof(err)), 0);
+	assert_int_equal(eff.shape, AB_SHAPE_GPU);
+	assert_int_equal(ab_request_set(&r, AB_OPT_TRIAL_SHAPE, "node", err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &r, &eff, err, sizeof(err)), 0);
+	assert_int_equal(eff.shape, AB_SHAPE_NODE);
+	assert_int_equal(ab_request_set(&r, AB_OPT_TRIAL_SHAPE, "steps", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--autobatch-trial-shape=steps is invalid: use step, node or gpu");
+
+	assert_int_equal(SITE("trial_shape=gpu"), 0);
+	ab_request_init(&r);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.8", err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &r, &eff, err, sizeof(err)), 0);
+	assert_int_equal(eff.shape, AB_SHAPE_GPU);
+	assert_int_equal(SITE("trial_shape=all"), -EINVAL);
+	assert_string_equal(err, "plugstack argument trial_shape=all is invalid: use "
+				 "trial_shape=step, trial_shape=node or trial_shape=gpu");
+
+	/* the step's nodes, which shape its trials */
+	assert_int_equal(ab_hostlist_count("node1"), 1);
+	assert_int_equal(ab_hostlist_count("node[1-3],login1"), 4);
+	assert_int_equal(ab_hostlist_count("gpu[003-010,12]"), 9);
+	assert_int_equal(ab_hostlist_count("r[1-2]n[1-3]"), 6);
+	assert_int_equal(ab_hostlist_count(""), -EINVAL);
+	assert_int_equal(ab_hostlist_count("a,"), -EINVAL);
+	assert_int_equal(ab_hostlist_count("a[3-1]"), -EINVAL);
+	assert_int_equal(ab_hostlist_count("a[1-"), -EINVAL);
+	assert_int_equal(ab_hostlist_count("a b"), -EINVAL);
+}
+
 /* srun's own syntax: a bare ':' separates a heterogeneous step's components */
 static void het_steps(void **state)
 {
@@ -558,6 +604,7 @@ int main(void)
 		cmocka_unit_test(request_check),
 		cmocka_unit_test(policy),
 		cmocka_unit_test(describe),
+		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps),
 	};

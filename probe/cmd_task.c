@@ -1,0 +1,221 @@
+/* cmd_task.c - autobatch-probe task [--capacity BYTES] -- COMMAND: one task of a trial that
+ * is a Slurm step (run --ranks N --step-nodes LIST), on whichever node Slurm put it. It runs
+ * the command as its own process group with Slurm's environment untouched (SLURM_PROCID and
+ * the rest are the real step's), measures that group, and says on its standard output (which
+ * the launcher, `autobatch-probe ranks --nodes`, reads through srun --label) its node, each
+ * line its command writes to its own report, its peak, and how it ended. The command's own
+ * standard output goes to standard error, so that the launcher reads nothing else. A group
+ * that goes over BYTES is killed at once and the task exits 3: srun's --kill-on-bad-exit then
+ * ends every other task of the trial. Not meant to be run by hand.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "group_memory.h"
+#include "number.h"
+#include "protocol.h"
+#include "subprocess.h"
+#include "trial_report.h"
+
+#define POLL_NS 50000000L
+#define TASK_OVER_STATUS 3
+
+struct task {
+	char **argv;
+	char dir[PATH_MAX], report[PATH_MAX + 16];
+	int rfd;        /* its report, read as it is written */
+	off_t sent;     /* bytes of it relayed */
+	uint64_t said;  /* the peak last said */
+	struct ab_proc proc;
+	struct ab_group_peak group;
+	uint64_t peak;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void task_body(void *arg)
+{
+	const struct task *t = arg;
+
+	setenv(AB_ENV_TRIAL_REPORT, t->report, 1);
+	if (dup2(2, 1) < 0)
+		_exit(127);
+	execvp(t->argv[0], t->argv);
+	dprintf(2, "autobatch-probe task: cannot run %s: %s\n", t->argv[0], strerror(errno));
+	_exit(127);
+}
+
+/* One protocol line on standard output, in one write: srun relays it whole. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char line[AB_REPORT_MAX_LINE + 64];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(line) - 1)
+		return;
+	line[n] = '\n';
+	(void)!write(1, line, (size_t)n + 1);
+}
+
+/* The whole lines its command appended since the last call, each relayed once; a line too
+ * long to be a report line is dropped (the launcher's parser would count it as bad). */
+static void relay_report(struct task *t, int final)
+{
+	char buf[AB_REPORT_MAX_LINE];
+	ssize_t n;
+
+	while (t->sent < (off_t)AB_REPORT_MAX_BYTES &&
+	       (n = pread(t->rfd, buf, sizeof(buf) - 1, t->sent)) > 0) {
+		char *nl = memchr(buf, '\n', (size_t)n);
+
+		if (!nl && !final && n < (ssize_t)sizeof(buf) - 1)
+			return; /* a line still being written */
+		if (!nl) {
+			t->sent += n; /* overlong, or the last line without its newline */
+			if (final && n < (ssize_t)sizeof(buf) - 1)
+				buf[n] = '\0', say("%s %s", AB_TASK_REPORT, buf);
+			continue;
+		}
+		*nl = '\0';
+		say("%s %s", AB_TASK_REPORT, buf);
+		t->sent += nl - buf + 1;
+	}
+}
+
+static uint64_t task_peak(struct task *t)
+{
+	uint64_t p = ab_group_peak_bytes(&t->group, (uint64_t)t->proc.ru.ru_maxrss * 1024);
+
+	return p > t->peak ? p : t->peak;
+}
+
+static void say_peak(struct task *t)
+{
+	uint64_t p = task_peak(t);
+
+	if (p != t->said)
+		say("%s %llu", AB_TASK_PEAK, (unsigned long long)(t->said = p));
+}
+
+/* Runs until the command ends, goes over, or a signal comes; the task's exit status. */
+static int watch(struct task *t, uint64_t capacity)
+{
+	for (;;) {
+		uint64_t now = ab_group_sample(&t->group);
+		int st;
+
+		t->peak = now > t->peak ? now : t->peak;
+		relay_report(t, 0);
+		say_peak(t);
+		if (capacity && now > capacity) {
+			kill(-t->proc.pid, SIGKILL);
+			say("%s %llu", AB_TASK_OVER, (unsigned long long)now);
+			return TASK_OVER_STATUS;
+		}
+		if (wait4(t->proc.pid, &st, WNOHANG, &t->proc.ru) == t->proc.pid) {
+			kill(-t->proc.pid, SIGKILL); /* what it left in its group */
+			relay_report(t, 1);
+			say_peak(t);
+			say("%s %s %d", AB_TASK_END, WIFSIGNALED(st) ? "signal" : "status",
+			    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+			t->proc.pid = 0;
+			return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+		}
+		if (stop_signal)
+			return 128 + stop_signal;
+		nanosleep(&(struct timespec){0, POLL_NS}, NULL);
+	}
+}
+
+static int setup(struct task *t)
+{
+	const char *tmp = getenv("TMPDIR");
+	char host[256] = "";
+	int fd;
+
+	if (!tmp || tmp[0] != '/' || strlen(tmp) > PATH_MAX - 64)
+		tmp = "/tmp";
+	snprintf(t->dir, sizeof(t->dir), "%s/autobatch-task.XXXXXX", tmp);
+	if (!mkdtemp(t->dir))
+		return -1;
+	snprintf(t->report, sizeof(t->report), "%s/report", t->dir);
+	fd = open(t->report, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || (t->rfd = open(t->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return -1;
+	close(fd);
+	gethostname(host, sizeof(host) - 1);
+	say("%s %s", AB_TASK_NODE, getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : host);
+	return 0;
+}
+
+int cmd_task(int argc, char **argv)
+{
+	struct task t = {.rfd = -1};
+	long cap = 0;
+	char err[256];
+	int i = 1, rc;
+
+	if (i + 1 < argc && !strcmp(argv[i], "--capacity")) {
+		if (ab_parse_whole(argv[i + 1], 1, LONG_MAX, &cap) < 0)
+			goto usage;
+		i += 2;
+	}
+	if (i >= argc - 1 || strcmp(argv[i], "--"))
+		goto usage;
+	t.argv = argv + i + 1;
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGHUP, on_signal);
+	if (setup(&t) < 0) {
+		fprintf(stderr, "autobatch-probe task: cannot make its report under %s: %s\n",
+			t.dir, strerror(errno));
+		rc = 1;
+		goto out;
+	}
+	if (ab_proc_start(&t.proc, AB_PROC_GROUP | AB_PROC_PDEATHSIG, task_body, &t, err,
+			  sizeof(err)) < 0) {
+		fprintf(stderr, "autobatch-probe task: %s\n", err);
+		rc = 1;
+		goto out;
+	}
+	t.group.leader = t.proc.pid;
+	rc = watch(&t, (uint64_t)cap);
+	if (t.proc.pid > 0) {
+		kill(-t.proc.pid, SIGKILL);
+		waitpid(t.proc.pid, NULL, 0);
+	}
+out:
+	if (t.rfd >= 0)
+		close(t.rfd);
+	if (t.report[0])
+		unlink(t.report);
+	if (t.dir[0])
+		rmdir(t.dir);
+	return rc;
+usage:
+	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] -- COMMAND [ARGS...]\n"
+			"  (one task of a trial step; run --ranks N --step-nodes LIST runs it)\n");
+	return 2;
+}

@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# Trials in the step's shape (--autobatch-trial-shape): a real PyTorch DDP program (gloo on
+# the CPU, tests/python/ddp_train.py, knowing nothing of autobatch) launched as
+# `srun -N2 --ntasks-per-node=2`, sized with each trial the whole step (Slurm sets the ranks,
+# every rank measured on its node, the worst deciding), against plain runs of the same step;
+# today's way (the script alone as a one-GPU trial) against the same; a rank that goes over
+# ending the trial step at once, nothing left on any node. The ranks meet at node1 through
+# the nodes' eth0, as a user's job script sets it (MASTER_ADDR, GLOO_SOCKET_IFNAME).
+
+load helpers
+
+setup_file() {
+	require_testbed
+	reset_plugstack
+}
+
+setup() {
+	PY=""
+	for p in /usr/bin/python3 "$(command -v python3)"; do
+		if "$p" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
+			PY=$p && break
+		fi
+	done
+	[ -n "$PY" ] || skip "no PyTorch with torch.distributed for python3 beside this Slurm"
+	cd "$BATS_TEST_TMPDIR"
+	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
+	cp "$SRCDIR/tests/python/ddp_train.py" .
+	echo '{"batch_size": 64, "steps": 6}' >cfg.json
+	cp cfg.json orig.json
+	# what a user's job script sets for a DDP program under srun
+	export MASTER_ADDR=node1 MASTER_PORT=29511 GLOO_SOCKET_IFNAME=eth0
+	# resident memory follows live tensors, as GPU memory does
+	export MALLOC_MMAP_THRESHOLD_=65536
+	# the testbed's probe arguments (its step hook) on a larger host than its simulated GPUs:
+	# PyTorch alone holds about 270 MiB
+	args=$(sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults")
+	[[ $args == *--hook-dir* ]]
+	set_plugstack "probe_args=\"$args --device host:capacity=2GiB\" startup_seconds=120"
+	LIMIT=$((2 * 1024 * 1024 * 1024 / 2)) # --autobatch=0.5 of 2 GiB
+}
+
+teardown() { reset_plugstack; }
+
+cfg_batch() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["batch_size"])' "$1"; }
+
+# plain B: the unmodified program as the step, at batch B, each rank measured on its node as
+# the probe measures a host trial (autobatch-probe task); prints the largest rank's peak, or
+# nothing when a rank failed
+plain() {
+	echo "{\"batch_size\": $1, \"steps\": 4}" >plain.json
+	timeout 300 srun -N2 --ntasks-per-node=2 --label "$AUTOBATCH_TESTBED/bin/autobatch-probe" \
+		task -- "$PY" ddp_train.py plain.json 2>/dev/null |
+		awk '/@autobatch-task peak/ { if ($4 > m[$1]) m[$1] = $4 }
+		     /@autobatch-task end status 0$/ { ok++ }
+		     END { for (r in m) if (m[r] > w) w = m[r]; if (ok == 4) print w }'
+}
+
+@test "a DDP step over 2 nodes x 2 tasks: each trial is the whole step; the choice fits a plain run of the step, 1/6 more does not" {
+	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" ddp_train.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(cfg_batch cfg.json)
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	grep -q "trials of the whole step, 2 nodes x 2 tasks" <<<"$stderr"
+	grep -q "autobatch: trial 1: batch 64 fits, peak .* (rank [0-3] on node[12], the largest of 4)" <<<"$stderr"
+	# the real step ran at the choice on both nodes, at the user's own MASTER_PORT
+	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
+	p=$(plain "$b") over=$(plain $((b + b / 6 + 1)))
+	echo "# plain step at $b: ${p:-failed} of $LIMIT; at $((b + b / 6 + 1)): ${over:-failed}" >&3
+	[ -n "$p" ] && [ "$p" -le "$LIMIT" ]
+	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
+	nothing_left_here
+}
+
+@test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {
+	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size \
+		--autobatch-trial-command="$PY ddp_train.py \"\$AUTOBATCH_CONFIG\"" "$PY" ddp_train.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(cfg_batch cfg.json)
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	grep -q "trials of one process of the step's 4 tasks" <<<"$stderr"
+	p=$(plain "$b")
+	echo "# plain step at $b: ${p:-failed} of $LIMIT" >&3
+	[ -z "$p" ] || [ "$p" -gt "$LIMIT" ]
+}
+
+@test "a rank of four that goes over ends the whole trial step at once; nothing is left on any node" {
+	cat >greedy.py <<'EOF'
+import os, sys, time
+import torch.distributed as dist
+if "AUTOBATCH_TRIAL" not in os.environ:
+    sys.exit(0)  # the real step, after the probe: nothing to wait for
+rank = int(os.environ["SLURM_PROCID"])
+if rank == 3:
+    hog = bytearray(5 << 29)
+    time.sleep(600)
+dist.init_process_group("gloo", rank=rank, world_size=4)
+time.sleep(600)
+EOF
+	start=$(date +%s)
+	run --separate-stderr timeout 300 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" greedy.py
+	took=$(($(date +%s) - start))
+	echo "# $took s" >&3
+	[ "$took" -lt 60 ]
+	grep -q "autobatch: trial 1: batch 64 does not fit: out of memory, peak at least 2.[0-9]* GiB on rank 3 on node2 of 4 ([0-9] s)" <<<"$stderr"
+	nothing_left_here
+}
+
+# nothing of the trials runs on any node, no step of the job is left
+nothing_left_here() {
+	local i
+	for i in $(seq 20); do
+		pgrep_here -f 'autobatch-probe|ddp_train|greedy.py' >/dev/null || break
+		sleep 0.5
+	done
+	refute pgrep_here -fl 'autobatch-probe|ddp_train|greedy.py'
+	[ -z "$(squeue -h -s -o '%i %j %N')" ]
+}
