@@ -60,7 +60,7 @@ plain() {
 		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" ddp_train.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	b=$(cfg_batch cfg.json)
-	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	grep '^autobatch: \(trial\|chose\)' <<<"$stderr" | sed 's/^/# /' >&3
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
 	grep -q "trials of the whole step, 2 nodes x 2 tasks" <<<"$stderr"
 	grep -q "autobatch: trial 1: batch 64 fits, peak .* (rank [0-3] on node[12], the largest of 4)" <<<"$stderr"
@@ -71,6 +71,20 @@ plain() {
 	[ -n "$p" ] && [ "$p" -le "$LIMIT" ]
 	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
 	nothing_left_here
+}
+
+@test "--autobatch-trial-shape=node: each trial is the step's 2 tasks of node1, a world of one node" {
+	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+		--autobatch-trial-shape=node --autobatch-config=cfg.json --autobatch-key=batch_size \
+		"$PY" ddp_train.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(cfg_batch cfg.json)
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	grep -q "trials of one node's 2 tasks of the step's 2 nodes" <<<"$stderr"
+	grep -q "autobatch: trial 1: batch 64 fits, peak .* (rank [01] on node1, the largest of 2)" <<<"$stderr"
+	refute grep -q "on node2, the largest" <<<"$stderr"
+	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
 }
 
 @test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {
