@@ -554,7 +554,7 @@ int cmd_ranks(int argc, char **argv)
 	long n, cap = 0;
 	int i = 2, rc = -1;
 
-	if (argc < 4 || ab_parse_whole(argv[1], 2, AB_REPORT_MAX_RANKS, &n) < 0)
+	if (argc < 4 || ab_parse_whole(argv[1], 1, AB_REPORT_MAX_RANKS, &n) < 0)
 		return usage();
 	if (!strcmp(argv[i], "--capacity")) {
 		if (i + 1 >= argc || ab_parse_whole(argv[i + 1], 1, LONG_MAX, &cap) < 0)

@@ -135,7 +135,7 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 						    "their peak");
 	if ((rc = run_config_key(o, start, err, errlen)) < 0)
 		return rc;
-	if (o->ranks > 1 && (rc = ranks_argv(o, s, err, errlen)) < 0)
+	if ((o->ranks > 1 || o->step_nodes) && (rc = ranks_argv(o, s, err, errlen)) < 0)
 		return rc;
 	hook = run_hook_dir(o->hook_dir, &missing);
 	s->exec = (struct ab_exec){

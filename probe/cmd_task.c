@@ -3,11 +3,16 @@
  * the command as its own process group with Slurm's environment untouched (SLURM_PROCID and
  * the rest are the real step's), measures that group, and says on its standard output (which
  * the launcher, `autobatch-probe ranks --nodes`, reads through srun --label) its node, each
- * line its command writes to its own report, its peak, and how it ended. The command's own
+ * line its command writes to its report, its peak, and how it ended. The command's own
  * standard output goes to standard error, so that the launcher reads nothing else. A group
  * that goes over BYTES is killed at once and the task exits 3: srun's --kill-on-bad-exit then
- * ends every other task of the trial. Not meant to be run by hand.
+ * ends every other task of the trial. A command that is a launcher (torchrun, accelerate
+ * launch) starts workers, one per GPU: each Python process then reports on its own
+ * (AUTOBATCH_TRIAL_PER_PROCESS, REPORT.pid.PID), the task's steps are those every worker took,
+ * as long as the slowest's, and its peak and the BYTES check are the largest worker's, not
+ * the group's sum. Not meant to be run by hand.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -27,10 +32,18 @@
 #include "number.h"
 #include "protocol.h"
 #include "subprocess.h"
+#include "trial_files.h"
 #include "trial_report.h"
 
 #define POLL_NS 50000000L
 #define TASK_OVER_STATUS 3
+#define WORKERS_MAX 64
+
+/* A process of the command that reports on its own (a launcher's worker). */
+struct worker {
+	pid_t pid;
+	struct ab_report_watch w;
+};
 
 struct task {
 	char **argv;
@@ -41,6 +54,10 @@ struct task {
 	struct ab_proc proc;
 	struct ab_group_peak group;
 	uint64_t peak;
+	struct worker workers[WORKERS_MAX];
+	size_t nworkers;
+	size_t merged;  /* steps every worker took, said */
+	bool oom_said;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -55,6 +72,7 @@ static void task_body(void *arg)
 	const struct task *t = arg;
 
 	setenv(AB_ENV_TRIAL_REPORT, t->report, 1);
+	setenv(AB_ENV_TRIAL_PER_PROCESS, "1", 1);
 	if (dup2(2, 1) < 0)
 		_exit(127);
 	execvp(t->argv[0], t->argv);
@@ -104,11 +122,89 @@ static void relay_report(struct task *t, int final)
 	}
 }
 
+/* A worker's own memory: what the group's sampling kept for its process, or what it
+ * reported (its resident high-water mark, or CUDA's reserved peak), the larger. */
+static uint64_t worker_peak(const struct task *t, const struct worker *k)
+{
+	uint64_t p = k->w.rep.has_peak ? k->w.rep.peak_bytes : 0;
+
+	for (size_t i = 0; i < t->group.n; i++)
+		if (t->group.pid[i] == k->pid && t->group.max[i] > p)
+			p = t->group.max[i];
+	return p;
+}
+
+/* The task's peak: its group's, or with several workers the largest worker's (each has a
+ * GPU of its own in the real step; the launcher's own process holds none). */
 static uint64_t task_peak(struct task *t)
 {
-	uint64_t p = ab_group_peak_bytes(&t->group, (uint64_t)t->proc.ru.ru_maxrss * 1024);
+	uint64_t p = 0;
 
+	if (t->nworkers > 1) {
+		for (size_t i = 0; i < t->nworkers; i++)
+			if (worker_peak(t, &t->workers[i]) > p)
+				p = worker_peak(t, &t->workers[i]);
+		return p;
+	}
+	p = ab_group_peak_bytes(&t->group, (uint64_t)t->proc.ru.ru_maxrss * 1024);
 	return p > t->peak ? p : t->peak;
+}
+
+/* Workers that began to report since the last call ("report.pid.PID" beside the report). */
+static void find_workers(struct task *t)
+{
+	DIR *d = t->nworkers < WORKERS_MAX ? opendir(t->dir) : NULL;
+	struct dirent *e;
+
+	while (d && (e = readdir(d)) && t->nworkers < WORKERS_MAX) {
+		char path[PATH_MAX + 300];
+		long pid;
+		bool known = false;
+
+		if (strncmp(e->d_name, "report.pid.", 11) ||
+		    ab_parse_whole(e->d_name + 11, 1, INT_MAX, &pid) < 0)
+			continue;
+		for (size_t i = 0; i < t->nworkers; i++)
+			known |= t->workers[i].pid == (pid_t)pid;
+		if (known)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", t->dir, e->d_name);
+		t->workers[t->nworkers].pid = (pid_t)pid;
+		if ((t->workers[t->nworkers].w.fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0)
+			t->nworkers++;
+	}
+	if (d)
+		closedir(d);
+}
+
+/* The steps every worker took, each as long as its slowest worker's; an OOM in any. */
+static void relay_workers(struct task *t, int final)
+{
+	size_t common = SIZE_MAX;
+
+	find_workers(t);
+	for (size_t i = 0; i < t->nworkers; i++) {
+		struct ab_trial_report *r = &t->workers[i].w.rep;
+
+		ab_report_watch_read(&t->workers[i].w, final);
+		common = r->steps < common ? r->steps : common;
+		if (r->oom && !t->oom_said) {
+			say("%s {\"oom\": true, \"%s\": %llu}", AB_TASK_REPORT, AB_FIELD_FLOOR,
+			    (unsigned long long)(r->floor_bytes > worker_peak(t, &t->workers[i])
+						     ? r->floor_bytes
+						     : worker_peak(t, &t->workers[i])));
+			t->oom_said = true;
+		}
+	}
+	for (; t->nworkers && t->merged < common; t->merged++) {
+		double slowest = 0;
+
+		for (size_t i = 0; i < t->nworkers; i++)
+			if (t->workers[i].w.rep.step_s[t->merged] > slowest)
+				slowest = t->workers[i].w.rep.step_s[t->merged];
+		say("%s {\"step_s\": %.9f, \"samples\": %.0f}", AB_TASK_REPORT, slowest,
+		    t->workers[0].w.rep.samples[t->merged]);
+	}
 }
 
 static void say_peak(struct task *t)
@@ -128,7 +224,10 @@ static int watch(struct task *t, uint64_t capacity)
 
 		t->peak = now > t->peak ? now : t->peak;
 		relay_report(t, 0);
+		relay_workers(t, 0);
 		say_peak(t);
+		if (t->nworkers > 1) /* each worker has its own GPU in the real step */
+			now = task_peak(t);
 		if (capacity && now > capacity) {
 			kill(-t->proc.pid, SIGKILL);
 			say("%s %llu", AB_TASK_OVER, (unsigned long long)now);
@@ -137,6 +236,7 @@ static int watch(struct task *t, uint64_t capacity)
 		if (wait4(t->proc.pid, &st, WNOHANG, &t->proc.ru) == t->proc.pid) {
 			kill(-t->proc.pid, SIGKILL); /* what it left in its group */
 			relay_report(t, 1);
+			relay_workers(t, 1);
 			say_peak(t);
 			say("%s %s %d", AB_TASK_END, WIFSIGNALED(st) ? "signal" : "status",
 			    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
@@ -209,10 +309,10 @@ int cmd_task(int argc, char **argv)
 out:
 	if (t.rfd >= 0)
 		close(t.rfd);
-	if (t.report[0])
-		unlink(t.report);
+	for (size_t k = 0; k < t.nworkers; k++)
+		close(t.workers[k].w.fd);
 	if (t.dir[0])
-		rmdir(t.dir);
+		ab_trial_tree_remove(t.dir);
 	return rc;
 usage:
 	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] -- COMMAND [ARGS...]\n"

@@ -41,8 +41,9 @@ int run_usage(void)
 		"                        RANK, WORLD_SIZE, MASTER_ADDR/PORT (and SLURM_PROCID...):\n"
 		"                        every rank measured, the worst decides (--device host)\n"
 		"  --step-nodes LIST [--ranks-per-node T]\n"
-		"                        with --ranks N: each trial is a Slurm step of this job over\n"
-		"                        LIST (srun --overlap, N tasks), Slurm setting the ranks\n"
+		"                        each trial is a Slurm step of this job over LIST (srun\n"
+		"                        --overlap, --ranks N tasks), Slurm setting the ranks; a\n"
+		"                        launcher's workers (torchrun) are each measured\n"
 		"  --parallel N|auto     trials at once, one per GPU of CUDA_VISIBLE_DEVICES (auto:\n"
 		"                        all of them; default 1); --max-trials then bounds rounds\n"
 		"  --warm-start B [--warm-per-sample SIZE] [--warm-from ENTRY]\n"
@@ -238,9 +239,9 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		o->hook_dir = NULL;
 	if (o->mode && strcmp(o->mode, "exec") && strcmp(o->mode, "model"))
 		return fprintf(stderr, "autobatch-probe: --mode exec|model\n"), -1;
-	if ((o->step_nodes || o->ranks_per_node) && o->ranks < 2)
-		return fprintf(stderr, "autobatch-probe: --step-nodes and --ranks-per-node shape a "
-				       "trial of several ranks: give --ranks N (N > 1) too\n"), -1;
+	if (o->ranks_per_node && o->ranks < 2)
+		return fprintf(stderr, "autobatch-probe: --ranks-per-node lays out a trial of several "
+				       "ranks: give --ranks N (N > 1) too\n"), -1;
 	if (o->ranks_per_node && !o->step_nodes)
 		return fprintf(stderr, "autobatch-probe: --ranks-per-node lays out a trial step: "
 				       "give --step-nodes LIST too\n"), -1;

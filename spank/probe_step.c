@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "hostlist.h"
+#include "presets.h"
 #include "subprocess.h"
 
 #define MAX_ARGS 256
@@ -138,9 +139,12 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 {
 	const struct ab_ctx *c = job->ctx;
 	unsigned nodes = job->nnodes ? job->nnodes : 1, ranks;
+	/* a launcher's workers each hold a GPU: its one task is a step trial too, whose task
+	 * measures each worker (autobatch-probe task) */
+	bool launcher = !c->req.trial_command[0] && ab_launcher_name(job->argc, job->argv);
 
-	if (job->ntasks < 2 || c->eff.shape == AB_SHAPE_GPU || c->req.mode == AB_MODE_MODEL ||
-	    wants_gpu(c->site.probe_args))
+	if ((job->ntasks < 2 && !launcher) || c->eff.shape == AB_SHAPE_GPU ||
+	    c->req.mode == AB_MODE_MODEL || wants_gpu(c->site.probe_args))
 		return 0; /* a GPU's per-rank watch is not built: one process, as before */
 	*whole = c->eff.shape == AB_SHAPE_STEP && nodes > 1;
 	*per_node = job->ntasks % nodes ? 0 : job->ntasks / nodes;
@@ -149,7 +153,7 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 		return ab_fail(err, errlen, E2BIG, "a trial of %u tasks is more than the %d a trial "
 				       "measures; use --autobatch-trial-shape=%s", ranks,
 			       AB_TRIAL_MAX_RANKS, *whole ? "node or gpu" : "gpu");
-	return ranks > 1 ? (int)ranks : 0;
+	return ranks > 1 || launcher ? (int)ranks : 0;
 }
 
 /* The trial's shape on the probe's command line: N ranks as a step over the nodes. */

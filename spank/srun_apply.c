@@ -15,6 +15,7 @@
 #include "srun_gpus.h"
 
 #include "error.h"
+#include "presets.h"
 #include "file_replace.h"
 #include "fingerprint.h"
 #include "size.h"
@@ -216,6 +217,10 @@ static void shape_text(const struct ab_plan *pl, const struct ab_result *res, ch
 	else if (res->ranks > 1)
 		ab_append(line, size, len, "; trials of one node's %ld tasks of the step's %u nodes",
 			  res->ranks, pl->job.nnodes);
+	else if (res->ranks == 1 && res->trial_nodes == 1)
+		ab_append(line, size, len, "; trials of the whole step, %s's workers each measured",
+			  ab_launcher_name(pl->job.argc, pl->job.argv)
+				  ? ab_launcher_name(pl->job.argc, pl->job.argv) : "its launcher");
 	else if (pl->job.ntasks > 1)
 		ab_append(line, size, len, "; trials of one process of the step's %u tasks",
 			  pl->job.ntasks);

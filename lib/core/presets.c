@@ -201,3 +201,33 @@ int ab_preset_detect_model(const struct ab_config *cfg, int document,
 		       "--preset NAME or give --model layers=N,hidden=N,heads=N,seq=N,vocab=N",
 		       cfg->name);
 }
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+const char *ab_launcher_name(int argc, char *const argv[])
+{
+	static const char *const modules[] = {"torch.distributed.run", "torch.distributed.launch",
+					      "accelerate.commands.launch"};
+	const char *prog;
+
+	if (argc < 1 || !argv[0])
+		return NULL;
+	prog = base_name(argv[0]);
+	if (!strcmp(prog, "torchrun") || !strcmp(prog, "deepspeed"))
+		return prog;
+	if (!strcmp(prog, "accelerate") && argc > 1 && !strcmp(argv[1], "launch"))
+		return "accelerate launch";
+	if (strncmp(prog, "python", 6))
+		return NULL;
+	for (int i = 1; i + 1 < argc && argv[i][0] == '-'; i++)
+		if (!strcmp(argv[i], "-m"))
+			for (size_t k = 0; k < sizeof(modules) / sizeof(modules[0]); k++)
+				if (!strcmp(argv[i + 1], modules[k]))
+					return modules[k];
+	return NULL;
+}

@@ -1,5 +1,5 @@
 /* presets.h - the table of training frameworks and where each keeps its batch keys and
- * model dimensions; detecting which one a config file follows.
+ * model dimensions; detecting which one a config file follows, and which launcher a command is.
  */
 #ifndef AUTOBATCH_PRESETS_H
 #define AUTOBATCH_PRESETS_H
@@ -51,5 +51,9 @@ int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_
  * has most of, at least three: a Hugging Face config.json has no batch keys at all. */
 int ab_preset_detect_model(const struct ab_config *cfg, int document,
 			   const struct ab_preset **out, char *err, size_t errlen);
+
+/* The framework launcher the command is, which starts one worker per GPU itself (torchrun,
+ * python -m torch.distributed.run or .launch, accelerate launch, deepspeed), or NULL. */
+const char *ab_launcher_name(int argc, char *const argv[]);
 
 #endif

@@ -45,6 +45,9 @@
 #define AB_ENV_TRIAL_STEPS "AUTOBATCH_TRIAL_STEPS"
 #define AB_ENV_TRIAL_REPORT "AUTOBATCH_TRIAL_REPORT"
 #define AB_ENV_TRIAL_PHASE "AUTOBATCH_TRIAL_PHASE"
+/* "1" in a trial step's task: each Python process writes its own report, REPORT.pid.PID (a
+ * launcher's workers, each sized as a rank) */
+#define AB_ENV_TRIAL_PER_PROCESS "AUTOBATCH_TRIAL_PER_PROCESS"
 /* and AB_ENV_BATCH_SIZE, AB_ENV_CONFIG (the trial's copy of the config) */
 
 /* ---- a trial that is a Slurm step: each task's lines to the ranks' launcher ----

@@ -480,7 +480,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->peak_bytes = x->peak_source == AB_PEAK_FROM_REPORT ? rep->peak_bytes : o->rss_peak;
 	/* ranks differ from one another and from run to run, as helpers do: measured twice */
 	out->helpers = (x->peak_source == AB_PEAK_FROM_RSS &&
-			ab_group_helpers(&o->group, out->peak_bytes)) || rep->nranks > 1;
+			ab_group_helpers(&o->group, out->peak_bytes)) || rep->nranks >= 1;
 	if (x->peak_source == AB_PEAK_FROM_GPU) /* NVML sees the context the report misses */
 		out->peak_bytes = rep->has_peak && rep->peak_bytes > o->gpu_peak ? rep->peak_bytes
 										 : o->gpu_peak;

@@ -55,6 +55,18 @@ plain() {
 		     END { for (r in m) if (m[r] > w) w = m[r]; if (ok == 4) print w }'
 }
 
+# plain_launch B: the same under torch.distributed.run, one task of two workers; the largest
+# worker's peak, or nothing when it failed. Each worker is told apart as in a trial, by the
+# step hook watching it (it counts the 4 steps the program takes anyway, and changes nothing)
+plain_launch() {
+	echo "{\"batch_size\": $1, \"steps\": 4}" >plain.json
+	PYTHONPATH=$AUTOBATCH_TESTBED/python AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_STEPS=3 \
+		timeout 300 srun -N1 -n1 -w node1 --label "$AUTOBATCH_TESTBED/bin/autobatch-probe" task -- \
+		"$PY" -m torch.distributed.run --standalone --nproc_per_node=2 ddp_train.py plain.json \
+		2>/dev/null | awk '/@autobatch-task peak/ { if ($4 > m) m = $4 }
+		/@autobatch-task end status 0$/ { ok = 1 } END { if (ok) print m }'
+}
+
 @test "a DDP step over 2 nodes x 2 tasks: each trial is the whole step; the choice fits a plain run of the step, 1/6 more does not" {
 	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" ddp_train.py cfg.json
@@ -85,6 +97,26 @@ plain() {
 	grep -q "autobatch: trial 1: batch 64 fits, peak .* (rank [01] on node1, the largest of 2)" <<<"$stderr"
 	refute grep -q "on node2, the largest" <<<"$stderr"
 	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
+}
+
+@test "srun torchrun --nproc_per_node=2, no trial command: each trial is the step, torchrun's workers each measured" {
+	"$PY" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' ||
+		skip "Debian 12's PyTorch 1.13 fails in torch.distributed.run before a worker starts (AttributeError in start_processes); Debian unstable's root runs this"
+	launch=("$PY" -m torch.distributed.run --standalone --nproc_per_node=2)
+	run --separate-stderr timeout 900 srun -N1 -n1 -w node1 --autobatch=0.5 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size "${launch[@]}" ddp_train.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(cfg_batch cfg.json)
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	grep -q "trials of the whole step, torch.distributed.run's workers each measured" <<<"$stderr"
+	[ "$(grep -c "^rank [01] of 2: batch $b, loss" <<<"$output")" -eq 2 ]
+	# the plain step, its largest worker measured as a trial's
+	p=$(plain_launch "$b") over=$(plain_launch $((b + b / 6 + 1)))
+	echo "# plain torchrun step at $b: ${p:-failed} of $LIMIT; at $((b + b / 6 + 1)): ${over:-failed}" >&3
+	[ -n "$p" ] && [ "$p" -le "$LIMIT" ]
+	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
+	nothing_left_here
 }
 
 @test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {
@@ -128,9 +160,9 @@ EOF
 nothing_left_here() {
 	local i
 	for i in $(seq 20); do
-		pgrep_here -f 'autobatch-probe|ddp_train|greedy.py' >/dev/null || break
+		pgrep_here -f 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run' >/dev/null || break
 		sleep 0.5
 	done
-	refute pgrep_here -fl 'autobatch-probe|ddp_train|greedy.py'
+	refute pgrep_here -fl 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 	[ -z "$(squeue -h -s -o '%i %j %N')" ]
 }

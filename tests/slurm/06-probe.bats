@@ -25,13 +25,15 @@ config_rewritten() {
 }
 
 @test "own allocation: tasks see the batch written into the config, measured to fit" {
+	# one-process trials (the gpu shape), which run in parallel rounds
 	run --separate-stderr srun_t -N1 -n2 --gpus=4 --autobatch=0.8 --autobatch-config=cfg.yaml \
-		toy_train --config cfg.yaml
+		--autobatch-trial-shape=gpu toy_train --config cfg.yaml
 	[ "$status" -eq 0 ]
 	b=$(config_batch)
 	[ "$b" -gt 100 ]
 	tasks_agree "$b" 2
 	config_rewritten "$b"
+	assert_line_in "trials of one process of the step's 2 tasks" "$stderr"
 	# the job's 4 GPUs on the node: trials 4 at once
 	assert_line_in "autobatch: up to 4 trials at once, one per GPU (0,1,2,3)" "$stderr"
 	assert_line_in "autobatch: round 1: trial 1: batch 8 fits" "$stderr"
@@ -40,17 +42,19 @@ config_rewritten() {
 	no_probe_step_left
 }
 
-@test "inside salloc: four tasks, one decision" {
+@test "inside salloc: four tasks, one decision, each trial the whole step" {
 	run --separate-stderr timeout 120 salloc -N1 -n4 --gpus=4 srun --autobatch=0.8 \
 		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
 	[ "$status" -eq 0 ]
 	b=$(config_batch)
 	tasks_agree "$b" 4
 	config_rewritten "$b"
+	assert_line_in "trials of the whole step, 1 node x 4 tasks" "$stderr"
+	grep -q "autobatch: trial 1: batch 8 fits, peak .* (rank [0-3] on node1, the largest of 4)" <<<"$stderr"
 }
 
-@test "inside sbatch: the option given to sbatch probes for the job's srun" {
-	run timeout 120 sbatch --wait -n2 --gpus=2 --autobatch=0.8 -o out.txt -e err.txt \
+@test "inside sbatch: the options given to sbatch (a fraction, a trial shape) probe for the job's srun" {
+	run timeout 120 sbatch --wait -n2 --gpus=2 --autobatch=0.8 --autobatch-trial-shape=gpu -o out.txt -e err.txt \
 		--wrap "srun --autobatch-config=cfg.yaml toy_train --config cfg.yaml"
 	[ "$status" -eq 0 ]
 	output=$(cat out.txt)

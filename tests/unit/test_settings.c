@@ -13,6 +13,7 @@
 
 #include "hostlist.h"
 #include "number.h"
+#include "presets.h"
 #include "protocol.h"
 #include "settings.h"
 
@@ -568,6 +569,20 @@ static void trial_shapes(void **state)
 	assert_int_equal(ab_hostlist_count("a[3-1]"), -EINVAL);
 	assert_int_equal(ab_hostlist_count("a[1-"), -EINVAL);
 	assert_int_equal(ab_hostlist_count("a b"), -EINVAL);
+
+	/* launchers, whose one task is a step trial with each worker measured */
+	assert_string_equal(ab_launcher_name(2, ARGV("/usr/bin/torchrun", "train.py")), "torchrun");
+	assert_string_equal(ab_launcher_name(3, ARGV("accelerate", "launch", "t.py")),
+			    "accelerate launch");
+	assert_string_equal(ab_launcher_name(2, ARGV("deepspeed", "t.py")), "deepspeed");
+	assert_string_equal(ab_launcher_name(5, ARGV("python3", "-u", "-m", "torch.distributed.run",
+						     "t.py")),
+			    "torch.distributed.run");
+	assert_null(ab_launcher_name(3, ARGV("accelerate", "config", "x")));
+	assert_null(ab_launcher_name(3, ARGV("python3", "t.py", "-m")));
+	assert_null(ab_launcher_name(4, ARGV("python3", "-m", "torch.distributed.run2", "t.py")));
+	assert_null(ab_launcher_name(2, ARGV("./train.sh", "torchrun")));
+	assert_null(ab_launcher_name(0, NULL));
 }
 
 /* srun's own syntax: a bare ':' separates a heterogeneous step's components */

@@ -50,11 +50,17 @@ def is_oom(error):
 
 
 class Recorder:
-    """Appends this process's trial lines to $AUTOBATCH_TRIAL_REPORT."""
+    """Appends this process's trial lines to $AUTOBATCH_TRIAL_REPORT; with
+    $AUTOBATCH_TRIAL_PER_PROCESS=1 (a trial step's task, whose command may be a launcher
+    starting several workers) to a report of its own beside it, REPORT.pid.PID, so that each
+    worker's steps and memory are its own."""
 
     def __init__(self):
         self.pid = os.getpid()
-        self.path = os.environ.get("AUTOBATCH_TRIAL_REPORT")
+        self.base = os.environ.get("AUTOBATCH_TRIAL_REPORT")
+        self.path = self.base
+        if self.base and os.environ.get("AUTOBATCH_TRIAL_PER_PROCESS") == "1":
+            self.path = "%s.pid.%d" % (self.base, self.pid)
         self.steps = positive_int("AUTOBATCH_TRIAL_STEPS") or 3
         self.batch = positive_int("AUTOBATCH_BATCH_SIZE") or 1
         self.count = 0
@@ -70,8 +76,11 @@ class Recorder:
         self.written += len(line.encode())
 
     def foreign(self):
-        """True when something other than this recorder wrote to the report."""
+        """True when something other than this recorder wrote to the report (the program
+        itself, to the trial's own report)."""
         try:
+            if self.path != self.base:
+                return os.path.getsize(self.base) > 0
             return os.path.getsize(self.path) > self.written
         except (OSError, TypeError):
             return False

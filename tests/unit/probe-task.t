@@ -1,0 +1,79 @@
+#!/bin/sh
+# probe-task.t - `autobatch-probe task`, one task of a trial that is a Slurm step, without
+# Slurm (TAP): what it says on its standard output for the ranks' launcher (its node, its
+# command's report lines, its peak, how it ended); a launcher's workers (tests/python/
+# launch_workers.py starting a real PyTorch loop, tests/python/plain_torch.py, at two batches)
+# each reporting on their own, the task's steps those every worker took and its peak the
+# largest worker's, not their sum; a worker over the capacity ending the task at once, exit 3,
+# nothing left; its usage. Real runs of Slurm trial steps: tests/slurm-multi/03-shapes.bats.
+probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+peakrun=${PEAKRUN:-tests/helpers/peakrun}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+hook=${HOOK_DIR:-$src/contrib/python}
+py=/usr/bin/python3
+dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
+trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
+. "$(dirname "$0")/tap.sh"
+export MALLOC_MMAP_THRESHOLD_=65536
+echo "1..5"
+
+"$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"
+check "a bad capacity is refused with the usage, exit 2" \
+	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe task \[--capacity BYTES\] -- COMMAND' '$dir/usage.err'"
+
+# a command that speaks the protocol itself, as toy_train does
+cat >"$dir/speaks.sh" <<'EOS'
+#!/bin/sh
+for i in 1 2 3; do echo "{\"step_s\": 0.01, \"samples\": 4}" >>"$AUTOBATCH_TRIAL_REPORT"; done
+echo "to standard output"
+EOS
+chmod +x "$dir/speaks.sh"
+SLURMD_NODENAME=node7 "$probe" task -- "$dir/speaks.sh" >"$dir/speaks.out" 2>"$dir/speaks.err"
+check "its node, its command's report lines, its peak and its end, on standard output alone" \
+	sh -c "[ \"\$(sed -n 1p '$dir/speaks.out')\" = '@autobatch-task node node7' ] &&
+	       [ \$(grep -c '^@autobatch-task report {\"step_s\": 0.01, \"samples\": 4}\$' '$dir/speaks.out') -eq 3 ] &&
+	       grep -q '^@autobatch-task peak [0-9][0-9]*\$' '$dir/speaks.out' &&
+	       [ \"\$(tail -n1 '$dir/speaks.out')\" = '@autobatch-task end status 0' ] &&
+	       grep -qx 'to standard output' '$dir/speaks.err' && ! grep -qv '^@autobatch-task ' '$dir/speaks.out'" ||
+	cat "$dir/speaks.out"
+
+why=
+"$py" -c 'import torch' 2>/dev/null || why="no PyTorch for $py"
+[ "${AUTOBATCH_QUICK_CHECK:-}" = 1 ] && why="ran in this tree's own make check (AUTOBATCH_QUICK_CHECK=1)"
+if [ -n "$why" ]; then
+	for i in 3 4 5; do echo "ok $i # SKIP $why"; done
+	exit $failed
+fi
+
+# two workers of a launcher, at batches 8 and 64: their own memory differs by about 100 MiB
+echo '{"batch_size": 8, "steps": 6}' >"$dir/w0.json"
+echo '{"batch_size": 64, "steps": 6}' >"$dir/w1.json"
+trial_env() {
+	env PYTHONPATH="$hook" AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_STEPS=3 AUTOBATCH_BATCH_SIZE=8 "$@"
+}
+trial_env "$probe" task -- "$py" "$src/tests/python/launch_workers.py" "$src/tests/python/plain_torch.py" \
+	"$dir/w0.json" "$dir/w1.json" >"$dir/two.out" 2>"$dir/two.err"
+peak=$(sed -n 's/^@autobatch-task peak //p' "$dir/two.out" | tail -n1)
+big=$(trial_env "$peakrun" "$py" "$src/tests/python/plain_torch.py" "$dir/w1.json" 2>&1 >/dev/null |
+	sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p')
+small=$(trial_env "$peakrun" "$py" "$src/tests/python/plain_torch.py" "$dir/w0.json" 2>&1 >/dev/null |
+	sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p')
+check "a launcher's two workers: 4 steps every worker took, its peak the larger worker's ($peak; alone: $big and $small), not their sum" \
+	sh -c "[ \$(grep -c '^@autobatch-task report {\"step_s\": [0-9.]*, \"samples\": [0-9]*}\$' '$dir/two.out') -eq 4 ] &&
+	       [ -n '$big' ] && [ -n '$small' ] && [ '$peak' -ge \$(($big * 9 / 10)) ] &&
+	       [ '$peak' -le \$(($big * 11 / 10)) ] && [ '$peak' -lt \$(($big + $small * 9 / 10)) ] &&
+	       [ \"\$(tail -n1 '$dir/two.out')\" = '@autobatch-task end status 0' ]" ||
+	cat "$dir/two.out" "$dir/two.err"
+
+# the larger worker goes over a capacity between the two: the task ends at once
+echo '{"batch_size": 64, "steps": 1000}' >"$dir/w1.json"
+start=$(date +%s)
+trial_env "$probe" task --capacity $(( (big + small) / 2 )) -- "$py" "$src/tests/python/launch_workers.py" \
+	"$src/tests/python/plain_torch.py" "$dir/w0.json" "$dir/w1.json" >"$dir/over.out" 2>"$dir/over.err"
+rc=$? took=$(($(date +%s) - start))
+check "a worker over the capacity ends the task at once ($took s), exit 3, saying so" \
+	sh -c "[ $rc -eq 3 ] && [ $took -lt 60 ] && grep -q '^@autobatch-task over [0-9]*\$' '$dir/over.out'" ||
+	cat "$dir/over.out" "$dir/over.err"
+sleep 1
+check "no worker is left running" sh -c "! pgrep -f '$dir/w[01].json' >/dev/null"
+exit $failed
