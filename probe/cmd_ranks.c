@@ -285,8 +285,17 @@ static int poll_ranks(struct ranks *rs)
 
 struct step_argv {
 	char **v;
-	char *owned[4];
+	char *owned[5];
 };
+
+/* The srun that probes (the guard its probe step carries): trial steps are named after it,
+ * so that it can cancel those its cancelled probe step left (spank/probe_step.c). */
+static const char *guard_pid(void)
+{
+	const char *g = getenv(AB_GUARD_ENV);
+
+	return g && *g && strlen(g) < 16 && !g[strspn(g, "0123456789")] ? g : "0";
+}
 
 /* srun --overlap over the step's nodes, each task `autobatch-probe task` around the command.
  * --label marks each task's lines with its rank; --kill-on-bad-exit ends every task when one
@@ -301,7 +310,8 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	    !(a->owned[0] = realpath("/proc/self/exe", NULL)) ||
 	    asprintf(&a->owned[1], "--nodelist=%s", rs->nodes) < 0 ||
 	    asprintf(&a->owned[2], "--ntasks=%d", rs->n) < 0 ||
-	    asprintf(&a->owned[3], "%llu", (unsigned long long)rs->capacity) < 0)
+	    asprintf(&a->owned[3], "%llu", (unsigned long long)rs->capacity) < 0 ||
+	    asprintf(&a->owned[4], "--job-name=autobatch-trial.%s", guard_pid()) < 0)
 		return -1;
 	a->v[k++] = "srun";
 	a->v[k++] = "--overlap";
@@ -318,7 +328,7 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	a->v[k++] = "--quit-on-interrupt";
 	a->v[k++] = "--mem=0";
 	a->v[k++] = "--export=ALL";
-	a->v[k++] = "--job-name=autobatch-trial";
+	a->v[k++] = a->owned[4];
 	a->v[k++] = "--";
 	a->v[k++] = a->owned[0];
 	a->v[k++] = "task";

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <slurm/slurm.h>
+
 #include "probe_step.h"
 
 #include "error.h"
@@ -154,6 +156,16 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 				       "measures; use --autobatch-trial-shape=%s", ranks,
 			       AB_TRIAL_MAX_RANKS, *whole ? "node or gpu" : "gpu");
 	return ranks > 1 || launcher ? (int)ranks : 0;
+}
+
+/* Ranks of each trial, 0 for one process, without a message. */
+static int trial_ranks_of(const struct ab_probe_job *job)
+{
+	unsigned per_node;
+	bool whole;
+	char err[8];
+
+	return trial_ranks(job, &per_node, &whole, err, sizeof(err));
 }
 
 /* The trial's shape on the probe's command line: N ranks as a step over the nodes. */
@@ -375,6 +387,33 @@ static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
 	return rc;
 }
 
+/* The trial steps of this srun's probe (autobatch-trial.PID, named by `autobatch-probe ranks
+ * --nodes` after the guard) that outlive it: a cancelled probe step (Ctrl-C, probe_timeout, a
+ * lost node) takes the srun that ran the trial step with it, and a step whose srun is gone
+ * keeps its tasks running on their nodes until the job ends. */
+static void cancel_trial_steps(const struct ab_probe_job *job)
+{
+	job_step_info_response_msg_t *steps = NULL;
+	char name[64];
+
+	snprintf(name, sizeof(name), "autobatch-trial.%ld", (long)getpid());
+	if (slurm_get_job_steps((time_t)0, job->jobid, NO_VAL, &steps, SHOW_ALL) != SLURM_SUCCESS ||
+	    !steps)
+		return;
+	for (uint32_t i = 0; i < steps->job_step_count; i++) {
+		const job_step_info_t *s = &steps->job_steps[i];
+
+		/* its tasks killed, the step ends with them (slurm_kill_job_step's arguments
+		 * differ between releases; this call's do not) */
+		if (s->name && !strcmp(s->name, name) &&
+		    slurm_signal_job_step(job->jobid, s->step_id.step_id, SIGKILL) == SLURM_SUCCESS)
+			slurm_spank_log(AB_LOG_PREFIX "cancelled the trial step %u.%u that the probe "
+						      "left",
+					job->jobid, s->step_id.step_id);
+	}
+	slurm_free_job_step_info_response_msg(steps);
+}
+
 int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
 		 size_t errlen)
@@ -393,6 +432,8 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		*json = p.out;
 		p.out = NULL;
 	}
+	if (rc < 0 && trial_ranks_of(job) > 0)
+		cancel_trial_steps(job);
 done:
 	ab_subprocess_free(&p);
 	builder_free(&b);

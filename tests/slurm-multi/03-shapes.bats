@@ -166,3 +166,43 @@ nothing_left_here() {
 	refute pgrep_here -fl 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 	[ -z "$(squeue -h -s -o '%i %j %N')" ]
 }
+
+@test "Ctrl-C during a whole-step trial inside salloc: the trial step is cancelled on both nodes, nothing of it is left" {
+	printf '#!/bin/sh\nexec sleep 100\n' >hang.sh
+	chmod +x hang.sh
+	# inside an allocation the job outlives the srun: a trial step whose srun died with the
+	# cancelled probe step would run on until the job ends
+	run --separate-stderr timeout 90 salloc -N2 --ntasks-per-node=2 bash -c '
+		timeout -s INT 8 srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
+		sleep 3
+		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
+		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
+	echo "$stderr" | grep autobatch | sed 's/^/# /' >&3
+	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
+	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
+	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
+	nothing_left_here
+}
+
+@test "a trial step whose launcher is killed outright is cancelled by srun once the probe ends; nothing of it is left" {
+	printf '#!/bin/sh\n[ -z "$AUTOBATCH_TRIAL" ] || exec sleep 100\n' >hang.sh
+	chmod +x hang.sh
+	# SIGKILL leaves no launcher to end its step: the srun that probed cancels what is left
+	# of the trial steps its probe started (autobatch-trial.PID)
+	run --separate-stderr timeout 90 salloc -N2 --ntasks-per-node=2 bash -c '
+		(sleep 6; pkill -9 -f "[a]utobatch-probe.* ranks 4") &
+		timeout 60 srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
+		wait
+		for i in $(seq 40); do
+			[ -z "$(squeue -h -s -j "$SLURM_JOB_ID" -o %i)" ] && break
+			sleep 0.5
+		done
+		echo "waited: $i"
+		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
+		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
+	echo "$stderr" | grep autobatch | sed 's/^/# /' >&3
+	grep -q "autobatch: cancelled the trial step [0-9]*\.[0-9]* that the probe left" <<<"$stderr"
+	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
+	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
+	nothing_left_here
+}
