@@ -17,6 +17,22 @@ AC_DEFUN([AB_CHECK_SLURM_VERSION], [
     [the Slurm release the plugin is built against])
 ])
 
+# AB_CHECK_SLURM_SIGNAL_STEP
+# Which form the step calls take: slurm_get_job_steps and slurm_signal_job_step name a step by
+# job id and step id up to 24.11, by a slurm_step_id_t pointer in 26.05. Defines
+# HAVE_SLURM_SIGNAL_STEP_ID for the latter (the plugin lists and cancels the trial steps a
+# cancelled probe left).
+AC_DEFUN([AB_CHECK_SLURM_SIGNAL_STEP], [
+  AC_MSG_CHECKING([whether slurm_signal_job_step takes a slurm_step_id_t])
+  AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <slurm/slurm.h>]],
+      [[slurm_step_id_t id = {0}; job_step_info_response_msg_t *r = NULL;
+        return slurm_get_job_steps(&id, &r, SHOW_ALL) + slurm_signal_job_step(&id, 9);]])],
+    [AC_MSG_RESULT([yes])
+     AC_DEFINE([HAVE_SLURM_SIGNAL_STEP_ID], [1],
+       [slurm_get_job_steps and slurm_signal_job_step take a slurm_step_id_t, as in Slurm 26.05])],
+    [AC_MSG_RESULT([no])])
+])
+
 # AB_WITH_SLURM
 # --with-slurm[=DIR] (default: yes) and --with-slurm-plugindir=DIR. Finds slurm/spank.h and
 # the release (AB_CHECK_SLURM_VERSION), and the directory Slurm loads plugins from: Debian's
@@ -39,6 +55,7 @@ AC_DEFUN([AB_WITH_SLURM], [
     AC_CHECK_HEADER([slurm/spank.h], [],
       [AC_MSG_ERROR([slurm/spank.h not found: install Slurm's headers (Debian: apt-get install libslurm-dev), give --with-slurm=DIR, or build without the plugin with --without-slurm])])
     AB_CHECK_SLURM_VERSION
+    AB_CHECK_SLURM_SIGNAL_STEP
     CPPFLAGS="$ab_save_CPPFLAGS"
     AS_IF([test -z "$SLURM_PLUGINDIR"], [
       AC_MSG_CHECKING([for the Slurm plugin directory])

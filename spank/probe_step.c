@@ -391,22 +391,42 @@ static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
  * --nodes` after the guard) that outlive it: a cancelled probe step (Ctrl-C, probe_timeout, a
  * lost node) takes the srun that ran the trial step with it, and a step whose srun is gone
  * keeps its tasks running on their nodes until the job ends. */
+/* The job's steps, and one killed (a step ends with its tasks): the calls' forms changed in
+ * Slurm 26.05. */
+static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps)
+{
+#ifdef HAVE_SLURM_SIGNAL_STEP_ID
+	slurm_step_id_t id = {.job_id = jobid, .step_id = NO_VAL, .step_het_comp = NO_VAL};
+
+	return slurm_get_job_steps(&id, steps, SHOW_ALL);
+#else
+	return slurm_get_job_steps((time_t)0, jobid, NO_VAL, steps, SHOW_ALL);
+#endif
+}
+
+static int kill_step(const job_step_info_t *s)
+{
+#ifdef HAVE_SLURM_SIGNAL_STEP_ID
+	slurm_step_id_t id = s->step_id;
+
+	return slurm_signal_job_step(&id, SIGKILL);
+#else
+	return slurm_signal_job_step(s->step_id.job_id, s->step_id.step_id, SIGKILL);
+#endif
+}
+
 static void cancel_trial_steps(const struct ab_probe_job *job)
 {
 	job_step_info_response_msg_t *steps = NULL;
 	char name[64];
 
 	snprintf(name, sizeof(name), "autobatch-trial.%ld", (long)getpid());
-	if (slurm_get_job_steps((time_t)0, job->jobid, NO_VAL, &steps, SHOW_ALL) != SLURM_SUCCESS ||
-	    !steps)
+	if (list_steps(job->jobid, &steps) != SLURM_SUCCESS || !steps)
 		return;
 	for (uint32_t i = 0; i < steps->job_step_count; i++) {
 		const job_step_info_t *s = &steps->job_steps[i];
 
-		/* its tasks killed, the step ends with them (slurm_kill_job_step's arguments
-		 * differ between releases; this call's do not) */
-		if (s->name && !strcmp(s->name, name) &&
-		    slurm_signal_job_step(job->jobid, s->step_id.step_id, SIGKILL) == SLURM_SUCCESS)
+		if (s->name && !strcmp(s->name, name) && kill_step(s) == SLURM_SUCCESS)
 			slurm_spank_log(AB_LOG_PREFIX "cancelled the trial step %u.%u that the probe "
 						      "left",
 					job->jobid, s->step_id.step_id);
