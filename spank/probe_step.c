@@ -388,9 +388,10 @@ static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
 }
 
 /* The trial steps of this srun's probe (autobatch-trial.PID, named by `autobatch-probe ranks
- * --nodes` after the guard) that outlive it: a cancelled probe step (Ctrl-C, probe_timeout, a
- * lost node) takes the srun that ran the trial step with it, and a step whose srun is gone
- * keeps its tasks running on their nodes until the job ends. */
+ * --nodes` after the guard) that outlive it: the probe ends a trial it has seen enough of, or
+ * one past its allowance, at once (SIGKILL), and a cancelled probe step (Ctrl-C,
+ * probe_timeout, a lost node) ends all of it; either takes the srun that ran the trial step
+ * with it, and a step whose srun is gone keeps its tasks running until the job ends. */
 /* The job's steps, and one killed (a step ends with its tasks): the calls' forms changed in
  * Slurm 26.05. */
 static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps)
@@ -452,7 +453,9 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		*json = p.out;
 		p.out = NULL;
 	}
-	if (rc < 0 && trial_ranks_of(job) > 0)
+	/* the probe kills a trial it has seen enough of outright, with the srun of a trial step
+	 * in it: whatever is left of those steps ends here, before the real step starts */
+	if (trial_ranks_of(job) > 0)
 		cancel_trial_steps(job);
 done:
 	ab_subprocess_free(&p);

@@ -217,3 +217,25 @@ nothing_left_here() {
 	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
 	nothing_left_here
 }
+
+@test "a trial whose tasks go on after their steps: the probe's decision stands, and no trial step or task is left" {
+	cp "$SRCDIR/contrib/examples/toy.yaml" cfg.yaml
+	# steps reported, then it stays: the probe ends each trial once it has its steps, which
+	# takes the trial step's srun with it
+	printf '#!/bin/sh\ntoy_train --config "$1"\n[ -z "$AUTOBATCH_TRIAL" ] || exec sleep 100\n' >stays.sh
+	chmod +x stays.sh
+	run --separate-stderr timeout 120 salloc -N2 --ntasks-per-node=2 bash -c '
+		timeout 90 srun -N2 --ntasks-per-node=2 --autobatch=0.5 --autobatch-config=cfg.yaml \
+			./stays.sh cfg.yaml | grep -c "^toy_train: batch"
+		for i in $(seq 40); do
+			[ -z "$(squeue -h -s -j "$SLURM_JOB_ID" -o %i)" ] && break
+			sleep 0.5
+		done
+		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
+		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
+	assert_line_in "autobatch: chose batch $(config_batch) in " "$stderr"
+	grep -qx 4 <<<"$output" || { echo "$output" >&2; return 1; }
+	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
+	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
+	nothing_left_here
+}
