@@ -58,6 +58,8 @@ int ab_hostlist_first(const char *list, char *out, size_t outlen)
 	return 0;
 }
 
+#define RANGE_MAX 1000000000L /* a host number; strtol saturates at LONG_MAX, not this */
+
 /* The hosts one bracket names, "[1-3,7]" from just after '[' to its ']' (*end after it). */
 static long bracket_count(const char *p, const char **end)
 {
@@ -67,12 +69,12 @@ static long bracket_count(const char *p, const char **end)
 		char *e;
 		long a = strtol(p, &e, 10), b = a;
 
-		if (e == p || *p < '0' || *p > '9')
+		if (e == p || *p < '0' || *p > '9' || a > RANGE_MAX)
 			return -EINVAL;
 		if (*e == '-') {
 			p = e + 1;
 			b = strtol(p, &e, 10);
-			if (e == p || *p < '0' || *p > '9' || b < a)
+			if (e == p || *p < '0' || *p > '9' || b < a || b > RANGE_MAX)
 				return -EINVAL;
 		}
 		n += b - a + 1;

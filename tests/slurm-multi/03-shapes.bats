@@ -47,6 +47,12 @@ setup() {
 
 teardown() { reset_plugstack; }
 
+# the minutes-long DDP searches: once per CI run, on the host's Slurm
+ddp_here() {
+	[ "${AUTOBATCH_DDP_CASES:-}" != host ] ||
+		skip "minutes of PyTorch on two cores, run once per CI run on the host's Slurm (tests/slurm-release RELEASE TARBALL tests/slurm-multi runs them here)"
+}
+
 cfg_batch() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["batch_size"])' "$1"; }
 
 # plain B: the unmodified program as the step, at batch B, each rank measured on its node as
@@ -74,6 +80,7 @@ plain_launch() {
 }
 
 @test "a DDP step over 2 nodes x 2 tasks: each trial is the whole step; the choice fits a plain run of the step, 1/6 more does not" {
+	ddp_here
 	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" ddp_train.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
@@ -106,6 +113,7 @@ plain_launch() {
 }
 
 @test "srun torchrun --nproc_per_node=2, no trial command: each trial is the step, torchrun's workers each measured" {
+	ddp_here
 	# torchrun as it is: Debian 12's PyTorch 1.13 fails in torch.distributed.run before a
 	# worker starts (AttributeError in start_processes), and Debian unstable's 2.14 is built
 	# without libuv, which torchrun's own stores ask for whatever USE_LIBUV says
@@ -131,6 +139,7 @@ plain_launch() {
 }
 
 @test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {
+	ddp_here
 	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size \
 		--autobatch-trial-command="$PY ddp_train.py \"\$AUTOBATCH_CONFIG\"" "$PY" ddp_train.py cfg.json

@@ -569,6 +569,9 @@ static void trial_shapes(void **state)
 	assert_int_equal(ab_hostlist_count("a[3-1]"), -EINVAL);
 	assert_int_equal(ab_hostlist_count("a[1-"), -EINVAL);
 	assert_int_equal(ab_hostlist_count("a b"), -EINVAL);
+	/* found by the fuzzer: a range up to LONG_MAX overflowed the count */
+	assert_int_equal(ab_hostlist_count("u[0-0103333333333333333333333333,12]"), -EINVAL);
+	assert_int_equal(ab_hostlist_count("u[99999999999999999999]"), -EINVAL);
 
 	/* launchers, whose one task is a step trial with each worker measured */
 	assert_string_equal(ab_launcher_name(2, ARGV("/usr/bin/torchrun", "train.py")), "torchrun");
