@@ -98,20 +98,6 @@ plain_launch() {
 	nothing_left_here
 }
 
-@test "--autobatch-trial-shape=node: each trial is the step's 2 tasks of node1, a world of one node" {
-	cp "$SRCDIR/contrib/examples/toy.yaml" cfg.yaml
-	run --separate-stderr timeout 300 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
-		--autobatch-trial-shape=node --autobatch-config=cfg.yaml toy_train --config cfg.yaml
-	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$(config_batch)
-	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
-	assert_line_in "autobatch: chose batch $b in " "$stderr"
-	grep -q "trials of one node's 2 tasks of the step's 2 nodes" <<<"$stderr"
-	grep -q "autobatch: trial 1: batch [0-9]* fits, peak .* (rank [01] on node1, the largest of 2)" <<<"$stderr"
-	refute grep -q "on node2, the largest" <<<"$stderr"
-	[ "$(grep -c "^toy_train: batch $b from cfg.yaml" <<<"$output")" -eq 4 ]
-}
-
 @test "srun torchrun --nproc_per_node=2, no trial command: each trial is the step, torchrun's workers each measured" {
 	ddp_here
 	# torchrun as it is: Debian 12's PyTorch 1.13 fails in torch.distributed.run before a
@@ -187,64 +173,3 @@ nothing_left_here() {
 	[ -z "$(squeue -h -s -o '%i %j %N')" ]
 }
 
-@test "Ctrl-C during a whole-step trial inside salloc: the trial step is cancelled on both nodes, nothing of it is left" {
-	printf '#!/bin/sh\nexec sleep 100\n' >hang.sh
-	chmod +x hang.sh
-	# inside an allocation the job outlives the srun: a trial step whose srun died with the
-	# cancelled probe step would run on until the job ends
-	run --separate-stderr timeout 90 salloc -N2 --ntasks-per-node=2 bash -c '
-		timeout -s INT 8 srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
-		sleep 3
-		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
-		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
-	echo "$stderr" | grep autobatch | sed 's/^/# /' >&3
-	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
-	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
-	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
-	nothing_left_here
-}
-
-@test "a trial step whose launcher is killed outright is cancelled by srun once the probe ends; nothing of it is left" {
-	printf '#!/bin/sh\n[ -z "$AUTOBATCH_TRIAL" ] || exec sleep 100\n' >hang.sh
-	chmod +x hang.sh
-	# SIGKILL leaves no launcher to end its step: the srun that probed cancels what is left
-	# of the trial steps its probe started (autobatch-trial.PID)
-	run --separate-stderr timeout 90 salloc -N2 --ntasks-per-node=2 bash -c '
-		(sleep 6; pkill -9 -f "[a]utobatch-probe.* ranks 4") &
-		timeout 60 srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
-		wait
-		for i in $(seq 40); do
-			[ -z "$(squeue -h -s -j "$SLURM_JOB_ID" -o %i)" ] && break
-			sleep 0.5
-		done
-		echo "waited: $i"
-		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
-		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
-	echo "$stderr" | grep autobatch | sed 's/^/# /' >&3
-	grep -q "autobatch: cancelled the trial step [0-9]*\.[0-9]* that the probe left" <<<"$stderr"
-	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
-	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
-	nothing_left_here
-}
-
-@test "a trial whose tasks go on after their steps: the probe's decision stands, and no trial step or task is left" {
-	cp "$SRCDIR/contrib/examples/toy.yaml" cfg.yaml
-	# steps reported, then it stays: the probe ends each trial once it has its steps, which
-	# takes the trial step's srun with it
-	printf '#!/bin/sh\ntoy_train --config "$1"\n[ -z "$AUTOBATCH_TRIAL" ] || exec sleep 100\n' >stays.sh
-	chmod +x stays.sh
-	run --separate-stderr timeout 120 salloc -N2 --ntasks-per-node=2 bash -c '
-		timeout 90 srun -N2 --ntasks-per-node=2 --autobatch=0.5 --autobatch-config=cfg.yaml \
-			./stays.sh cfg.yaml | grep -c "^toy_train: batch"
-		for i in $(seq 40); do
-			[ -z "$(squeue -h -s -j "$SLURM_JOB_ID" -o %i)" ] && break
-			sleep 0.5
-		done
-		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
-		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
-	assert_line_in "autobatch: chose batch $(config_batch) in " "$stderr"
-	grep -qx 4 <<<"$output" || { echo "$output" >&2; return 1; }
-	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
-	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
-	nothing_left_here
-}
