@@ -219,29 +219,35 @@ static int finish_ok(struct ranks *rs)
 	return 0;
 }
 
+/* " (on NODE)" for a rank of a trial step, "" for one on this node. */
+static const char *rank_where(const struct rank *r, char *buf, size_t len)
+{
+	snprintf(buf, len, r->node[0] ? " (on %s)" : "%s", r->node);
+	return buf;
+}
+
 /* Rank i failed (or went over): the others stopped at once, the trial told why. */
 static int finish_failed(struct ranks *rs, int i, uint64_t over)
 {
 	struct rank *r = &rs->r[i];
 	int st = r->status;
+	char where[80];
 
 	stop_all(rs);
 	merge_steps(rs);
 	write_peaks(rs); /* every rank's, the trial's count of ranks with them */
 	if (over) {
-		fprintf(stderr, "autobatch-probe ranks: rank %d of %d%s%s%s went over the device's "
+		fprintf(stderr, "autobatch-probe ranks: rank %d of %d%s went over the device's "
 				"memory (%llu bytes held): every rank was stopped\n",
-			i, rs->n, r->node[0] ? " (on " : "", r->node, r->node[0] ? ")" : "",
-			(unsigned long long)over);
+			i, rs->n, rank_where(r, where, sizeof(where)), (unsigned long long)over);
 		dprintf(rs->out, "{\"oom\": true, \"%s\": %llu, \"bound_rank\": %d%s%s%s}\n",
 			AB_FIELD_FLOOR, (unsigned long long)over, i, r->node[0] ? ", \"bound_node\": \"" : "",
 			r->node, r->node[0] ? "\"" : "");
 		return 1;
 	}
-	fprintf(stderr, "autobatch-probe ranks: rank %d of %d%s%s%s ended (%s %d) after %zu steps: "
+	fprintf(stderr, "autobatch-probe ranks: rank %d of %d%s ended (%s %d) after %zu steps: "
 			"the other ranks were stopped\n",
-		i, rs->n, r->node[0] ? " (on " : "", r->node, r->node[0] ? ")" : "",
-		WIFSIGNALED(st) ? "signal" : "status",
+		i, rs->n, rank_where(r, where, sizeof(where)), WIFSIGNALED(st) ? "signal" : "status",
 		WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), r->w.rep.steps);
 	if (r->w.rep.oom)
 		dprintf(rs->out, "{\"oom\": true, \"%s\": %llu, \"bound_rank\": %d}\n", AB_FIELD_FLOOR,
@@ -285,7 +291,7 @@ static int poll_ranks(struct ranks *rs)
 
 struct step_argv {
 	char **v;
-	char *owned[5];
+	char *owned[6];
 };
 
 /* The srun that probes (the guard its probe step carries): trial steps are named after it,
@@ -311,18 +317,15 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	    asprintf(&a->owned[1], "--nodelist=%s", rs->nodes) < 0 ||
 	    asprintf(&a->owned[2], "--ntasks=%d", rs->n) < 0 ||
 	    asprintf(&a->owned[3], "%llu", (unsigned long long)rs->capacity) < 0 ||
-	    asprintf(&a->owned[4], "--job-name=autobatch-trial.%s", guard_pid()) < 0)
+	    asprintf(&a->owned[4], "--job-name=autobatch-trial.%s", guard_pid()) < 0 ||
+	    asprintf(&a->owned[5], "--ntasks-per-node=%ld", rs->per_node) < 0)
 		return -1;
 	a->v[k++] = "srun";
 	a->v[k++] = "--overlap";
 	a->v[k++] = a->owned[1];
 	a->v[k++] = a->owned[2];
-	if (rs->per_node) {
-		static char per[40];
-
-		snprintf(per, sizeof(per), "--ntasks-per-node=%ld", rs->per_node);
-		a->v[k++] = per;
-	}
+	if (rs->per_node)
+		a->v[k++] = a->owned[5];
 	a->v[k++] = "--kill-on-bad-exit=1";
 	a->v[k++] = "--label";
 	a->v[k++] = "--quit-on-interrupt";
@@ -485,6 +488,7 @@ static int read_step(struct ranks *rs, uint64_t *over)
 /* One poll of the trial step. Returns -1 while it runs, else the exit status. */
 static int poll_step(struct ranks *rs)
 {
+	char where[80];
 	uint64_t over = 0;
 	int failed = read_step(rs, &over), live = 0;
 
@@ -506,15 +510,13 @@ static int poll_step(struct ranks *rs)
 		for (int i = 0; i < rs->n; i++)
 			if (!rs->r[i].ended) {
 				fprintf(stderr, "autobatch-probe ranks: the trial step ended (srun %s %d) "
-						"before rank %d of %d%s%s%s ended: see srun's lines above\n",
+						"before rank %d of %d%s ended: see srun's lines above\n",
 					WIFSIGNALED(rs->srun.status) ? "signal" : "status",
 					WIFSIGNALED(rs->srun.status) ? WTERMSIG(rs->srun.status)
 								     : WEXITSTATUS(rs->srun.status),
-					i, rs->n, rs->r[i].node[0] ? " (on " : "", rs->r[i].node,
-					rs->r[i].node[0] ? ")" : "");
+					i, rs->n, rank_where(&rs->r[i], where, sizeof(where)));
 				break;
 			}
-		merge_steps(rs);
 		return WIFEXITED(rs->srun.status) && WEXITSTATUS(rs->srun.status)
 			       ? WEXITSTATUS(rs->srun.status) : 1;
 	}

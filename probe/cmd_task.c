@@ -48,8 +48,7 @@ struct worker {
 struct task {
 	char **argv;
 	char dir[PATH_MAX], report[PATH_MAX + 16];
-	int rfd;        /* its report, read as it is written */
-	off_t sent;     /* bytes of it relayed */
+	struct ab_report_watch base; /* its report, read as it is written */
 	uint64_t said;  /* the peak last said */
 	struct ab_proc proc;
 	struct ab_group_peak group;
@@ -97,29 +96,23 @@ static void say(const char *fmt, ...)
 	(void)!write(1, line, (size_t)n + 1);
 }
 
-/* The whole lines its command appended since the last call, each relayed once; a line too
- * long to be a report line is dropped (the launcher's parser would count it as bad). */
+/* Each line of a run of whole lines its command appended to its report, as it is. */
+static void say_lines(void *arg, const char *buf, size_t len)
+{
+	(void)arg;
+	for (const char *end = buf + len, *nl; buf < end; buf = nl + 1) {
+		nl = memchr(buf, '\n', (size_t)(end - buf));
+		nl = nl ? nl : end;
+		if (nl > buf)
+			say("%s %.*s", AB_TASK_REPORT, (int)(nl - buf), buf);
+	}
+}
+
+/* The lines its command appended to its report since the last call, each relayed once (a
+ * line too long to be a report line is dropped: the launcher's parser would count it bad). */
 static void relay_report(struct task *t, int final)
 {
-	char buf[AB_REPORT_MAX_LINE];
-	ssize_t n;
-
-	while (t->sent < (off_t)AB_REPORT_MAX_BYTES &&
-	       (n = pread(t->rfd, buf, sizeof(buf) - 1, t->sent)) > 0) {
-		char *nl = memchr(buf, '\n', (size_t)n);
-
-		if (!nl && !final && n < (ssize_t)sizeof(buf) - 1)
-			return; /* a line still being written */
-		if (!nl) {
-			t->sent += n; /* overlong, or the last line without its newline */
-			if (final && n < (ssize_t)sizeof(buf) - 1)
-				buf[n] = '\0', say("%s %s", AB_TASK_REPORT, buf);
-			continue;
-		}
-		*nl = '\0';
-		say("%s %s", AB_TASK_REPORT, buf);
-		t->sent += nl - buf + 1;
-	}
+	ab_report_watch_lines(&t->base, final, say_lines, NULL);
 }
 
 /* A worker's own memory: what the group's sampling kept for its process, or what it
@@ -262,7 +255,7 @@ static int setup(struct task *t)
 		return -1;
 	snprintf(t->report, sizeof(t->report), "%s/report", t->dir);
 	fd = open(t->report, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || (t->rfd = open(t->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+	if (fd < 0 || (t->base.fd = open(t->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return -1;
 	close(fd);
 	gethostname(host, sizeof(host) - 1);
@@ -272,7 +265,7 @@ static int setup(struct task *t)
 
 int cmd_task(int argc, char **argv)
 {
-	struct task t = {.rfd = -1};
+	struct task t = {.base.fd = -1};
 	long cap = 0;
 	char err[256];
 	int i = 1, rc;
@@ -307,8 +300,8 @@ int cmd_task(int argc, char **argv)
 		waitpid(t.proc.pid, NULL, 0);
 	}
 out:
-	if (t.rfd >= 0)
-		close(t.rfd);
+	if (t.base.fd >= 0)
+		close(t.base.fd);
 	for (size_t k = 0; k < t.nworkers; k++)
 		close(t.workers[k].w.fd);
 	if (t.dir[0])

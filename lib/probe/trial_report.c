@@ -139,7 +139,20 @@ double ab_median(double *v, size_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+static void feed_watch(void *arg, const char *buf, size_t len)
+{
+	struct ab_report_watch *w = arg;
+
+	ab_trial_report_feed(buf, len, &w->rep);
+}
+
 void ab_report_watch_read(struct ab_report_watch *w, bool final)
+{
+	ab_report_watch_lines(w, final, feed_watch, w);
+}
+
+void ab_report_watch_lines(struct ab_report_watch *w, bool final,
+			   void (*on)(void *arg, const char *buf, size_t len), void *arg)
 {
 	char buf[2 * AB_REPORT_MAX_LINE];
 	ssize_t n;
@@ -163,7 +176,7 @@ void ab_report_watch_read(struct ab_report_watch *w, bool final)
 			w->rep.bad_lines++;
 			w->skipping = !final;
 		} else {
-			ab_trial_report_feed(buf, take, &w->rep);
+			on(arg, buf, take);
 		}
 		w->parsed += (off_t)take;
 	}

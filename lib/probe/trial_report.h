@@ -49,6 +49,12 @@ struct ab_report_watch {
  * so a last line without its newline counts too. */
 void ab_report_watch_read(struct ab_report_watch *w, bool final);
 
+/* The same reading, each run of whole lines handed to on(arg, buf, len) instead of being
+ * parsed (a trial step's task relays its command's lines as they are); an overlong line is
+ * counted in w->rep.bad_lines and skipped, as ab_report_watch_read does. */
+void ab_report_watch_lines(struct ab_report_watch *w, bool final,
+			   void (*on)(void *arg, const char *buf, size_t len), void *arg);
+
 /* Parses buf (need not be NUL-terminated); never fails, malformed lines are counted. */
 void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *out);
 
