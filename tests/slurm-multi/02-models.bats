@@ -31,7 +31,8 @@ steps_on() { grep -o "launch task StepId=$1\.[0-9]*" "$(node_log "$2")" | sed 's
 	run --separate-stderr srun_t -N1 -n2 -w node3 --autobatch=0.8 --autobatch-config=alone.yaml \
 		--autobatch-trial-command="toy_train --config alone.yaml" true
 	[ "$status" -eq 0 ]
-	[ "$(config_batch alone.yaml)" -le "$b" ] && [ "$(config_batch alone.yaml)" -ge $((b * 95 / 100)) ]
+	[ "$(config_batch alone.yaml)" -le "$b" ]
+	[ "$(config_batch alone.yaml)" -ge $((b * 95 / 100)) ]
 	run --separate-stderr srun_t -N1 -n2 -w node1 --autobatch=0.8 --autobatch-config=orig.yaml \
 		--autobatch-trial-command="toy_train --config orig.yaml" true
 	[ "$(config_batch orig.yaml)" -gt $((b * 3 / 2)) ]

@@ -15,12 +15,7 @@ setup_file() {
 }
 
 setup() {
-	PY=""
-	for p in /usr/bin/python3 "$(command -v python3)"; do
-		if "$p" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
-			PY=$p && break
-		fi
-	done
+	PY=$(torch_python 'import torch.distributed as d; assert d.is_available()')
 	[ -n "$PY" ] || skip "no PyTorch with torch.distributed for python3 beside this Slurm"
 	cd "$BATS_TEST_TMPDIR"
 	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
@@ -79,6 +74,17 @@ plain_launch() {
 		/@autobatch-task end status 0$/ { ok = 1 } END { if (ok) print m }'
 }
 
+# fits_plain PLAIN B: the choice B fits a plain run of the step (PLAIN: plain or plain_launch),
+# and 1/6 more does not (a plain run that fails is no fit)
+fits_plain() {
+	local b=$2 p over
+	p=$("$1" "$b") over=$("$1" $((b + b / 6 + 1)))
+	echo "# $1 at $b: ${p:-failed} of $LIMIT; at $((b + b / 6 + 1)): ${over:-failed}" >&3
+	[ -n "$p" ]
+	[ "$p" -le "$LIMIT" ]
+	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
+}
+
 @test "a DDP step over 2 nodes x 2 tasks: each trial is the whole step; the choice fits a plain run of the step, 1/6 more does not" {
 	ddp_here
 	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
@@ -91,11 +97,8 @@ plain_launch() {
 	grep -q "autobatch: trial 1: batch 64 fits, peak .* (rank [0-3] on node[12], the largest of 4)" <<<"$stderr"
 	# the real step ran at the choice on both nodes, at the user's own MASTER_PORT
 	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
-	p=$(plain "$b") over=$(plain $((b + b / 6 + 1)))
-	echo "# plain step at $b: ${p:-failed} of $LIMIT; at $((b + b / 6 + 1)): ${over:-failed}" >&3
-	[ -n "$p" ] && [ "$p" -le "$LIMIT" ]
-	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
-	nothing_left_here
+	fits_plain plain "$b"
+	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 }
 
 @test "srun torchrun --nproc_per_node=2, no trial command: each trial is the step, torchrun's workers each measured" {
@@ -117,11 +120,8 @@ plain_launch() {
 	grep -q "trials of the whole step, torch.distributed.run's workers each measured" <<<"$stderr"
 	[ "$(grep -c "^rank [01] of 2: batch $b, loss" <<<"$output")" -eq 2 ]
 	# the plain step, its largest worker measured as a trial's
-	p=$(plain_launch "$b") over=$(plain_launch $((b + b / 6 + 1)))
-	echo "# plain torchrun step at $b: ${p:-failed} of $LIMIT; at $((b + b / 6 + 1)): ${over:-failed}" >&3
-	[ -n "$p" ] && [ "$p" -le "$LIMIT" ]
-	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
-	nothing_left_here
+	fits_plain plain_launch "$b"
+	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 }
 
 @test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {
@@ -159,17 +159,6 @@ EOF
 	echo "# $took s" >&3
 	[ "$took" -lt 60 ]
 	grep -q "autobatch: trial 1: batch 64 does not fit: out of memory, peak at least 2.[0-9]* GiB on rank 3 on node2 of 4 ([0-9] s)" <<<"$stderr"
-	nothing_left_here
-}
-
-# nothing of the trials runs on any node, no step of the job is left
-nothing_left_here() {
-	local i
-	for i in $(seq 20); do
-		pgrep_here -f 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run' >/dev/null || break
-		sleep 0.5
-	done
-	refute pgrep_here -fl 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
-	[ -z "$(squeue -h -s -o '%i %j %N')" ]
+	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 }
 

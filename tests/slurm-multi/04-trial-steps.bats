@@ -22,17 +22,6 @@ setup() {
 
 teardown() { reset_plugstack; }
 
-# nothing of the trials runs on any node, no step of the job is left
-nothing_left_here() {
-	local i
-	for i in $(seq 20); do
-		pgrep_here -f 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run' >/dev/null || break
-		sleep 0.5
-	done
-	refute pgrep_here -fl 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
-	[ -z "$(squeue -h -s -o '%i %j %N')" ]
-}
-
 @test "--autobatch-trial-shape=node: each trial is the step's 2 tasks of node1, a world of one node" {
 	cp "$SRCDIR/contrib/examples/toy.yaml" cfg.yaml
 	run --separate-stderr timeout 300 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
@@ -61,7 +50,7 @@ nothing_left_here() {
 	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
 	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
 	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
-	nothing_left_here
+	none_left 'autobatch-probe|toy_train'
 }
 
 @test "a trial step whose launcher is killed outright is cancelled by srun once the probe ends; nothing of it is left" {
@@ -84,7 +73,7 @@ nothing_left_here() {
 	grep -q "autobatch: cancelled the trial step [0-9]*\.[0-9]* that the probe left" <<<"$stderr"
 	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
 	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
-	nothing_left_here
+	none_left 'autobatch-probe|toy_train'
 }
 
 @test "a trial whose tasks go on after their steps: the probe's decision stands, and no trial step or task is left" {
@@ -106,5 +95,5 @@ nothing_left_here() {
 	grep -qx 4 <<<"$output" || { echo "$output" >&2; return 1; }
 	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
 	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
-	nothing_left_here
+	none_left 'autobatch-probe|toy_train'
 }

@@ -41,19 +41,27 @@ tasks_on_nodes() {
 	done
 }
 
-# nothing of ours runs on any node, no step of the job is left, the config is as it was
-nothing_left() {
+# none_left PATTERN: no process matching PATTERN runs on any node (given 10 s to end), and no
+# step of the job is left
+none_left() {
 	local i
 	for i in $(seq 20); do
-		pgrep_here -f 'autobatch-probe|toy_train|sleep 100' >/dev/null || break
+		pgrep_here -f "$1" >/dev/null || break
 		sleep 0.5
 	done
-	refute pgrep_here -fl 'autobatch-probe|toy_train|sleep 100'
+	refute pgrep_here -fl "$1"
+	[ -z "$(squeue -h -s -o '%i %j %N')" ]
+}
+
+# nothing of ours runs on any node, no step of the job is left (given 10 s to end), the
+# config is as it was
+nothing_left() {
+	local i
 	for i in $(seq 20); do
 		[ -z "$(squeue -h -s -o %i)" ] && break
 		sleep 0.5
 	done
-	[ -z "$(squeue -h -s -o '%i %j %N')" ]
+	none_left 'autobatch-probe|toy_train|sleep 100'
 	cmp -s cfg.yaml orig.yaml
 	[ ! -e cfg.yaml.autobatch~ ]
 }

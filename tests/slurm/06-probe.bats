@@ -86,7 +86,8 @@ config_rewritten() {
 	[ "$status" -eq 0 ]
 	grep -q '"fraction":0.4,' autobatch-*.json
 	b=$(config_batch)
-	[ "$b" -gt 80 ] && [ "$b" -lt 110 ] # about 102 MiB of 1 MiB samples
+	[ "$b" -gt 80 ] # about 102 MiB of 1 MiB samples
+	[ "$b" -lt 110 ]
 	assert_line_in "(40% of 256 MiB)" "$stderr"
 }
 

@@ -29,7 +29,8 @@ probe4() {
 	assert_line_in "autobatch: round 1: trial 1: batch 8 does not fit" "$stderr"
 	grep -q '"parallel":4,' autobatch-*.json
 	rounds=$(sed -n 's/.*"rounds":\([0-9]*\),.*/\1/p' autobatch-*.json)
-	[ "$rounds" -ge 1 ] && [ "$rounds" -le 3 ]
+	[ "$rounds" -ge 1 ]
+	[ "$rounds" -le 3 ]
 	assert_line_in "autobatch: chose batch 6 in " "$stderr"
 	assert_line_in "rounds of up to 4 at once)" "$stderr"
 	# round 1's trials overlapped in time: each started before any of them ended

@@ -14,10 +14,7 @@ setup_file() {
 }
 
 setup() {
-	PY=""
-	for p in /usr/bin/python3 "$(command -v python3)"; do
-		if "$p" -c 'import torch' 2>/dev/null; then PY=$p && break; fi
-	done
+	PY=$(torch_python 'import torch')
 	[ -n "$PY" ] || skip "no PyTorch for python3 beside this Slurm"
 	cd "$BATS_TEST_TMPDIR"
 	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache

@@ -65,6 +65,18 @@ config_batch() { sed -n 's/^  batch_size: \([0-9]*\).*/\1/p' "${1:-cfg.yaml}"; }
 
 # pgrep and pkill for this PID namespace only: CI runs other Slurm releases' suites beside
 # this one (tests/slurm-release), each in a namespace of its own whose processes the host sees.
+# torch_python CODE: the python3 beside this Slurm that runs CODE (a PyTorch import; Debian's
+# /usr/bin first), or nothing
+torch_python() {
+	local p
+	for p in /usr/bin/python3 "$(command -v python3)"; do
+		if "$p" -c "$1" 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+}
+
 pgrep_here() { pgrep --ns $$ --nslist pid "$@"; }
 pkill_here() { pkill --ns $$ --nslist pid "$@"; }
 

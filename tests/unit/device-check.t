@@ -61,13 +61,7 @@ check "report: exec mode's choice at 0.8 against its plain run and the truth, Li
 # a dry run of the exec stage: the real probe on the host device, the tiny GPT-2, the truth
 # (not again in distcheck's second pass of the same tests: tests/run-all sets
 # AUTOBATCH_QUICK_CHECK there)
-why=
-"$py" -c 'import torch' 2>/dev/null || why="no PyTorch for $py"
-[ "${AUTOBATCH_QUICK_CHECK:-}" = 1 ] && why="ran in this tree's own make check (AUTOBATCH_QUICK_CHECK=1)"
-if [ -n "$why" ]; then
-	for i in 8 9 10; do echo "ok $i # SKIP $why"; done
-	exit $failed
-fi
+python_or_skip "$py" 'import torch' PyTorch 8 10
 BUILD=$build "$dc" --dry-run --results "$dir/d" --report-dir "$dir/d" \
 	build exec report >"$dir/dry.out" 2>&1
 check "dry run: the probe chose a batch for the tiny GPT-2 on the host, exec done" \

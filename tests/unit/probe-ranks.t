@@ -26,16 +26,8 @@ check "--ranks on a device other than the host is refused, saying why" \
 check "--ranks with --parallel is refused" \
 	grep -q "failed: --ranks and --parallel: a trial of several ranks takes the node" "$dir/par.err"
 
-# (minutes of Python: not again in distcheck's second pass, where tests/run-all sets
-# AUTOBATCH_QUICK_CHECK)
-why=
-"$py" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null ||
-	why="no PyTorch with torch.distributed for $py"
-[ "${AUTOBATCH_QUICK_CHECK:-}" = 1 ] && why="ran in this tree's own make check (AUTOBATCH_QUICK_CHECK=1)"
-if [ -n "$why" ]; then
-	for i in 3 4 5 6 7; do echo "ok $i # SKIP $why"; done
-	exit $failed
-fi
+python_or_skip "$py" 'import torch.distributed as d; assert d.is_available()' \
+	"PyTorch with torch.distributed" 3 7
 
 # plain RANKS BATCH: the program's plain run with RANKS ranks (each measured by peakrun as the
 # probe measures a host trial); prints the largest rank's peak, or nothing when a rank failed

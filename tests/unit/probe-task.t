@@ -37,13 +37,7 @@ check "its node, its command's report lines, its peak and its end, on standard o
 	       grep -qx 'to standard output' '$dir/speaks.err' && ! grep -qv '^@autobatch-task ' '$dir/speaks.out'" ||
 	cat "$dir/speaks.out"
 
-why=
-"$py" -c 'import torch' 2>/dev/null || why="no PyTorch for $py"
-[ "${AUTOBATCH_QUICK_CHECK:-}" = 1 ] && why="ran in this tree's own make check (AUTOBATCH_QUICK_CHECK=1)"
-if [ -n "$why" ]; then
-	for i in 3 4 5; do echo "ok $i # SKIP $why"; done
-	exit $failed
-fi
+python_or_skip "$py" 'import torch' PyTorch 3 5
 
 # two workers of a launcher, at batches 8 and 64: their own memory differs by about 100 MiB
 echo '{"batch_size": 8, "steps": 6}' >"$dir/w0.json"
