@@ -35,6 +35,7 @@
 #include "trial_report.h"
 
 #define POLL_NS 50000000L
+#define STOP_EOF_POLLS 100   /* 5 s for the tasks to end their commands at our stop */
 #define STOP_GRACE_POLLS 300 /* 15 s for srun to cancel a trial step */
 
 struct rank {
@@ -61,6 +62,7 @@ struct ranks {
 	long per_node;     /* 0: as srun lays them out */
 	struct ab_proc srun;
 	int srun_out;      /* srun's standard output: the tasks' lines */
+	int srun_in;       /* srun's standard input, every task's (--input=all): closed to stop */
 	bool srun_ended;
 	char line[AB_REPORT_MAX_LINE + 128];
 	size_t line_len;
@@ -176,20 +178,30 @@ static void merge_steps(struct ranks *rs)
 		write_peaks(rs);
 }
 
-/* The trial step ended: srun's --quit-on-interrupt makes one SIGINT cancel it on every node;
- * SIGKILL (its tasks then end with the step's cancellation) when srun does not end in time. */
-static void stop_step(struct ranks *rs)
+/* Whether srun ended within polls. */
+static bool srun_ends(struct ranks *rs, int polls)
 {
-	if (rs->srun.pid <= 0 || rs->srun_ended)
-		return;
-	kill(rs->srun.pid, SIGINT);
-	for (int t = 0; t < STOP_GRACE_POLLS; t++) {
-		if (waitpid(rs->srun.pid, &rs->srun.status, WNOHANG) == rs->srun.pid) {
-			rs->srun_ended = true;
-			return;
-		}
+	for (int t = 0; t < polls; t++) {
+		if (waitpid(rs->srun.pid, &rs->srun.status, WNOHANG) == rs->srun.pid)
+			return rs->srun_ended = true;
 		nanosleep(&(struct timespec){0, POLL_NS}, NULL);
 	}
+	return false;
+}
+
+/* The trial step ended: the end of the tasks' standard input stops each (it ends its command,
+ * removes its files, exits), which a cancellation's SIGKILL would not let it do; then srun's
+ * --quit-on-interrupt makes one SIGINT cancel the step on every node; SIGKILL (its tasks then
+ * end with the step's cancellation) when srun does not end in time. */
+static void stop_step(struct ranks *rs)
+{
+	if (rs->srun_in >= 0)
+		close(rs->srun_in), rs->srun_in = -1;
+	if (rs->srun.pid <= 0 || rs->srun_ended || srun_ends(rs, STOP_EOF_POLLS))
+		return;
+	kill(rs->srun.pid, SIGINT);
+	if (srun_ends(rs, STOP_GRACE_POLLS))
+		return;
 	kill(-rs->srun.pid, SIGKILL);
 	waitpid(rs->srun.pid, &rs->srun.status, 0);
 	rs->srun_ended = true;
@@ -304,8 +316,10 @@ static const char *guard_pid(void)
 }
 
 /* srun --overlap over the step's nodes, each task `autobatch-probe task` around the command.
- * --label marks each task's lines with its rank; --kill-on-bad-exit ends every task when one
- * fails (or goes over: the task exits 3); --quit-on-interrupt makes our one SIGINT cancel it. */
+ * --label marks each task's lines with its rank; --input=all gives every task our pipe, whose
+ * end is our stop (stop_step); --kill-on-bad-exit ends every task when one fails (or goes
+ * over: the task exits 3) and has not seen that stop; --quit-on-interrupt makes our one SIGINT
+ * cancel it. */
 static int step_argv(const struct ranks *rs, struct step_argv *a)
 {
 	size_t n = 0, k = 0;
@@ -327,6 +341,7 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	if (rs->per_node)
 		a->v[k++] = a->owned[5];
 	a->v[k++] = "--kill-on-bad-exit=1";
+	a->v[k++] = "--input=all";
 	a->v[k++] = "--label";
 	a->v[k++] = "--quit-on-interrupt";
 	a->v[k++] = "--mem=0";
@@ -339,6 +354,7 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 		a->v[k++] = "--capacity";
 		a->v[k++] = a->owned[3];
 	}
+	a->v[k++] = "--stop-on-eof";
 	a->v[k++] = "--";
 	memcpy(a->v + k, rs->argv, n * sizeof(*a->v));
 	return 0;
@@ -353,7 +369,7 @@ static void free_step_argv(struct step_argv *a)
 
 struct srun_start {
 	char **argv;
-	int out; /* the pipe's write end */
+	int in, out; /* the pipes' read and write ends */
 };
 
 /* The probe step's own description of the allocation, which srun would take for the job's:
@@ -387,7 +403,7 @@ static void srun_body(void *arg)
 	unsetenv(AB_ENV_REQUEST);
 	snprintf(guard, sizeof(guard), "%ld", (long)getppid());
 	setenv(AB_GUARD_ENV, guard, 1);
-	if (dup2(s->out, 1) < 0)
+	if (dup2(s->in, 0) < 0 || dup2(s->out, 1) < 0)
 		_exit(127);
 	execvp(s->argv[0], s->argv);
 	dprintf(2, "autobatch-probe ranks: cannot run srun for the trial step: %s\n",
@@ -398,28 +414,31 @@ static void srun_body(void *arg)
 static int start_step(struct ranks *rs)
 {
 	struct step_argv a = {0};
-	int p[2] = {-1, -1}, rc = -1;
+	int p[2] = {-1, -1}, in[2] = {-1, -1}, rc = -1;
 	char err[256];
 
-	if (step_argv(rs, &a) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+	if (step_argv(rs, &a) < 0 || pipe2(p, O_CLOEXEC) < 0 || pipe2(in, O_CLOEXEC) < 0) {
 		fprintf(stderr, "autobatch-probe ranks: cannot set up the trial step: %s\n",
 			strerror(errno));
 		goto out;
 	}
-	/* srun_body's dup2 clears the write end's close-on-exec in the child only */
+	/* srun_body's dup2 clears the ends' close-on-exec in the child only */
 	if (ab_proc_start(&rs->srun, AB_PROC_GROUP | AB_PROC_PDEATHSIG, srun_body,
-			  &(struct srun_start){a.v, p[1]}, err, sizeof(err)) < 0) {
+			  &(struct srun_start){a.v, in[0], p[1]}, err, sizeof(err)) < 0) {
 		fprintf(stderr, "autobatch-probe ranks: %s\n", err);
 		goto out;
 	}
 	rs->srun_out = p[0], p[0] = -1;
+	rs->srun_in = in[1], in[1] = -1;
 	fcntl(rs->srun_out, F_SETFL, O_NONBLOCK);
 	rc = 0;
 out:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
+	for (int i = 0; i < 2; i++) {
+		if (p[i] >= 0)
+			close(p[i]);
+		if (in[i] >= 0)
+			close(in[i]);
+	}
 	free_step_argv(&a);
 	return rc;
 }
@@ -561,7 +580,7 @@ static int start_ranks(struct ranks *rs, const char *report)
 
 int cmd_ranks(int argc, char **argv)
 {
-	struct ranks rs = {0};
+	struct ranks rs = {.srun_in = -1};
 	const char *report = getenv(AB_ENV_TRIAL_REPORT);
 	long n, cap = 0;
 	int i = 2, rc = -1;
@@ -609,6 +628,8 @@ int cmd_ranks(int argc, char **argv)
 	}
 	if (rs.srun_out > 0)
 		close(rs.srun_out);
+	if (rs.srun_in >= 0)
+		close(rs.srun_in);
 	free(rs.r);
 	close(rs.out);
 	return rc < 0 ? 1 : rc;

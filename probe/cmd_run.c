@@ -151,6 +151,7 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU
 							       : AB_PEAK_FROM_REPORT,
 		.capacity = s->dev.total_bytes, .keep = o->keep, .interrupted = &run_interrupted,
+		.stop_grace_s = s->ranks_argv ? AB_RANKS_STOP_S : 0,
 		.gpu_usage = s->dev.nvml ? ab_nvml_group_usage : NULL, .gpu_arg = s->dev.nvml,
 	};
 	/* exec mode knows the model only when told: then NCCL can be measured too */

@@ -10,13 +10,18 @@
  * launch) starts workers, one per GPU: each Python process then reports on its own
  * (AUTOBATCH_TRIAL_PER_PROCESS, REPORT.pid.PID), the task's steps are those every worker took,
  * as long as the slowest's, and its peak and the BYTES check are the largest worker's, not
- * the group's sum. Not meant to be run by hand.
+ * the group's sum. With --stop-on-eof (the launcher's srun --input=all), the end of its
+ * standard input is the launcher's stop: the task ends its command and removes its report
+ * directory itself, where a step's cancellation (SIGKILL) would leave both; a task that failed
+ * waits for that stop (up to LINGER_S) before it exits non-zero, which --kill-on-bad-exit
+ * answers with SIGKILL for the others. Not meant to be run by hand.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +43,7 @@
 #define POLL_NS 50000000L
 #define TASK_OVER_STATUS 3
 #define WORKERS_MAX 64
+#define LINGER_S 10 /* a failed task's wait for the launcher's stop */
 
 /* A process of the command that reports on its own (a launcher's worker). */
 struct worker {
@@ -57,6 +63,7 @@ struct task {
 	size_t nworkers;
 	size_t merged;  /* steps every worker took, said */
 	bool oom_said;
+	bool stop_on_eof; /* the end of standard input is the launcher's stop */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -70,9 +77,12 @@ static void task_body(void *arg)
 {
 	const struct task *t = arg;
 
+	int null = open("/dev/null", O_RDONLY);
+
 	setenv(AB_ENV_TRIAL_REPORT, t->report, 1);
 	setenv(AB_ENV_TRIAL_PER_PROCESS, "1", 1);
-	if (dup2(2, 1) < 0)
+	/* the task's standard input is the launcher's, its end a stop: not the command's */
+	if (null < 0 || dup2(null, 0) < 0 || dup2(2, 1) < 0)
 		_exit(127);
 	execvp(t->argv[0], t->argv);
 	dprintf(2, "autobatch-probe task: cannot run %s: %s\n", t->argv[0], strerror(errno));
@@ -208,7 +218,40 @@ static void say_peak(struct task *t)
 		say("%s %llu", AB_TASK_PEAK, (unsigned long long)(t->said = p));
 }
 
-/* Runs until the command ends, goes over, or a signal comes; the task's exit status. */
+/* Waits up to wait_ms for the launcher's stop: its end of our standard input closed (what
+ * comes before is read and dropped). Without --stop-on-eof, a sleep. */
+static bool launcher_stopped(const struct task *t, int wait_ms)
+{
+	struct pollfd p = {0, POLLIN, 0};
+	char buf[512];
+
+	if (!t->stop_on_eof) {
+		nanosleep(&(struct timespec){wait_ms / 1000, (wait_ms % 1000) * 1000000L}, NULL);
+		return false;
+	}
+	while (poll(&p, 1, wait_ms) > 0) {
+		if (!(p.revents & POLLIN))
+			return true; /* POLLHUP, POLLERR, POLLNVAL */
+		if (read(0, buf, sizeof(buf)) <= 0)
+			return true;
+	}
+	return false;
+}
+
+/* A failed task under a launcher that stops it: the launcher, which read why, stops every
+ * task at once (0); else, after LINGER_S, status itself. */
+static int linger(const struct task *t, int status)
+{
+	if (!t->stop_on_eof || status == 0 || stop_signal)
+		return status;
+	for (int i = 0; i < LINGER_S * 10 && !stop_signal; i++)
+		if (launcher_stopped(t, 100))
+			return 0;
+	return status;
+}
+
+/* Runs until the command ends, goes over, the launcher stops it or a signal comes; the task's
+ * exit status. */
 static int watch(struct task *t, uint64_t capacity)
 {
 	for (;;) {
@@ -238,7 +281,8 @@ static int watch(struct task *t, uint64_t capacity)
 		}
 		if (stop_signal)
 			return 128 + stop_signal;
-		nanosleep(&(struct timespec){0, POLL_NS}, NULL);
+		if (launcher_stopped(t, (int)(POLL_NS / 1000000)))
+			return 0;
 	}
 }
 
@@ -270,12 +314,13 @@ int cmd_task(int argc, char **argv)
 	char err[256];
 	int i = 1, rc;
 
-	if (i + 1 < argc && !strcmp(argv[i], "--capacity")) {
-		if (ab_parse_whole(argv[i + 1], 1, LONG_MAX, &cap) < 0)
+	for (; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--stop-on-eof"))
+			t.stop_on_eof = true;
+		else if (strcmp(argv[i], "--capacity") || ++i >= argc ||
+			 ab_parse_whole(argv[i], 1, LONG_MAX, &cap) < 0)
 			goto usage;
-		i += 2;
-	}
-	if (i >= argc - 1 || strcmp(argv[i], "--"))
+	if (i >= argc - 1)
 		goto usage;
 	t.argv = argv + i + 1;
 	signal(SIGTERM, on_signal);
@@ -306,9 +351,10 @@ out:
 		close(t.workers[k].w.fd);
 	if (t.dir[0])
 		ab_trial_tree_remove(t.dir);
-	return rc;
+	return linger(&t, rc);
 usage:
-	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] -- COMMAND [ARGS...]\n"
+	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] [--stop-on-eof] -- COMMAND "
+			"[ARGS...]\n"
 			"  (one task of a trial step; run --ranks N --step-nodes LIST runs it)\n");
 	return 2;
 }

@@ -7,6 +7,9 @@
 int cmd_config(int argc, char **argv);
 int cmd_presets(int argc, char **argv);
 int cmd_ranks(int argc, char **argv);
+/* How long `ranks` may take to stop its trial at a SIGINT: its step's stop (stop_step: 5 s
+ * for the tasks, 15 for srun's cancellation) and a margin; then it is killed. */
+#define AB_RANKS_STOP_S 30.0
 int cmd_task(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 

@@ -283,6 +283,7 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 
 	if (ab_proc_wait(proc, &(struct ab_proc_watch){
 				       .interrupted = x->interrupted,
+				       .grace_s = x->stop_grace_s,
 				       .period_s = POLL_MS / 1000.0,
 				       .sample = watch_trial,
 				       .fds = {-1, -1},

@@ -55,6 +55,9 @@ struct ab_exec {
 	 * it); NULL: $TMPDIR */
 	const char *workdir_parent;
 	volatile sig_atomic_t *interrupted; /* set by the caller's signal handler */
+	/* A trial ended early (it has its steps, it went over, an interrupt) is killed at once
+	 * (0), or, a launcher of ranks that ends them itself, sent SIGINT and given this long */
+	double stop_grace_s;
 	/* a directory with our sitecustomize (the Python step hook), put first on the trial's
 	 * PYTHONPATH; NULL: not instrumented */
 	const char *hook_dir;

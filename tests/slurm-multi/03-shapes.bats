@@ -153,12 +153,16 @@ dist.init_process_group("gloo", rank=rank, world_size=4)
 time.sleep(600)
 EOF
 	start=$(date +%s)
-	run --separate-stderr timeout 300 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+	mkdir tmp
+	run --separate-stderr env TMPDIR="$PWD/tmp" timeout 300 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" greedy.py
 	took=$(($(date +%s) - start))
 	echo "# $took s" >&3
 	[ "$took" -lt 60 ]
-	grep -q "autobatch: trial 1: batch 64 does not fit: out of memory, peak at least 2.[0-9]* GiB on rank 3 on node2 of 4 ([0-9] s)" <<<"$stderr"
+	grep -q "autobatch: trial 1: batch 64 does not fit: out of memory, peak at least 2.[0-9]* GiB on rank 3 on node2 of 4 ([0-9]* s)" <<<"$stderr" ||
+		{ echo "$stderr" >&2; return 1; }
+	# every task removed its report directory: the others stopped by the probe, not killed
+	[ -z "$(ls -A tmp)" ] || { ls -A tmp >&2; return 1; }
 	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 }
 

@@ -76,15 +76,23 @@ teardown() { reset_plugstack; }
 	none_left 'autobatch-probe|toy_train'
 }
 
-@test "a trial whose tasks go on after their steps: the probe's decision stands, and no trial step or task is left" {
+@test "a trial whose tasks go on after their steps: each ends before the next starts, the decision stands, nothing is left" {
 	cp "$SRCDIR/contrib/examples/toy.yaml" cfg.yaml
-	# steps reported, then it stays: the probe ends each trial once it has its steps, which
-	# takes the trial step's srun with it
-	printf '#!/bin/sh\ntoy_train --config "$1"\n[ -z "$AUTOBATCH_TRIAL" ] || exec sleep 100\n' >stays.sh
+	# steps reported, then it stays, its sleep named after its batch: the probe ends each
+	# trial once it has its steps, and a trial whose tasks ran on would hold its GPUs (here:
+	# their memory and cores) while the next trial is measured. Each task of a trial notes
+	# the other trials' sleeps it finds when it starts.
+	cat >stays.sh <<-'EOF'
+	#!/bin/sh
+	[ -z "$AUTOBATCH_TRIAL" ] || echo "$AUTOBATCH_BATCH_SIZE: $(pgrep -af "[s]leep 100\\." | grep -vc " 100\\.$AUTOBATCH_BATCH_SIZE\$")" >>"$STARTS"
+	toy_train --config "$1"
+	[ -z "$AUTOBATCH_TRIAL" ] || exec sleep "100.$AUTOBATCH_BATCH_SIZE"
+	EOF
 	chmod +x stays.sh
+	mkdir tmp
 	run --separate-stderr timeout 120 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
-		timeout 90 srun -N2 --ntasks-per-node=2 --autobatch=0.5 --autobatch-config=cfg.yaml \
-			./stays.sh cfg.yaml | grep -c "^toy_train: batch"
+		STARTS=$PWD/starts TMPDIR=$PWD/tmp timeout 90 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+			--autobatch-config=cfg.yaml ./stays.sh cfg.yaml | grep -c "^toy_train: batch"
 		for i in $(seq 40); do
 			[ -z "$(squeue -h -s -j "$SLURM_JOB_ID" -o %i)" ] && break
 			sleep 0.5
@@ -92,6 +100,15 @@ teardown() { reset_plugstack; }
 		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
 		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
 	assert_line_in "autobatch: chose batch $(config_batch) in " "$stderr"
+	grep "autobatch: trial" <<<"$stderr" | sed 's/^/# /' >&3
+	grep -q "autobatch: trial [0-9]*: batch [0-9]* fits" <<<"$stderr"
+	# the probe stopped each trial step itself: none was left for the srun to cancel
+	refute grep -q "cancelled the trial step" <<<"$stderr"
+	[ "$(wc -l <starts)" -ge 8 ] || { cat starts >&2; return 1; }
+	# a trial's tasks start with no other trial's sleep running (its own may: a fast task)
+	refute grep -v "^[0-9]*: 0$" starts
+	# each task removed its report directory, where a cancellation (SIGKILL) leaves it
+	[ -z "$(ls -A tmp)" ] || { ls -A tmp >&2; return 1; }
 	grep -qx 4 <<<"$output" || { echo "$output" >&2; return 1; }
 	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
 	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }

@@ -5,7 +5,8 @@
 # launch_workers.py starting a real PyTorch loop, tests/python/plain_torch.py, at two batches)
 # each reporting on their own, the task's steps those every worker took and its peak the
 # largest worker's, not their sum; a worker over the capacity ending the task at once, exit 3,
-# nothing left; its usage. Real runs of Slurm trial steps: tests/slurm-multi/03-shapes.bats.
+# nothing left; the end of its standard input (--stop-on-eof, the launcher's stop) ending it
+# and its files, a failed task waiting for that stop; its usage. Real runs of Slurm trial steps: tests/slurm-multi/03-shapes.bats.
 probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 peakrun=${PEAKRUN:-tests/helpers/peakrun}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,11 +16,11 @@ dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 export MALLOC_MMAP_THRESHOLD_=65536
-echo "1..5"
+echo "1..7"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"
 check "a bad capacity is refused with the usage, exit 2" \
-	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe task \[--capacity BYTES\] -- COMMAND' '$dir/usage.err'"
+	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe task \[--capacity BYTES\] \[--stop-on-eof\] -- COMMAND' '$dir/usage.err'"
 
 # a command that speaks the protocol itself, as toy_train does
 cat >"$dir/speaks.sh" <<'EOS'
@@ -37,7 +38,28 @@ check "its node, its command's report lines, its peak and its end, on standard o
 	       grep -qx 'to standard output' '$dir/speaks.err' && ! grep -qv '^@autobatch-task ' '$dir/speaks.out'" ||
 	cat "$dir/speaks.out"
 
-python_or_skip "$py" 'import torch' PyTorch 3 5
+# the launcher's stop: the end of the task's standard input (srun --input=all relays it)
+mkdir "$dir/tmp"
+start=$(date +%s)
+(sleep 2) | TMPDIR=$dir/tmp "$probe" task --stop-on-eof -- sh -c "echo \$\$ >'$dir/stays.pid'; exec sleep 300" \
+	>"$dir/eof.out" 2>"$dir/eof.err"
+rc=$? took=$(($(date +%s) - start))
+check "--stop-on-eof: the end of its standard input ends it ($took s), exit 0, its command killed, its files removed" \
+	sh -c "[ $rc -eq 0 ] && [ $took -lt 10 ] && ! kill -0 \$(cat '$dir/stays.pid') 2>/dev/null &&
+	       [ -z \"\$(ls -A '$dir/tmp')\" ]" || cat "$dir/eof.out" "$dir/eof.err"
+
+# a failed task waits for that stop before it exits: its status would have srun kill the rest
+start=$(date +%s)
+(sleep 3) | TMPDIR=$dir/tmp "$probe" task --stop-on-eof -- sh -c 'exit 5' >"$dir/fail.out" 2>&1
+rc=$? took=$(($(date +%s) - start))
+TMPDIR=$dir/tmp "$probe" task -- sh -c 'exit 5' >/dev/null 2>&1
+rc_plain=$?
+check "a failed command: its task says so, waits for the stop ($took s), then exits 0; unstopped, its status ($rc_plain)" \
+	sh -c "[ $rc -eq 0 ] && [ $took -ge 3 ] && [ $took -lt 10 ] && [ $rc_plain -eq 5 ] &&
+	       grep -qx '@autobatch-task end status 5' '$dir/fail.out' && [ -z \"\$(ls -A '$dir/tmp')\" ]" ||
+	cat "$dir/fail.out"
+
+python_or_skip "$py" 'import torch' PyTorch 5 7
 
 # two workers of a launcher, at batches 8 and 64: their own memory differs by about 100 MiB
 echo '{"batch_size": 8, "steps": 6}' >"$dir/w0.json"
