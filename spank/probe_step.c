@@ -388,10 +388,10 @@ static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
 }
 
 /* The trial steps of this srun's probe (autobatch-trial.PID, named by `autobatch-probe ranks
- * --nodes` after the guard) that outlive it: the probe ends a trial it has seen enough of, or
- * one past its allowance, at once (SIGKILL), and a cancelled probe step (Ctrl-C,
- * probe_timeout, a lost node) ends all of it; either takes the srun that ran the trial step
- * with it, and a step whose srun is gone keeps its tasks running until the job ends. */
+ * --nodes` after the guard) that outlive it: the probe stops each trial step it ends itself
+ * (ranks closes its tasks' standard input), but a cancelled probe step (Ctrl-C,
+ * probe_timeout, a lost node) or a launcher killed outright takes the srun that ran the trial
+ * step with it, and a step whose srun is gone keeps its tasks running until the job ends. */
 /* The job's steps, and one killed (a step ends with its tasks): the calls' forms changed in
  * Slurm 26.05. */
 static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps)
@@ -435,6 +435,29 @@ static void cancel_trial_steps(const struct ab_probe_job *job)
 	slurm_free_job_step_info_response_msg(steps);
 }
 
+/* Nothing fit in trials of one process of a step of several: the process held the whole
+ * model, which the step may shard over its tasks (FSDP, ZeRO); said after the probe's own
+ * words, with what would size the step. */
+static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t errlen)
+{
+	const struct ab_ctx *c = job->ctx;
+	size_t len = strlen(err);
+
+	if (job->ntasks < 2 || trial_ranks_of(job) > 0 || c->req.mode == AB_MODE_MODEL)
+		return;
+	if (wants_gpu(c->site.probe_args))
+		snprintf(err + len, errlen - len, "; each trial was one process of the step's %u "
+			 "tasks, holding the whole model where the step may shard it (FSDP, ZeRO), "
+			 "and trials of the whole step on GPUs are not built yet",
+			 job->ntasks);
+	else
+		snprintf(err + len, errlen - len, "; each trial was one process of the step's %u "
+			 "tasks (%s), holding the whole model where the step may shard it (FSDP, "
+			 "ZeRO): --autobatch-trial-shape=step tries the step itself",
+			 job->ntasks, c->req.trial_command[0] ? "--autobatch-trial-command"
+							      : "--autobatch-trial-shape=gpu");
+}
+
 int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
 		 size_t errlen)
@@ -453,8 +476,10 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		*json = p.out;
 		p.out = NULL;
 	}
-	/* the probe kills a trial it has seen enough of outright, with the srun of a trial step
-	 * in it: whatever is left of those steps ends here, before the real step starts */
+	if (rc == -ENOSPC && strstr(err, "even batch "))
+		why_nothing_fits(job, err, errlen);
+	/* what is left of the trial steps of a probe that was killed, or whose launcher was,
+	 * ends here, before the real step starts */
 	if (trial_ranks_of(job) > 0)
 		cancel_trial_steps(job);
 done:

@@ -265,10 +265,16 @@ static int nothing_fits(const struct run *r, char *err, size_t errlen)
 	char peak[32], limit[32];
 
 	ab_format_size(r->limit, limit, sizeof(limit));
-	if (t && t->has_peak)
+	if (t && t->has_peak) {
+		/* "its peak 1.0 GiB exceeds the 1.0 GiB limit" says nothing: then in MiB */
+		if (!strcmp(ab_format_size(t->peak_bytes, peak, sizeof(peak)), limit)) {
+			snprintf(peak, sizeof(peak), "%.0f MiB", (double)t->peak_bytes / 1048576.0);
+			snprintf(limit, sizeof(limit), "%.0f MiB", (double)r->limit / 1048576.0);
+		}
 		return ab_fail(err, errlen, ENOSPC,
 			       "even batch %ld does not fit: its peak %s exceeds the %s limit",
-			       t->batch, ab_format_size(t->peak_bytes, peak, sizeof(peak)), limit);
+			       t->batch, peak, limit);
+	}
 	return ab_fail(err, errlen, ENOSPC,
 		       "even batch %ld does not fit: it ran out of memory (limit %s)",
 		       c_first(&r->c), limit);

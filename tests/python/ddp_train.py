@@ -9,6 +9,14 @@ gradient buckets are a second copy of the 32 MiB of gradients that a one-process
 holds; AdamW; random data; the batch from a JSON config ({"batch_size": N, "steps": K}).
 Alone (a world of 1) it trains without DDP.
 
+Sharded ({"zero": true, "rows": R}): the table's R rows (40 M parameters at 625000) in 16
+tables, each a sixteenth of a sample's tokens, Adam with amsgrad (three states a parameter,
+12 bytes) sharded over the ranks by PyTorch's ZeroRedundancyOptimizer (ZeRO stage 1, which
+gives each rank whole parameters: hence 16), one tensor at a time (no foreach temporaries of
+the whole model), DDP's gradients as views of its buckets: 20 bytes a parameter alone, 8 +
+12/N in a world of N, so that the model state alone can exceed a GPU that the step's shards
+fit in.
+
   python3 ddp_train.py CONFIG.json
 """
 
@@ -39,30 +47,45 @@ class Scale(nn.Module):
 
 
 class Model(nn.Module):
-    def __init__(self):
+    def __init__(self, rows, tables):
         super().__init__()
-        self.emb = nn.Embedding(125000, 64)
+        self.emb = nn.ModuleList(nn.Embedding(rows // tables, 64) for _ in range(tables))
         self.layers = nn.Sequential(*[Scale() for _ in range(8)])
         self.out = nn.Linear(64, 10)
 
     def forward(self, idx):
-        return self.out(self.layers(self.emb(idx)).mean(dim=1))
+        parts = idx.chunk(len(self.emb), dim=1)
+        h = torch.cat([e(p) for e, p in zip(self.emb, parts)], dim=1)
+        return self.out(self.layers(h).mean(dim=1))
+
+
+def model_of(m):
+    return m.module if isinstance(m, nn.parallel.DistributedDataParallel) else m
 
 
 def main():
     cfg = json.load(open(sys.argv[1]))
     batch, steps = int(cfg["batch_size"]), int(cfg.get("steps", 6))
+    rows, zero = int(cfg.get("rows", 125000)), bool(cfg.get("zero", False))
     rank = env_int("RANK", "SLURM_PROCID", default=0)
     world = env_int("WORLD_SIZE", "SLURM_NTASKS", default=1)
     torch.manual_seed(rank)
     torch.set_num_threads(1)
-    model = Model()
+    model = Model(rows, 16 if zero else 1)
     if world > 1:
         dist.init_process_group("gloo", rank=rank, world_size=world)
-        model = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model = nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=zero)
+    if zero and world > 1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam,
+                                      lr=1e-3, amsgrad=True, foreach=False)
+    elif zero:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, amsgrad=True, foreach=False)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for _ in range(steps):
-        x = torch.randint(125000, (batch, 1024))
+        x = torch.randint(rows // len(model_of(model).emb), (batch, 1024))
         y = torch.randint(10, (batch,))
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()

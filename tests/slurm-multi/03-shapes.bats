@@ -54,7 +54,7 @@ cfg_batch() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ba
 # the probe measures a host trial (autobatch-probe task); prints the largest rank's peak, or
 # nothing when a rank failed
 plain() {
-	echo "{\"batch_size\": $1, \"steps\": 4}" >plain.json
+	echo "{\"batch_size\": $1, \"steps\": 4${PLAIN_EXTRA:-}}" >plain.json
 	timeout 300 srun -N2 --ntasks-per-node=2 --label "$AUTOBATCH_TESTBED/bin/autobatch-probe" \
 		task -- "$PY" ddp_train.py plain.json 2>/dev/null |
 		awk '/@autobatch-task peak/ { if ($4 > m[$1]) m[$1] = $4 }
@@ -99,6 +99,40 @@ fits_plain() {
 	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
 	fits_plain plain "$b"
 	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
+}
+
+@test "a sharded program (ZeRO over 4 ranks) whose model state alone does not fit one GPU: one-process trials say why; the step's trials choose, within 10% of the limit" {
+	ddp_here
+	"$PY" -c 'from torch.distributed.optim import ZeroRedundancyOptimizer' 2>/dev/null ||
+		skip "no ZeroRedundancyOptimizer in this PyTorch"
+	# 40 M parameters, Adam's three states sharded over the ranks: about 1.1 GB alone, 0.73
+	# GB a rank of 4 (measured with autobatch-probe task), 2.5 MB a sample
+	PLAIN_EXTRA=', "zero": true, "rows": 625000'
+	echo "{\"batch_size\": 64, \"steps\": 6$PLAIN_EXTRA}" >cfg.json
+	cp cfg.json orig.json
+	run --separate-stderr timeout 600 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+		--autobatch-trial-shape=gpu --autobatch-config=cfg.json --autobatch-key=batch_size \
+		"$PY" ddp_train.py cfg.json
+	grep '^srun: error: autobatch: the probe failed' <<<"$stderr" | sed 's/^/# /' >&3
+	grep -q "autobatch: the probe failed: even batch 1 does not fit: .*; each trial was one process of the step's 4 tasks (--autobatch-trial-shape=gpu), holding the whole model where the step may shard it (FSDP, ZeRO): --autobatch-trial-shape=step tries the step itself" <<<"$stderr" ||
+		{ echo "$stderr" >&2; return 1; }
+	cmp cfg.json orig.json
+	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" ddp_train.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(cfg_batch cfg.json)
+	grep '^autobatch: \(trial\|chose\)' <<<"$stderr" | sed 's/^/# /' >&3
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	grep -q "trials of the whole step, 2 nodes x 2 tasks" <<<"$stderr"
+	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
+	# the plain step at the choice fits, leaving at most 10% of the limit; a third more goes over
+	p=$(plain "$b") over=$(plain $((b * 4 / 3)))
+	echo "# plain step at $b: ${p:-failed} of $LIMIT; at $((b * 4 / 3)): ${over:-failed}" >&3
+	[ -n "$p" ]
+	[ "$p" -le "$LIMIT" ]
+	[ "$p" -ge $((LIMIT * 9 / 10)) ]
+	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
+	none_left 'autobatch-probe|ddp_train'
 }
 
 @test "srun torchrun --nproc_per_node=2, no trial command: each trial is the step, torchrun's workers each measured" {

@@ -421,6 +421,14 @@ static void refusals(void **state)
 	assert_contains(err, "even batch 1 does not fit: it ran out of memory");
 	ab_trials_free(&t);
 	ab_sim_free(&s);
+	/* a peak that rounds to the limit is said in MiB: 1.0 GiB over 1.0 GiB would say nothing */
+	make_sim(&s, 2 * GiB, linear, (double[]){1061.0 * MiB, 1 * MiB}, 0, 0);
+	assert_int_equal(ab_search(&(struct ab_search_params){.fraction = 0.5,
+							     .total_bytes = s.total_bytes},
+				   &t, ab_sim_trial, &s, &d, err, sizeof(err)), -ENOSPC);
+	assert_contains(err, "even batch 1 does not fit: its peak 1062 MiB exceeds the 1024 MiB limit");
+	ab_trials_free(&t);
+	ab_sim_free(&s);
 
 	/* a program that does not read the batch: its memory never moves, and it is told so */
 	make_sim(&s, 80 * GiB, linear, (double[]){2 * GiB, 0}, 0, 0);
