@@ -172,11 +172,11 @@ void ab_report_watch_lines(struct ab_report_watch *w, bool final,
 			w->skipping = !first;
 			continue;
 		}
-		if (!nl) { /* no line ends in a full buffer: too long, counted and skipped */
+		if (nl || (final && n < (ssize_t)sizeof(buf))) {
+			on(arg, buf, take); /* whole lines, or the ended writer's last one */
+		} else { /* no line ends in a full buffer: too long, counted and skipped */
 			w->rep.bad_lines++;
 			w->skipping = !final;
-		} else {
-			on(arg, buf, take);
 		}
 		w->parsed += (off_t)take;
 	}

@@ -829,6 +829,38 @@ static void rank_lines(void **state)
 	assert_int_equal(r.nranks, 0); /* 65 ranks: more than a node's launcher runs */
 }
 
+/* A report read while it is written: whole lines each once; the last line without its
+ * newline once the writer ended (final), not before; an overlong line skipped whole. */
+static void report_watch(void **state)
+{
+	char path[] = "/tmp/autobatch-watch.XXXXXX", big[2 * AB_REPORT_MAX_LINE + 16];
+	const char *step = "{\"step_s\": 0.5, \"samples\": 4}";
+	int fd = mkstemp(path);
+	struct ab_report_watch w = {.fd = open(path, O_RDONLY)};
+
+	(void)state;
+	assert_true(fd >= 0 && w.fd >= 0);
+	dprintf(fd, "%s\n%s", step, step);
+	ab_report_watch_read(&w, false);
+	assert_int_equal(w.rep.steps, 1);
+	ab_report_watch_read(&w, false);
+	assert_int_equal(w.rep.steps, 1);
+	ab_report_watch_read(&w, true);
+	assert_int_equal(w.rep.steps, 2);
+	assert_int_equal(w.rep.bad_lines, 0);
+	ab_report_watch_read(&w, true); /* nothing twice */
+	assert_int_equal(w.rep.steps, 2);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	dprintf(fd, "\n%s\n%s\n", big, step);
+	ab_report_watch_read(&w, false);
+	assert_int_equal(w.rep.steps, 3);
+	assert_int_equal(w.rep.bad_lines, 1);
+	close(fd);
+	close(w.fd);
+	unlink(path);
+}
+
 static void report_lines(void **state)
 {
 	static struct ab_trial_report r;
@@ -872,6 +904,7 @@ static void report_lines(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(report_watch),
 		cmocka_unit_test(host_memory),
 		cmocka_unit_test(parallel_rounds),
 		cmocka_unit_test(round_width),
