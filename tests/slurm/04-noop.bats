@@ -17,10 +17,11 @@ setup_file() {
 }
 
 # A task's view, minus what differs from one step to the next anyway (SLURM_JOB_SLUID: a
-# new id per job from Slurm 26.05 on).
+# new id per job from Slurm 26.05 on; srun's word that the job waited for the node, which the
+# job before it may still hold: CI run 13, 24.11).
 task_view() {
 	SLURM_CONF=$1 timeout 60 srun -n2 --gres=gpu:2 bash -c 'env; echo "args: $*"; exit 3' _ a "b c" 2>&1 |
-		grep -vE '^SLURM_(JOB_ID|JOBID|JOB_SLUID|STEP_ID|STEPID|TASK_PID|LAUNCH_NODE_IPADDR|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_START_TIME|JOB_END_TIME|CONF)=|^_=' |
+		grep -vE '^SLURM_(JOB_ID|JOBID|JOB_SLUID|STEP_ID|STEPID|TASK_PID|LAUNCH_NODE_IPADDR|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_START_TIME|JOB_END_TIME|CONF)=|^_=|^srun: job [0-9]+ (queued and waiting for resources|has been allocated resources)$' |
 		sort
 }
 
