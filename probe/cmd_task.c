@@ -76,8 +76,7 @@ static void on_signal(int sig)
 static void task_body(void *arg)
 {
 	const struct task *t = arg;
-
-	int null = open("/dev/null", O_RDONLY);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC); /* dup2's copy stays open */
 
 	setenv(AB_ENV_TRIAL_REPORT, t->report, 1);
 	setenv(AB_ENV_TRIAL_PER_PROCESS, "1", 1);
