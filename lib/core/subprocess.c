@@ -100,6 +100,13 @@ static void stop_escalate(const struct ab_proc *p, const struct ab_proc_watch *w
 	}
 }
 
+/* How often sample runs: a period of 0 is POLL_MS, never every pass (with a sample
+ * callback, a 0 here made each pass's poll wait 0 ms: srun spun a core while probing). */
+static double sample_period(const struct ab_proc_watch *w)
+{
+	return w->period_s > 0 ? w->period_s : POLL_MS / 1000.0;
+}
+
 /* Why to stop the child now, if at all. */
 static enum ab_stop should_stop(const struct ab_proc *p, const struct ab_proc_watch *w,
 				double elapsed, double *next_sample)
@@ -109,7 +116,7 @@ static enum ab_stop should_stop(const struct ab_proc *p, const struct ab_proc_wa
 	if (w->deadline_s > 0 && elapsed >= w->deadline_s)
 		return AB_STOP_DEADLINE;
 	if (w->sample && elapsed >= *next_sample) {
-		*next_sample = elapsed + w->period_s;
+		*next_sample = elapsed + sample_period(w);
 		if (w->sample(w->arg, p->pid, elapsed))
 			return AB_STOP_WATCH;
 	}
@@ -147,7 +154,7 @@ static void read_pipes(const struct ab_proc_watch *w, struct pollfd fds[2], int 
 static int wait_ms(const struct ab_proc_watch *w, double elapsed, double next_sample,
 		   const struct stopping *s)
 {
-	double until = w->period_s > 0 ? w->period_s : POLL_MS / 1000.0;
+	double until = sample_period(w);
 
 	if (w->sample && !s->why && next_sample - elapsed < until)
 		until = next_sample - elapsed;

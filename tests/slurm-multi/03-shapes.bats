@@ -5,7 +5,8 @@
 # every rank measured on its node, the worst deciding), against plain runs of the same step;
 # today's way (the script alone as a one-GPU trial) against the same; a sharded program (ZeRO)
 # whose model state alone does not fit one GPU, where one-process trials find nothing fits
-# and say why, and the step's trials choose; a rank that goes over
+# and say why, and the step's trials choose; torchrun with ddp_train.py and with a Hugging
+# Face Trainer (where Transformers is: the 26.05 root), no trial command; a rank that goes over
 # ending the trial step at once, nothing left on any node. The ranks meet at node1 through
 # the nodes' eth0, as a user's job script sets it (MASTER_ADDR, GLOO_SOCKET_IFNAME).
 
@@ -64,16 +65,21 @@ plain() {
 		     END { for (r in m) if (m[r] > w) w = m[r]; if (ok == 4) print w }'
 }
 
-# plain_launch B: the same under torch.distributed.run, one task of two workers; the largest
-# worker's peak, or nothing when it failed. Each worker is told apart as in a trial, by the
-# step hook watching it (it counts the 4 steps the program takes anyway, and changes nothing)
-plain_launch() {
-	echo "{\"batch_size\": $1, \"steps\": 4}" >plain.json
+# launched_peak PROGRAM ARGS...: the program under torch.distributed.run ($launch), one task
+# of two workers; the largest worker's peak, or nothing when it failed. Each worker is told
+# apart as in a trial, by the step hook watching it (it counts the steps the program takes
+# anyway, and changes nothing)
+launched_peak() {
 	PYTHONPATH=$HOOK:$PYTHONPATH AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_STEPS=3 \
 		timeout 300 srun -N1 -n1 -w node1 --label "$AUTOBATCH_TESTBED/bin/autobatch-probe" task -- \
-		"${launch[@]}" ddp_train.py plain.json \
-		2>/dev/null | awk '/@autobatch-task peak/ { if ($4 > m) m = $4 }
+		"${launch[@]}" "$@" 2>/dev/null | awk '/@autobatch-task peak/ { if ($4 > m) m = $4 }
 		/@autobatch-task end status 0$/ { ok = 1 } END { if (ok) print m }'
+}
+
+# plain_launch B: ddp_train.py so launched at batch B
+plain_launch() {
+	echo "{\"batch_size\": $1, \"steps\": 4}" >plain.json
+	launched_peak ddp_train.py plain.json
 }
 
 # fits_plain PLAIN B: the choice B fits a plain run of the step (PLAIN: plain or plain_launch),
@@ -162,6 +168,34 @@ fits_plain() {
 	# the plain step, its largest worker measured as a trial's
 	fits_plain plain_launch "$b"
 	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
+}
+
+@test "a Hugging Face Trainer under torchrun, 2 workers, no trial command: each trial is the step; the choice fits a plain run, 1/6 more does not" {
+	"$PY" -c 'import transformers, accelerate' 2>/dev/null ||
+		skip "no Transformers and Accelerate beside this Slurm's PyTorch (the 26.05 root has them: tests/slurm-release 26.05 TARBALL tests/slurm-multi)"
+	cp -r "$SRCDIR/tests/python/torchrun-fixes" "$SRCDIR/tests/frameworks/hf_train.py" .
+	export PYTHONPATH=$PWD/torchrun-fixes HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
+	launch=("$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node=2
+		--master_addr=127.0.0.1 --master_port=29513)
+	# the Trainer's own arguments: its DDP over gloo on the CPU, batch 8 a worker
+	hf_args() {
+		printf '{"output_dir": "%s/out", "per_device_train_batch_size": %s, "max_steps": %s,
+		  "use_cpu": true, "report_to": "none", "save_strategy": "no", "logging_strategy": "no",
+		  "disable_tqdm": true, "dataloader_num_workers": 0}\n' "$PWD" "$1" "$2"
+	}
+	plain_hf() { hf_args "$1" 4 >plain.json && launched_peak hf_train.py plain.json; }
+	hf_args 8 6 >hf.json
+	run --separate-stderr timeout 900 srun -N1 -n1 -w node1 --autobatch=0.5 \
+		--autobatch-config=hf.json "${launch[@]}" hf_train.py hf.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("hf.json"))["per_device_train_batch_size"])')
+	grep '^autobatch: \(trial\|chose\)' <<<"$stderr" | sed 's/^/# /' >&3
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	grep -q "trials of the whole step, torch.distributed.run's workers each measured" <<<"$stderr"
+	# both workers of the real step trained at the choice
+	[ "$(grep -oE "trained at batch $b([^0-9]|$)" <<<"$output" | wc -l)" -eq 2 ] || { echo "$output" >&2; return 1; }
+	fits_plain plain_hf "$b"
+	none_left 'autobatch-probe|hf_train|torch.distributed.run'
 }
 
 @test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {

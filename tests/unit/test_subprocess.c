@@ -1,7 +1,7 @@
 /* test_subprocess.c - the one process runner (lib/core/subprocess.c) with real processes: a
  * stop's SIGINT, its second SIGINT and its SIGKILL, the interrupt flag, the sampling
- * callback, a process group ended whole, output collected and lines cut, and a child that
- * leaves a process holding its pipes.
+ * callback, a process group ended whole, output collected and lines cut, a program's tick at
+ * its period (not a busy loop), and a child that leaves a process holding its pipes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -180,6 +181,39 @@ static void program_output(void **state)
 	ab_subprocess_free(&p);
 }
 
+/* A program's tick runs every 0.2 s while it runs, not on every pass of the wait: srun
+ * calls it while probing for minutes (the hold's hellos), and a tick on every pass made
+ * srun spin a core. */
+static int nticks;
+
+static void count_tick(void *arg)
+{
+	(void)arg;
+	nticks++;
+}
+
+static void program_ticks(void **state)
+{
+	char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)"sleep 1", NULL};
+	struct ab_subprocess p = {.argv = argv, .envp = env, .tick = count_tick};
+	struct rusage before, after;
+	double cpu;
+
+	(void)state;
+	nticks = 0;
+	getrusage(RUSAGE_SELF, &before);
+	assert_int_equal(ab_subprocess_run(&p, 10, err, sizeof(err)), 0);
+	getrusage(RUSAGE_SELF, &after);
+	cpu = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+	      (double)(after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+	      (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec) / 1e6 +
+	      (double)(after.ru_stime.tv_usec - before.ru_stime.tv_usec) / 1e6;
+	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+	assert_in_range(nticks, 3, 8); /* 1 s at 0.2 s, give or take a start and an end */
+	assert_true(cpu < 0.2);
+	ab_subprocess_free(&p);
+}
+
 /* A program that cannot start: exit 127 and the reason on its stderr. */
 static void program_missing(void **state)
 {
@@ -227,6 +261,7 @@ int main(void)
 		cmocka_unit_test(sampling_stops),
 		cmocka_unit_test(group_ended_whole),
 		cmocka_unit_test(program_output),
+		cmocka_unit_test(program_ticks),
 		cmocka_unit_test(program_missing),
 		cmocka_unit_test(left_behind),
 	};
