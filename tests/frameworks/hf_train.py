@@ -28,7 +28,8 @@ def main(path, startup=0.0, callbacks=None):
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=128,
                                        vocab_size=1024, bos_token_id=0, eos_token_id=0))
     Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=callbacks).train()
-    print("trained at batch", args.per_device_train_batch_size)
+    print(f"trained at batch {args.per_device_train_batch_size}, rank {args.process_index} of "
+          f"{args.world_size}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
 # every rank measured on its node, the worst deciding), against plain runs of the same step;
 # today's way (the script alone as a one-GPU trial) against the same; a sharded program (ZeRO)
 # whose model state alone does not fit one GPU, where one-process trials find nothing fits
-# and say why, and the step's trials choose; torchrun with ddp_train.py and with a Hugging
-# Face Trainer (where Transformers is: the 26.05 root), no trial command; a rank that goes over
+# and say why, and the step's trials choose; torchrun with ddp_train.py, and a Hugging Face
+# Trainer under accelerate launch (where Transformers is: the 26.05 root), no trial command;
+# a rank that goes over
 # ending the trial step at once, nothing left on any node. The ranks meet at node1 through
 # the nodes' eth0, as a user's job script sets it (MASTER_ADDR, GLOO_SOCKET_IFNAME).
 
@@ -152,8 +153,6 @@ fits_plain() {
 	export PYTHONPATH=$PWD/torchrun-fixes
 	launch=("$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node=2
 		--master_addr=127.0.0.1 --master_port=29512)
-	printf 'import torch.distributed as d\nd.init_process_group("gloo")\nd.barrier()\n' >two.py
-	timeout 120 srun -N1 -n1 -w node1 "${launch[@]}" two.py
 	run --separate-stderr timeout 900 srun -N1 -n1 -w node1 --autobatch=0.5 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size "${launch[@]}" ddp_train.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
@@ -170,18 +169,23 @@ fits_plain() {
 	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 }
 
-@test "a Hugging Face Trainer under torchrun, 2 workers, no trial command: each trial is the step; the choice fits a plain run, 1/6 more does not" {
+@test "a Hugging Face Trainer under accelerate launch, 2 processes, no trial command: each trial is the step; the choice fits a plain run, 1/6 more does not" {
 	"$PY" -c 'import transformers, accelerate' 2>/dev/null ||
 		skip "no Transformers and Accelerate beside this Slurm's PyTorch (the 26.05 root has them: tests/slurm-release 26.05 TARBALL tests/slurm-multi)"
+	command -v accelerate >/dev/null || skip "no accelerate command"
 	cp -r "$SRCDIR/tests/python/torchrun-fixes" "$SRCDIR/tests/frameworks/hf_train.py" .
 	export PYTHONPATH=$PWD/torchrun-fixes HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
-	launch=("$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node=2
-		--master_addr=127.0.0.1 --master_port=29513)
-	# the Trainer's own arguments: its DDP over gloo on the CPU, batch 8 a worker
+	# accelerate's launcher for several processes (torch's elastic launch inside); on the CPU
+	# its workers' Trainer needs ddp_backend gloo: Debian's PyTorch has MPI, which Accelerate
+	# would pick, and each process would train alone (a world of 1) outside mpirun
+	launch=(accelerate launch --multi_gpu --num_processes 2 --num_machines 1
+		--main_process_ip 127.0.0.1 --main_process_port 29513 --mixed_precision no
+		--dynamo_backend no)
 	hf_args() {
 		printf '{"output_dir": "%s/out", "per_device_train_batch_size": %s, "max_steps": %s,
-		  "use_cpu": true, "report_to": "none", "save_strategy": "no", "logging_strategy": "no",
-		  "disable_tqdm": true, "dataloader_num_workers": 0}\n' "$PWD" "$1" "$2"
+		  "use_cpu": true, "ddp_backend": "gloo", "report_to": "none", "save_strategy": "no",
+		  "logging_strategy": "no", "disable_tqdm": true, "dataloader_num_workers": 0}\n' \
+			"$PWD" "$1" "$2"
 	}
 	plain_hf() { hf_args "$1" 4 >plain.json && launched_peak hf_train.py plain.json; }
 	hf_args 8 6 >hf.json
@@ -191,11 +195,12 @@ fits_plain() {
 	b=$("$PY" -c 'import json; print(json.load(open("hf.json"))["per_device_train_batch_size"])')
 	grep '^autobatch: \(trial\|chose\)' <<<"$stderr" | sed 's/^/# /' >&3
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
-	grep -q "trials of the whole step, torch.distributed.run's workers each measured" <<<"$stderr"
-	# both workers of the real step trained at the choice
-	[ "$(grep -oE "trained at batch $b([^0-9]|$)" <<<"$output" | wc -l)" -eq 2 ] || { echo "$output" >&2; return 1; }
+	grep -q "trials of the whole step, accelerate launch's workers each measured" <<<"$stderr"
+	# both ranks of one Trainer (a world of 2) trained at the choice
+	[ "$(grep -oE "trained at batch $b, rank [01] of 2" <<<"$output" | sort -u | wc -l)" -eq 2 ] ||
+		{ echo "$output" >&2; return 1; }
 	fits_plain plain_hf "$b"
-	none_left 'autobatch-probe|hf_train|torch.distributed.run'
+	none_left 'autobatch-probe|hf_train|accelerate launch'
 }
 
 @test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {
