@@ -12,6 +12,7 @@
 # the nodes' eth0, as a user's job script sets it (MASTER_ADDR, GLOO_SOCKET_IFNAME).
 
 load helpers
+load plain-step
 
 setup_file() {
 	require_testbed
@@ -59,22 +60,16 @@ cfg_batch() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ba
 # nothing when a rank failed
 plain() {
 	echo "{\"batch_size\": $1, \"steps\": 4${PLAIN_EXTRA:-}}" >plain.json
-	timeout 300 srun -N2 --ntasks-per-node=2 --label "$AUTOBATCH_TESTBED/bin/autobatch-probe" \
-		task -- "$PY" ddp_train.py plain.json 2>/dev/null |
-		awk '/@autobatch-task peak/ { if ($4 > m[$1]) m[$1] = $4 }
-		     /@autobatch-task end status 0$/ { ok++ }
-		     END { for (r in m) if (m[r] > w) w = m[r]; if (ok == 4) print w }'
+	step_peak 4 -N2 --ntasks-per-node=2 -- "$PY" ddp_train.py plain.json
 }
 
-# launched_peak PROGRAM ARGS...: the program under torch.distributed.run ($launch), one task
-# of two workers; the largest worker's peak, or nothing when it failed. Each worker is told
-# apart as in a trial, by the step hook watching it (it counts the steps the program takes
-# anyway, and changes nothing)
+# launched_peak PROGRAM ARGS...: the program under the launcher in $launch, one task of two
+# workers; the largest worker's peak, or nothing when it failed. Each worker is told apart as
+# in a trial, by the step hook watching it (it counts the steps the program takes anyway, and
+# changes nothing)
 launched_peak() {
 	PYTHONPATH=$HOOK:$PYTHONPATH AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_STEPS=3 \
-		timeout 300 srun -N1 -n1 -w node1 --label "$AUTOBATCH_TESTBED/bin/autobatch-probe" task -- \
-		"${launch[@]}" "$@" 2>/dev/null | awk '/@autobatch-task peak/ { if ($4 > m) m = $4 }
-		/@autobatch-task end status 0$/ { ok = 1 } END { if (ok) print m }'
+		step_peak 1 -N1 -n1 -w node1 -- "${launch[@]}" "$@"
 }
 
 # plain_launch B: ddp_train.py so launched at batch B
@@ -83,7 +78,8 @@ plain_launch() {
 	launched_peak ddp_train.py plain.json
 }
 
-# fits_plain PLAIN B: the choice B fits a plain run of the step (PLAIN: plain or plain_launch),
+# fits_plain PLAIN B: the choice B fits a plain run of the step (PLAIN: plain, plain_launch,
+# plain_hf),
 # and 1/6 more does not (a plain run that fails is no fit)
 fits_plain() {
 	local b=$2 p over
