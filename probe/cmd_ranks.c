@@ -1,12 +1,14 @@
-/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] [--nodes LIST [--per-node T]] --
- * COMMAND: one trial's N ranks. On this node they start as a launcher starts them (RANK,
+/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] [--node-memory TABLE] [--nodes LIST
+ * [--per-node T]] -- COMMAND: one trial's N ranks. On this node they start as a launcher starts them (RANK,
  * LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and their SLURM_ twins), each its own process
  * group measured on its own and reporting to its own file. With --nodes they are the tasks of
  * a Slurm step of this job over LIST, as the real step's are (srun sets their ranks), each
  * wrapped by `autobatch-probe task`, whose lines srun relays here. Either way their steps reach
  * the trial's report as the slowest rank's, its peak is the worst rank's (with every rank's),
  * and the first rank to fail or to go over BYTES ends them all at once: the others would wait
- * in a collective until the allowance. What `run --ranks N` runs as each trial; not meant to
+ * in a collective until the allowance. With TABLE (each node's GPU memory, the step's nodes
+ * holding models of different memory) each rank is held to its own node's: the worst rank is
+ * the one holding the largest share of its own, and the trial's peak that share of BYTES. What `run --ranks N` runs as each trial; not meant to
  * be run by hand.
  */
 #include <arpa/inet.h>
@@ -27,6 +29,7 @@
 
 #include "commands.h"
 #include "error.h"
+#include "gpu_models.h"
 #include "group_memory.h"
 #include "hostlist.h"
 #include "number.h"
@@ -54,6 +57,8 @@ struct ranks {
 	int n, port, out; /* out: the trial's report, appended to */
 	const char *batch;
 	uint64_t capacity; /* 0: none */
+	const char *node_memory; /* --node-memory, as given (for the tasks); NULL: none */
+	struct ab_node_memory table; /* and read */
 	char **argv;
 	size_t merged;     /* step lines written to the trial's report */
 	struct rank *r;
@@ -139,24 +144,49 @@ static uint64_t rank_peak(struct rank *r)
 	return p > r->peak ? p : r->peak;
 }
 
+/* The memory rank r is held to: its node's in the table, else the trial's (0: none). */
+static uint64_t rank_capacity(const struct ranks *rs, const struct rank *r)
+{
+	uint64_t own = rs->node_memory && r->node[0] ? ab_node_memory_of(&rs->table, r->node) : 0;
+
+	return own ? own : rs->capacity;
+}
+
+/* bytes of rank r's own memory as the same share of the trial's capacity */
+static uint64_t as_share(const struct ranks *rs, const struct rank *r, uint64_t bytes)
+{
+	uint64_t own = rank_capacity(rs, r);
+
+	return own && rs->capacity && own != rs->capacity
+		       ? (uint64_t)((double)bytes * (double)rs->capacity / (double)own)
+		       : bytes;
+}
+
 /* Every rank's peak so far, the worst the trial's: written with each step, so that a trial
- * the probe stops once it has its steps (SIGKILL, no time to write more) has its peak. */
+ * the probe stops once it has its steps (SIGKILL, no time to write more) has its peak. Ranks
+ * held to memories of different size compare by their share of their own; the trial's peak is
+ * the worst share of the trial's capacity, with the rank's own bytes and memory beside it. */
 static void write_peaks(const struct ranks *rs)
 {
-	uint64_t worst = 0;
+	uint64_t worst = 0, own;
 	int bound = 0;
 
 	dprintf(rs->out, "{\"rank_peaks\": [");
 	for (int i = 0; i < rs->n; i++) {
-		uint64_t p = rank_peak(&rs->r[i]);
+		uint64_t p = rank_peak(&rs->r[i]), share = as_share(rs, &rs->r[i], p);
 
 		dprintf(rs->out, "%s%llu", i ? ", " : "", (unsigned long long)p);
-		if (p > worst)
-			worst = p, bound = i;
+		if (share > worst || i == 0)
+			worst = share, bound = i;
 	}
-	dprintf(rs->out, "], \"bound_rank\": %d, %s%s%s\"peak_bytes\": %llu}\n", bound,
+	dprintf(rs->out, "], \"bound_rank\": %d, %s%s%s\"peak_bytes\": %llu", bound,
 		rs->r[bound].node[0] ? "\"bound_node\": \"" : "", rs->r[bound].node,
 		rs->r[bound].node[0] ? "\", " : "", (unsigned long long)worst);
+	own = rank_capacity(rs, &rs->r[bound]);
+	if (own != rs->capacity)
+		dprintf(rs->out, ", \"bound_peak_bytes\": %llu, \"bound_capacity_bytes\": %llu",
+			(unsigned long long)rank_peak(&rs->r[bound]), (unsigned long long)own);
+	dprintf(rs->out, "}\n");
 }
 
 /* The steps every rank has taken, each as long as its slowest rank's. */
@@ -253,8 +283,8 @@ static int finish_failed(struct ranks *rs, int i, uint64_t over)
 				"memory (%llu bytes held): every rank was stopped\n",
 			i, rs->n, rank_where(r, where, sizeof(where)), (unsigned long long)over);
 		dprintf(rs->out, "{\"oom\": true, \"%s\": %llu, \"bound_rank\": %d%s%s%s}\n",
-			AB_FIELD_FLOOR, (unsigned long long)over, i, r->node[0] ? ", \"bound_node\": \"" : "",
-			r->node, r->node[0] ? "\"" : "");
+			AB_FIELD_FLOOR, (unsigned long long)as_share(rs, r, over), i,
+			r->node[0] ? ", \"bound_node\": \"" : "", r->node, r->node[0] ? "\"" : "");
 		return 1;
 	}
 	fprintf(stderr, "autobatch-probe ranks: rank %d of %d%s ended (%s %d) after %zu steps: "
@@ -303,7 +333,7 @@ static int poll_ranks(struct ranks *rs)
 
 struct step_argv {
 	char **v;
-	char *owned[6];
+	char *owned[7];
 };
 
 /* The srun that probes (the guard its probe step carries): trial steps are named after it,
@@ -326,13 +356,14 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 
 	while (rs->argv[n])
 		n++;
-	if (!(a->v = calloc(n + 24, sizeof(*a->v))) ||
+	if (!(a->v = calloc(n + 26, sizeof(*a->v))) ||
 	    !(a->owned[0] = realpath("/proc/self/exe", NULL)) ||
 	    asprintf(&a->owned[1], "--nodelist=%s", rs->nodes) < 0 ||
 	    asprintf(&a->owned[2], "--ntasks=%d", rs->n) < 0 ||
 	    asprintf(&a->owned[3], "%llu", (unsigned long long)rs->capacity) < 0 ||
 	    asprintf(&a->owned[4], "--job-name=autobatch-trial.%s", guard_pid()) < 0 ||
-	    asprintf(&a->owned[5], "--ntasks-per-node=%ld", rs->per_node) < 0)
+	    asprintf(&a->owned[5], "--ntasks-per-node=%ld", rs->per_node) < 0 ||
+	    (rs->node_memory && asprintf(&a->owned[6], "%s", rs->node_memory) < 0))
 		return -1;
 	a->v[k++] = "srun";
 	a->v[k++] = "--overlap";
@@ -353,6 +384,10 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	if (rs->capacity) {
 		a->v[k++] = "--capacity";
 		a->v[k++] = a->owned[3];
+	}
+	if (rs->node_memory) { /* each task holds itself to its node's */
+		a->v[k++] = "--node-memory";
+		a->v[k++] = a->owned[6];
 	}
 	a->v[k++] = "--stop-on-eof";
 	a->v[k++] = "--";
@@ -544,8 +579,8 @@ static int poll_step(struct ranks *rs)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] [--nodes LIST "
-			"[--per-node T]] -- COMMAND [ARGS...]\n"
+	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] [--node-memory TABLE] "
+			"[--nodes LIST [--per-node T]] -- COMMAND [ARGS...]\n"
 			"  (a trial's N ranks, on this node or as a step over LIST; run --ranks N "
 			"runs it)\n");
 	return 2;
@@ -590,6 +625,14 @@ int cmd_ranks(int argc, char **argv)
 	if (!strcmp(argv[i], "--capacity")) {
 		if (i + 1 >= argc || ab_parse_whole(argv[i + 1], 1, LONG_MAX, &cap) < 0)
 			return usage();
+		i += 2;
+	}
+	if (i + 1 < argc && !strcmp(argv[i], "--node-memory")) {
+		char err[256];
+
+		if (ab_node_memory_parse(argv[i + 1], &rs.table, err, sizeof(err)) < 0)
+			return fprintf(stderr, "autobatch-probe ranks: %s\n", err), 2;
+		rs.node_memory = argv[i + 1];
 		i += 2;
 	}
 	if (i + 1 < argc && !strcmp(argv[i], "--nodes")) {

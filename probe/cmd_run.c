@@ -73,12 +73,14 @@ static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size
 						    "takes the node; give one or the other");
 	while (o->command[n])
 		n++;
-	if (!(v = s->ranks_argv = calloc(n + 11, sizeof(*v))) ||
+	if (!(v = s->ranks_argv = calloc(n + 13, sizeof(*v))) ||
 	    !(own[0] = realpath("/proc/self/exe", NULL)) || asprintf(&own[1], "%ld", o->ranks) < 0 ||
 	    asprintf(&own[2], "%llu", (unsigned long long)s->dev.total_bytes) < 0 ||
 	    asprintf(&own[3], "%ld", o->ranks_per_node) < 0)
 		return ab_fail(err, errlen, ENOMEM, "cannot name this program for --ranks");
 	v[k++] = own[0], v[k++] = "ranks", v[k++] = own[1], v[k++] = "--capacity", v[k++] = own[2];
+	if (o->node_memory)
+		v[k++] = "--node-memory", v[k++] = (char *)o->node_memory;
 	if (o->step_nodes) {
 		v[k++] = "--nodes", v[k++] = (char *)o->step_nodes;
 		if (o->ranks_per_node)

@@ -1,4 +1,5 @@
-/* cmd_task.c - autobatch-probe task [--capacity BYTES] -- COMMAND: one task of a trial that
+/* cmd_task.c - autobatch-probe task [--capacity BYTES] [--node-memory TABLE] -- COMMAND: one
+ * task of a trial that
  * is a Slurm step (run --ranks N --step-nodes LIST), on whichever node Slurm put it. It runs
  * the command as its own process group with Slurm's environment untouched (SLURM_PROCID and
  * the rest are the real step's), measures that group, and says on its standard output (which
@@ -10,7 +11,8 @@
  * launch) starts workers, one per GPU: each Python process then reports on its own
  * (AUTOBATCH_TRIAL_PER_PROCESS, REPORT.pid.PID), the task's steps are those every worker took,
  * as long as the slowest's, and its peak and the BYTES check are the largest worker's, not
- * the group's sum. With --stop-on-eof (the launcher's srun --input=all), the end of its
+ * the group's sum. TABLE (each node's GPU memory) holds it to its own node's instead of BYTES
+ * when it names the node. With --stop-on-eof (the launcher's srun --input=all), the end of its
  * standard input is the launcher's stop: the task ends its command and removes its report
  * directory itself, where a step's cancellation (SIGKILL) would leave both; a task that failed
  * waits for that stop (up to LINGER_S) before it exits non-zero, which --kill-on-bad-exit
@@ -33,6 +35,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "gpu_models.h"
 #include "group_memory.h"
 #include "number.h"
 #include "protocol.h"
@@ -285,10 +288,23 @@ static int watch(struct task *t, uint64_t capacity)
 	}
 }
 
+/* The node Slurm ran this task on (its slurmd's name), or this host's name. */
+static const char *own_node(char *host, size_t len)
+{
+	const char *name = getenv("SLURMD_NODENAME");
+
+	if (name && *name)
+		return name;
+	host[0] = '\0';
+	gethostname(host, len - 1);
+	host[len - 1] = '\0';
+	return host;
+}
+
 static int setup(struct task *t)
 {
 	const char *tmp = getenv("TMPDIR");
-	char host[256] = "";
+	char host[256];
 	int fd;
 
 	if (!tmp || tmp[0] != '/' || strlen(tmp) > PATH_MAX - 64)
@@ -301,24 +317,31 @@ static int setup(struct task *t)
 	if (fd < 0 || (t->base.fd = open(t->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return -1;
 	close(fd);
-	gethostname(host, sizeof(host) - 1);
-	say("%s %s", AB_TASK_NODE, getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : host);
+	say("%s %s", AB_TASK_NODE, own_node(host, sizeof(host)));
 	return 0;
 }
 
 int cmd_task(int argc, char **argv)
 {
 	struct task t = {.base.fd = -1};
+	struct ab_node_memory table = {0};
 	long cap = 0;
-	char err[256];
+	uint64_t own;
+	char err[256], host[256];
 	int i = 1, rc;
 
 	for (; i < argc && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "--stop-on-eof"))
 			t.stop_on_eof = true;
-		else if (strcmp(argv[i], "--capacity") || ++i >= argc ||
-			 ab_parse_whole(argv[i], 1, LONG_MAX, &cap) < 0)
+		else if (!strcmp(argv[i], "--node-memory") && i + 1 < argc) {
+			if (ab_node_memory_parse(argv[++i], &table, err, sizeof(err)) < 0)
+				return fprintf(stderr, "autobatch-probe task: %s\n", err), 2;
+		} else if (strcmp(argv[i], "--capacity") || ++i >= argc ||
+			   ab_parse_whole(argv[i], 1, LONG_MAX, &cap) < 0)
 			goto usage;
+	/* its own node's memory, where the table names it */
+	if ((own = ab_node_memory_of(&table, own_node(host, sizeof(host)))))
+		cap = (long)own;
 	if (i >= argc - 1)
 		goto usage;
 	t.argv = argv + i + 1;
@@ -352,8 +375,8 @@ out:
 		ab_trial_tree_remove(t.dir);
 	return linger(&t, rc);
 usage:
-	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] [--stop-on-eof] -- COMMAND "
-			"[ARGS...]\n"
+	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] [--node-memory TABLE] "
+			"[--stop-on-eof] -- COMMAND [ARGS...]\n"
 			"  (one task of a trial step; run --ranks N --step-nodes LIST runs it)\n");
 	return 2;
 }

@@ -37,6 +37,8 @@ struct run_opts {
 	long ranks;    /* > 1: each trial is that many ranks on this node (autobatch-probe ranks) */
 	const char *step_nodes; /* with ranks: each trial a Slurm step over these nodes */
 	long ranks_per_node;    /* and its tasks per node; 0: as srun lays them out */
+	const char *node_memory; /* and each node's GPU memory ("BYTES:NODE,..;..."): each
+				  * rank held to its own; NULL: all to this node's device */
 	long warm_start;           /* a cached batch to verify first; 0: none */
 	uint64_t warm_per_sample;  /* its memory line's bytes per sample; 0: unknown */
 	const char *warm_from;     /* the cache entry it came from, for the report */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gpu_models.h"
 #include "input_limits.h"
 #include "run.h"
 #include "number.h"
@@ -44,6 +45,9 @@ int run_usage(void)
 		"                        each trial is a Slurm step of this job over LIST (srun\n"
 		"                        --overlap, --ranks N tasks), Slurm setting the ranks; a\n"
 		"                        launcher's workers (torchrun) are each measured\n"
+		"  --node-memory BYTES:NODE[,NODE][;...]\n"
+		"                        each node's GPU memory: a trial step's ranks are each held\n"
+		"                        to their own node's, not all to this device's\n"
 		"  --parallel N|auto     trials at once, one per GPU of CUDA_VISIBLE_DEVICES (auto:\n"
 		"                        all of them; default 1); --max-trials then bounds rounds\n"
 		"  --warm-start B [--warm-per-sample SIZE] [--warm-from ENTRY]\n"
@@ -160,6 +164,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"warm-from", 1, 0, 'F'},    {"accum-key", 1, 0, 'A'}, {"max-trial-seconds", 1, 0, 'X'},
 		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {"ranks", 1, 0, 'Z'},
 		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
+		{"node-memory", 1, 0, 'E'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -203,6 +208,14 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 						       "list (node[1-4],gpu7)\n"), -1;
 			o->step_nodes = optarg;
 			break;
+		case 'E': {
+			struct ab_node_memory t;
+
+			if (ab_node_memory_parse(optarg, &t, err, sizeof(err)) < 0)
+				return fprintf(stderr, "autobatch-probe: %s\n", err), -1;
+			o->node_memory = optarg;
+			break;
+		}
 		case 'I':
 			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
 				return fprintf(stderr, "autobatch-probe: --instrument on|off\n"), -1;
@@ -242,6 +255,9 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 	if (o->ranks_per_node && o->ranks < 2)
 		return fprintf(stderr, "autobatch-probe: --ranks-per-node lays out a trial of several "
 				       "ranks: give --ranks N (N > 1) too\n"), -1;
+	if (o->node_memory && !o->step_nodes)
+		return fprintf(stderr, "autobatch-probe: --node-memory holds a trial step's ranks to "
+				       "their nodes' memory: give --step-nodes LIST too\n"), -1;
 	if (o->ranks_per_node && !o->step_nodes)
 		return fprintf(stderr, "autobatch-probe: --ranks-per-node lays out a trial step: "
 				       "give --step-nodes LIST too\n"), -1;

@@ -168,6 +168,16 @@ static int trial_ranks_of(const struct ab_probe_job *job)
 	return trial_ranks(job, &per_node, &whole, err, sizeof(err));
 }
 
+bool ab_probe_per_rank_limits(const struct ab_probe_job *job)
+{
+	unsigned per_node;
+	bool whole = false;
+	char err[8], memory[16];
+
+	return job->models && trial_ranks(job, &per_node, &whole, err, sizeof(err)) > 0 && whole &&
+	       ab_gpu_models_node_memory(job->models, memory, sizeof(memory)) != -ENODATA;
+}
+
 /* The trial's shape on the probe's command line: N ranks as a step over the nodes. */
 static int add_shape(const struct ab_probe_job *job, struct argv_builder *b, char *err,
 		     size_t errlen)
@@ -181,9 +191,14 @@ static int add_shape(const struct ab_probe_job *job, struct argv_builder *b, cha
 		return ranks;
 	addf(b, "--ranks=%d", ranks);
 	if (whole) {
+		char memory[AB_GPU_MODELS_MAX * (AB_GPU_NODES_MAX + 24)];
+
 		addf(b, "--step-nodes=%s", job->nodelist);
 		if (per_node)
 			addf(b, "--ranks-per-node=%u", per_node);
+		/* each rank held to its own GPU's memory, measured for its model */
+		if (job->models && ab_gpu_models_node_memory(job->models, memory, sizeof(memory)) == 0)
+			addf(b, "--node-memory=%s", memory);
 		return 1;
 	}
 	if (ab_hostlist_first(job->probe_node ? job->probe_node : job->nodelist, first,

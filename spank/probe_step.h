@@ -11,6 +11,7 @@
 
 #include "context.h"
 #include "decision.h"
+#include "gpu_models.h"
 
 /* What the probe step needs to know of the step srun is about to launch. */
 struct ab_probe_job {
@@ -21,6 +22,7 @@ struct ab_probe_job {
 	unsigned nnodes;        /* the step's nodes: how many */
 	const char *nodelist;   /* the step's nodes; the probe runs on the first */
 	const char *probe_node; /* or here: a node of the step's smallest GPU model; or NULL */
+	const struct ab_gpu_models *models; /* the step's GPU models, measured; or NULL */
 	int argc;
 	char **argv;            /* the step's command */
 	const char *config;     /* absolute path, or NULL */
@@ -48,6 +50,10 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 int ab_probe_device(const struct ab_probe_job *job, const char *node,
 		    const volatile sig_atomic_t *stop, char *name, size_t namelen, uint64_t *total,
 		    char *err, size_t errlen);
+
+/* True when each trial is the whole step over GPU models of different memory: each rank is
+ * then held to its own GPU's (--node-memory), not all to the smallest's. */
+bool ab_probe_per_rank_limits(const struct ab_probe_job *job);
 
 /* True in the nested srun that runs the probe step. */
 bool ab_is_probe_step(void);

@@ -207,11 +207,13 @@ static void shape_text(const struct ab_plan *pl, const struct ab_result *res, ch
 		       size_t size, size_t *len)
 {
 	if (res->ranks > 1 && (res->trial_nodes > 1 || pl->job.nnodes <= 1) &&
-	    res->ranks % (res->trial_nodes > 1 ? res->trial_nodes : 1) == 0)
-		ab_append(line, size, len, "; trials of the whole step, %ld node%s x %ld tasks",
+	    res->ranks % (res->trial_nodes > 1 ? res->trial_nodes : 1) == 0) {
+		long per = res->ranks / (res->trial_nodes > 1 ? res->trial_nodes : 1);
+
+		ab_append(line, size, len, "; trials of the whole step, %ld node%s x %ld task%s",
 			  res->trial_nodes > 1 ? res->trial_nodes : 1, res->trial_nodes > 1 ? "s" : "",
-			  res->ranks / (res->trial_nodes > 1 ? res->trial_nodes : 1));
-	else if (res->ranks > 1 && res->trial_nodes > 1)
+			  per, per == 1 ? "" : "s");
+	} else if (res->ranks > 1 && res->trial_nodes > 1)
 		ab_append(line, size, len, "; trials of the whole step, %ld tasks on %ld nodes",
 			  res->ranks, res->trial_nodes);
 	else if (res->ranks > 1)
@@ -259,6 +261,10 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 		ab_append(line, sizeof(line), &len, "; sized for the step's smallest GPU model, %s "
 						    "(%s, on %s)",
 			  res->sized_for, size, res->sized_for_node);
+	} else if (res->per_rank_limits) {
+		ab_append(line, sizeof(line), &len, "; each rank held to %.0f%% of its own GPU's "
+						    "memory (the step's GPU models differ)",
+			  100.0 * pl->ctx->eff.fraction);
 	}
 	if (!pl->cached && res->warm_from[0])
 		ab_append(line, sizeof(line), &len, "; warm start from %s%s", res->warm_from,

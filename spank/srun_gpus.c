@@ -120,6 +120,7 @@ int ab_srun_smallest_gpu(struct ab_plan *pl, const volatile sig_atomic_t *stop, 
 	}
 	small = ab_gpu_models_smallest(m);
 	pl->job.probe_node = small->node;
+	pl->job.models = m;
 	pl->bound = small;
 	say_models(m, small);
 	return 0;

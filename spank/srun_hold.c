@@ -186,7 +186,10 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
 		if ((rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
 			rc = probe(d, &res, &eval_batch, &json, err, errlen);
-		if (rc == 0 && pl->bound) { /* the report, the cache and the line say so */
+		if (rc == 0 && pl->bound && ab_probe_per_rank_limits(&pl->job)) {
+			json = ab_result_with_models(json, &pl->models, NULL);
+			res.per_rank_limits = true;
+		} else if (rc == 0 && pl->bound) { /* the report, the cache and the line say so */
 			json = ab_result_with_models(json, &pl->models, pl->bound);
 			snprintf(res.sized_for, sizeof(res.sized_for), "%s", pl->bound->type);
 			snprintf(res.sized_for_node, sizeof(res.sized_for_node), "%s", pl->bound->node);

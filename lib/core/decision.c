@@ -161,7 +161,9 @@ char *ab_result_with_models(char *json, const struct ab_gpu_models *m,
 	for (size_t i = 0; i < m->n; i++)
 		json_object_array_add(all, model_json(&m->v[i]));
 	json_object_object_add(o, AB_FIELD_GPU_MODELS, all);
-	json_object_object_add(o, AB_FIELD_SIZED_FOR, model_json(bound));
+	json_object_object_add(o, AB_FIELD_SIZED_FOR, bound ? model_json(bound) : NULL);
+	if (!bound)
+		json_object_object_add(o, AB_FIELD_PER_RANK_LIMITS, json_object_new_boolean(true));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	if (!text)
@@ -184,7 +186,7 @@ static void read_sized_for(struct json_object *o, struct ab_result *r)
 
 int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err, size_t errlen)
 {
-	struct json_object *o = parse_object(json, len);
+	struct json_object *o = parse_object(json, len), *v;
 	char status[16];
 	int rc;
 
@@ -196,6 +198,8 @@ int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err
 		rc = read_ok(o, r, err, errlen);
 		r->ok = rc == 0;
 		read_sized_for(o, r);
+		r->per_rank_limits = json_object_object_get_ex(o, AB_FIELD_PER_RANK_LIMITS, &v) &&
+				     json_object_get_boolean(v);
 	} else if (strcmp(status, AB_STATUS_FAILED) == 0 ||
 		   strcmp(status, AB_STATUS_INTERRUPTED) == 0) {
 		r->interrupted = status[0] == 'i';

@@ -31,6 +31,7 @@ struct ab_result {
 	/* a step over several GPU models: the smallest, which was probed ("" otherwise) */
 	char sized_for[64], sized_for_node[64];
 	uint64_t sized_for_bytes;
+	bool per_rank_limits; /* or each trial the whole step, each rank held to its own GPU */
 };
 
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for
@@ -38,7 +39,8 @@ struct ab_result {
 char *ab_result_with_eval(const char *json, long eval_batch, const char *cache);
 
 /* The report json (malloc'ed, taken) with the step's GPU models and the one it was sized for
- * added; json as it was when that fails. */
+ * added (bound NULL: "per_rank_limits", each rank held to its own); json as it was when that
+ * fails. */
 char *ab_result_with_models(char *json, const struct ab_gpu_models *m,
 			    const struct ab_gpu_model *bound);
 

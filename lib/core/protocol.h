@@ -92,6 +92,7 @@ bool ab_env_reshapes_srun(const char *entry);
 #define AB_FIELD_DEVICE_NAME "name"
 #define AB_FIELD_GPU_MODELS "gpu_models" /* a step over several: each {type, total_bytes, nodes, node} */
 #define AB_FIELD_SIZED_FOR "sized_for"   /* of those, the smallest, which was probed */
+#define AB_FIELD_PER_RANK_LIMITS "per_rank_limits" /* or none: each rank held to its own */
 #define AB_FIELD_GPU_TYPE "type"
 #define AB_FIELD_NODE "node"
 #define AB_FIELD_NODES "nodes"

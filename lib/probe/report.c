@@ -50,6 +50,12 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 		if (t->bound_node[0])
 			json_object_object_add(o, "bound_node",
 					       json_object_new_string(t->bound_node));
+		if (t->bound_capacity_bytes) { /* held to its own node's memory */
+			json_object_object_add(o, "bound_peak_bytes",
+					       json_object_new_int64((int64_t)t->bound_peak_bytes));
+			json_object_object_add(o, "bound_capacity_bytes",
+					       json_object_new_int64((int64_t)t->bound_capacity_bytes));
+		}
 	}
 	/* exec mode: start to the end of the warm-up step (loading, compiling, the warm-up) */
 	json_object_object_add(o, "startup_s",
@@ -262,7 +268,13 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	}
 	ab_append(buf, buflen, &len, "%s, peak %s", fits ? "fits" : "does not fit",
 		  ab_format_size(t->peak_bytes, peak, sizeof(peak)));
-	if (t->ranks > 1)
+	if (t->ranks > 1 && t->bound_capacity_bytes) /* a share of its own GPU, of another size */
+		ab_append(buf, buflen, &len, " as a share of %s (rank %d%s%s: %s of its own %s, "
+					     "the largest share of %d)",
+			  tot, t->bound_rank, t->bound_node[0] ? " on " : "", t->bound_node,
+			  ab_format_size(t->bound_peak_bytes, size, sizeof(size)),
+			  ab_format_size(t->bound_capacity_bytes, peak, sizeof(peak)), t->ranks);
+	else if (t->ranks > 1)
 		ab_append(buf, buflen, &len, " (rank %d%s%s, the largest of %d)", t->bound_rank,
 			  t->bound_node[0] ? " on " : "", t->bound_node, t->ranks);
 	if (t->runs > 1)

@@ -32,6 +32,8 @@ struct ab_trial {
 	int ranks;             /* a trial of several ranks (--ranks): how many; 0 or 1: one */
 	int bound_rank;        /* the rank whose peak (or failure) decided */
 	char bound_node[64];   /* its node, for a trial that is a step of the job; or "" */
+	uint64_t bound_peak_bytes, bound_capacity_bytes; /* its own, where its node's memory
+				* differs from the device's: peak_bytes is then its share of this */
 	uint64_t rank_peak[AB_REPORT_MAX_RANKS]; /* each rank's peak */
 };
 

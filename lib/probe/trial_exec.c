@@ -449,6 +449,8 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->ranks = (int)rep->nranks;
 	out->bound_rank = rep->bound_rank;
 	memcpy(out->bound_node, rep->bound_node, sizeof(out->bound_node));
+	out->bound_peak_bytes = rep->bound_peak_bytes;
+	out->bound_capacity_bytes = rep->bound_capacity_bytes;
 	memcpy(out->rank_peak, rep->rank_peak, sizeof(out->rank_peak));
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included */

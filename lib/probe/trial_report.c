@@ -34,8 +34,13 @@ static bool rank_fields(struct json_object *obj, struct ab_trial_report *r)
 	double v;
 	bool used = false;
 
-	if (number(obj, "bound_rank", AB_REPORT_MAX_RANKS - 1, &v))
+	if (number(obj, "bound_rank", AB_REPORT_MAX_RANKS - 1, &v)) {
 		r->bound_rank = (int)v, used = true;
+		/* a rank held to its own node's memory, of another size than the trial's */
+		r->bound_peak_bytes = number(obj, "bound_peak_bytes", PEAK_MAX, &v) ? (uint64_t)v : 0;
+		r->bound_capacity_bytes = number(obj, "bound_capacity_bytes", PEAK_MAX, &v)
+						  ? (uint64_t)v : 0;
+	}
 	if (json_object_object_get_ex(obj, "bound_node", &a) && json_object_is_type(a, json_type_string) &&
 	    json_object_get_string_len(a) < (int)sizeof(r->bound_node) &&
 	    ab_plain_name(json_object_get_string(a))) {

@@ -33,6 +33,9 @@ struct ab_trial_report {
 	uint64_t rank_peak[AB_REPORT_MAX_RANKS];
 	int bound_rank;
 	char bound_node[64]; /* a trial step's: the node of that rank ("bound_node"); or "" */
+	/* that rank held to its own node's memory, of another size than the trial's: its own
+	 * bytes and memory (peak_bytes is then its share of the trial's); 0 otherwise */
+	uint64_t bound_peak_bytes, bound_capacity_bytes;
 	size_t bad_lines;
 };
 

@@ -77,3 +77,62 @@ steps_on() { grep -o "launch task StepId=$1\.[0-9]*" "$(node_log "$2")" | sed 's
 	assert_line_in "autobatch: cached decision: batch $(config_batch) " "$stderr"
 	assert_line_in "sized for the step's smallest GPU model, small (128 MiB, on node3)" "$stderr"
 }
+
+# task_peaks B: the plain step of asym.sh at batch B over node1 and node3, each task measured
+# as a trial's (autobatch-probe task): "RANK PEAK" lines, or nothing when a task failed
+task_peaks() {
+	sed "s/^  batch_size: [0-9]*/  batch_size: $1/" orig.yaml >plain.yaml
+	timeout 300 srun -N2 -w node1,node3 --ntasks-per-node=1 --label \
+		"$AUTOBATCH_TESTBED/bin/autobatch-probe" task -- ./asym.sh plain.yaml 2>/dev/null |
+		awk '/@autobatch-task peak/ { sub(":", "", $1); if ($4 > p[$1]) p[$1] = $4 }
+		/@autobatch-task end status 0$/ { ok++ } END { if (ok == 2) for (r in p) print r, p[r] }'
+}
+
+# over_own B: a task of the plain step at B went over its own GPU's limit (0.8 of 256 MiB on
+# node1, rank 0; of 128 MiB on node3, rank 1), or failed
+over_own() {
+	local peaks
+	peaks=$(task_peaks "$1")
+	[ -z "$peaks" ] || awk '($1 == 0 && $2 > 0.8 * 268435456) || ($1 == 1 && $2 > 0.8 * 134217728) { o = 1 }
+		END { exit !o }' <<<"$peaks"
+}
+
+@test "each trial the whole step over a big and a small GPU: each rank held to its own GPU's limit, not all to the small one's" {
+	# ranks measured on the host, each node's as large as its simulated GPUs (the wrapper)
+	args=$(sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults")
+	set_plugstack "probe_args=\"${args:+$args }--device host\""
+	# rank 0 keeps 2.5 times the activations a sample that rank 1 does (a pipeline's first
+	# stage), more than the big GPU's twice the memory makes up for: it binds, on node1
+	cat >asym.sh <<'SH'
+#!/bin/sh
+cfg=${AUTOBATCH_TRIAL:+$AUTOBATCH_CONFIG}
+cfg=${cfg:-$1}
+if [ "$SLURM_PROCID" = 0 ]; then
+	sed 's/activation_kib: [0-9]*/activation_kib: 2560/' "$cfg" >"$cfg.rank0.$$"
+	cfg=$cfg.rank0.$$
+fi
+AUTOBATCH_CONFIG=$cfg exec toy_train --config "$cfg"
+SH
+	chmod 0755 asym.sh
+	run --separate-stderr srun_t -N2 -w node1,node3 --ntasks-per-node=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml ./asym.sh cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(config_batch)
+	grep '^autobatch: \(trial\|chose\|the step\)' <<<"$stderr" | sed 's/^/# /' >&3
+	assert_line_in "probing on node3, a node of the smallest (small)" "$stderr"
+	grep -q "trials of the whole step, 2 nodes x 1 task" <<<"$stderr"
+	grep -q "; each rank held to 80% of its own GPU's memory (the step's GPU models differ)" <<<"$stderr"
+	# a trial names a rank's own bytes and GPU where they are not the probed one's
+	grep -q "autobatch: trial [0-9]*: batch $b fits, peak .* as a share of 128 MiB (rank 0 on node1: .* of its own 256 MiB, the largest share of 2) of 102 MiB limit (80% of 128 MiB)" <<<"$stderr"
+	grep -rq '"per_rank_limits":true' "$XDG_CACHE_HOME/autobatch"
+	# the plain step at the choice: each rank within its own limit; rank 0 beyond what the
+	# small GPU's limit would have allowed it (sizing every rank for the smallest would not
+	# have chosen this batch); 1/6 more goes over a rank's own
+	peaks=$(task_peaks "$b")
+	echo "# plain step at $b: $(tr '\n' ' ' <<<"$peaks")" >&3
+	[ "$(wc -l <<<"$peaks")" -eq 2 ]
+	run ! over_own "$b"
+	awk '$1 == 0 && $2 > 0.8 * 134217728 { f = 1 } END { exit !f }' <<<"$peaks"
+	over_own $((b + b / 6 + 1))
+	none_left 'autobatch-probe|toy_train'
+}

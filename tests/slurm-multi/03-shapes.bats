@@ -79,12 +79,18 @@ plain_launch() {
 }
 
 # fits_plain PLAIN B: the choice B fits a plain run of the step (PLAIN: plain, plain_launch,
-# plain_hf),
-# and 1/6 more does not (a plain run that fails is no fit)
+# plain_hf), and 1/6 more does not (a plain run that fails is no fit). A worker's peak
+# differs from run to run by up to 40 MiB at one batch (gloo, the allocator), as the real
+# step's would: a batch is unsafe once one run of it goes over, so the larger batch gets a
+# second run when the first stayed under (the choice's own repeat is the probe's)
 fits_plain() {
-	local b=$2 p over
-	p=$("$1" "$b") over=$("$1" $((b + b / 6 + 1)))
-	echo "# $1 at $b: ${p:-failed} of $LIMIT; at $((b + b / 6 + 1)): ${over:-failed}" >&3
+	local b=$2 ob=$(($2 + $2 / 6 + 1)) p over i
+	p=$("$1" "$b")
+	for i in 1 2; do
+		over=$("$1" "$ob")
+		echo "# $1 at $b: ${p:-failed} of $LIMIT; at $ob (run $i): ${over:-failed}" >&3
+		[ -n "$over" ] && [ "$over" -le "$LIMIT" ] || break
+	done
 	[ -n "$p" ]
 	[ "$p" -le "$LIMIT" ]
 	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]

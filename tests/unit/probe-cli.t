@@ -7,7 +7,7 @@ trap 'rm -rf "$dir"' EXIT
 printf '# run\ntrain:\n  micro_batch_size: 4   # per GPU\n  gradient_accumulation_steps: 8\n' >"$dir/axo.yaml"
 cp "$dir/axo.yaml" "$dir/orig.yaml"
 
-echo "1..13"
+echo "1..14"
 check "--version prints the package version" \
 	sh -c "'$probe' --version | grep -qx 'autobatch-probe $PACKAGE_VERSION'"
 check "-V is --version" sh -c "'$probe' -V | grep -q '^autobatch-probe '"
@@ -39,4 +39,9 @@ check "config --document picks one document" \
 	sh -c "printf 'a: 1\n---\na: 2\n' >'$dir/m.yaml' && test \"\$('$probe' config get '$dir/m.yaml' a --document 1)\" = 2"
 check "presets lists every framework with its keys" \
 	sh -c "'$probe' presets | grep -q '^deepspeed' && '$probe' presets | grep -q 'micro_batch   train_input.micro_batch_size'"
+check "run --node-memory: a malformed table is named, one without --step-nodes refused" \
+	sh -c "'$probe' run --device host --node-memory 12:a,,b --step-nodes a --ranks 2 -- true 2>&1 |
+	         grep -q \"autobatch-probe: --node-memory: '' is no node name\" &&
+	       '$probe' run --device host --node-memory 12:a -- true 2>&1 |
+	         grep -q 'autobatch-probe: --node-memory holds a trial step.s ranks to their nodes. memory: give --step-nodes LIST too'"
 exit $failed

@@ -16,11 +16,26 @@ dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 export MALLOC_MMAP_THRESHOLD_=65536
-echo "1..7"
+echo "1..8"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"
 check "a bad capacity is refused with the usage, exit 2" \
-	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe task \[--capacity BYTES\] \[--stop-on-eof\] -- COMMAND' '$dir/usage.err'"
+	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe task \[--capacity BYTES\] \[--node-memory TABLE\] \[--stop-on-eof\] -- COMMAND' '$dir/usage.err'"
+
+# --node-memory: the task on node7 is held to node7's memory (64 MiB) where --capacity
+# (1 GiB) is another node's; a node the table does not name keeps --capacity; a bad table
+hold='b = bytearray(100 << 20); import time; time.sleep(1)'
+SLURMD_NODENAME=node7 "$probe" task --capacity 1073741824 --node-memory "1073741824:node1;67108864:node7,node8" \
+	-- "$py" -c "$hold" >"$dir/own.out" 2>/dev/null
+own=$?
+SLURMD_NODENAME=node9 "$probe" task --capacity 1073741824 --node-memory "67108864:node7" \
+	-- "$py" -c "$hold" >"$dir/other.out" 2>/dev/null
+other=$?
+"$probe" task --node-memory "64:no/de" -- true 2>"$dir/table.err"
+bad=$?
+check "--node-memory holds a task to its own node's memory ($own, over), others to --capacity ($other), a bad table refused" \
+	sh -c "[ $own -eq 3 ] && grep -q '^@autobatch-task over' '$dir/own.out' && [ $other -eq 0 ] &&
+	       [ $bad -eq 2 ] && grep -q \"autobatch-probe task: --node-memory: 'no/de' is no node name\" '$dir/table.err'"
 
 # a command that speaks the protocol itself, as toy_train does
 cat >"$dir/speaks.sh" <<'EOS'

@@ -808,6 +808,8 @@ static void rank_lines(void **state)
 	size_t len = 0;
 	const char *one = "{\"rank_peaks\": [100, 300], \"bound_rank\": 1, \"peak_bytes\": 300}\n";
 	const char *bad = "{\"rank_peaks\": [1, -2]}\n{\"rank_peaks\": [1, \"x\"]}\n{\"bound_rank\": 64}\n";
+	const char *own = "{\"rank_peaks\": [300, 100], \"bound_rank\": 0, \"peak_bytes\": 150, "
+			  "\"bound_peak_bytes\": 300, \"bound_capacity_bytes\": 512}\n";
 
 	(void)state;
 	ab_trial_report_parse(one, strlen(one), &r);
@@ -821,6 +823,17 @@ static void rank_lines(void **state)
 	assert_int_equal(r.nranks, 0);
 	assert_int_equal(r.bound_rank, 0);
 	assert_int_equal(r.bad_lines, 3);
+	/* a rank held to its own node's memory: its own bytes and memory, until a later line
+	 * names a rank held to the trial's */
+	ab_trial_report_parse(own, strlen(own), &r);
+	assert_int_equal(r.bound_rank, 0);
+	assert_int_equal(r.peak_bytes, 150);
+	assert_int_equal(r.bound_peak_bytes, 300);
+	assert_int_equal(r.bound_capacity_bytes, 512);
+	ab_trial_report_feed(one, strlen(one), &r);
+	assert_int_equal(r.bound_rank, 1);
+	assert_int_equal(r.bound_peak_bytes, 0);
+	assert_int_equal(r.bound_capacity_bytes, 0);
 	len += (size_t)snprintf(big, sizeof(big), "{\"rank_peaks\": [1");
 	for (int i = 0; i < 64; i++)
 		len += (size_t)snprintf(big + len, sizeof(big) - len, ", 1");

@@ -9,6 +9,8 @@
 #include "unit.h"
 #include <string.h>
 
+#include <errno.h>
+
 #include "gpu_models.h"
 
 static void collect(const char *type, void *arg)
@@ -96,12 +98,55 @@ static void smallest(void **state)
 	assert_int_equal(m.v[0].nodes, 2);
 }
 
+/* each measured model's memory and nodes, as the plugin hands it to the probe, and back */
+static void node_memory(void **state)
+{
+	struct ab_gpu_models m = {0}, u = {0};
+	struct ab_node_memory t;
+	char spec[256], err[256], big[AB_GPU_NODES_MAX + 8];
+
+	(void)state;
+	ab_gpu_models_add(&m, "node1", "gpu:big:4");
+	ab_gpu_models_add(&m, "node3", "gpu:small:2");
+	ab_gpu_models_add(&m, "node2", "gpu:big:4");
+	assert_int_equal(ab_gpu_models_node_memory(&m, spec, sizeof(spec)), -ENODATA);
+	m.v[0].total_bytes = 268435456;
+	m.v[1].total_bytes = 134217728;
+	assert_int_equal(ab_gpu_models_node_memory(&m, spec, sizeof(spec)), 0);
+	assert_string_equal(spec, "268435456:node1,node2;134217728:node3");
+	assert_int_equal(ab_gpu_models_node_memory(&m, spec, 20), -E2BIG);
+	assert_int_equal(ab_node_memory_parse("268435456:node1,node2;134217728:node3", &t, err,
+					      sizeof(err)), 0);
+	assert_int_equal(t.n, 3);
+	assert_true(ab_node_memory_of(&t, "node2") == 268435456);
+	assert_true(ab_node_memory_of(&t, "node3") == 134217728);
+	assert_true(ab_node_memory_of(&t, "node4") == 0);
+	/* a node of two models is held to the smaller */
+	assert_int_equal(ab_node_memory_parse("300:a,b;200:b", &t, err, sizeof(err)), 0);
+	assert_true(ab_node_memory_of(&t, "b") == 200 && ab_node_memory_of(&t, "a") == 300);
+	assert_int_equal(ab_node_memory_parse("x:node1", &t, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--node-memory: 'x' is no count of bytes");
+	assert_int_equal(ab_node_memory_parse("12:no/de", &t, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ab_node_memory_parse("12", &t, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ab_node_memory_parse("12:", &t, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ab_node_memory_parse("", &t, err, sizeof(err)), -EINVAL);
+	/* a model whose nodes overflow its list: no table, each rank then held to the probed one */
+	for (int i = 0; i < 200; i++) {
+		snprintf(big, sizeof(big), "node%04d", i);
+		ab_gpu_models_add(&u, big, "gpu:big:4");
+	}
+	u.v[0].total_bytes = 1;
+	assert_true(u.unlisted);
+	assert_int_equal(ab_gpu_models_node_memory(&u, spec, sizeof(spec)), -ENODATA);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(gres_strings),
 		cmocka_unit_test(keys),
 		cmocka_unit_test(smallest),
+		cmocka_unit_test(node_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,6 +144,17 @@ static void lines(void **state)
 	ab_report_trial_line(1, &trial_v[1], true, 64 * GiB, 0, 80 * GiB, buf, sizeof(buf));
 	assert_contains(buf, "trial 2: batch 24 fits, peak 60.0 GiB of 64.0 GiB limit "
 			     "(80% of 80.0 GiB)"); /* index 1: the second trial */
+	{ /* a trial step's rank held to its own, larger GPU: its share of this one's, and its own */
+		struct ab_trial t = trial_v[1];
+
+		t.ranks = 2, t.bound_rank = 0, t.peak_bytes = 30 * GiB;
+		snprintf(t.bound_node, sizeof(t.bound_node), "node1");
+		t.bound_peak_bytes = 60 * GiB, t.bound_capacity_bytes = 160 * GiB;
+		ab_report_trial_line(1, &t, true, 64 * GiB, 0, 80 * GiB, buf, sizeof(buf));
+		assert_contains(buf, "fits, peak 30.0 GiB as a share of 80.0 GiB (rank 0 on node1: "
+				     "60.0 GiB of its own 160 GiB, the largest share of 2) of 64.0 "
+				     "GiB limit");
+	}
 	ab_report_decision_line(&r, buf, sizeof(buf));
 	assert_contains(buf, "chose batch 24 in 2 trials, 12 s; confidence: unknown"); /* 91 */
 	r.global_batch = 768;
