@@ -74,12 +74,6 @@ static void add_site_args(struct argv_builder *b, char *copy)
 		add(b, w);
 }
 
-static bool wants_gpu(const char *probe_args)
-{
-	/* a site that probes on the host or a simulator asks for no GPU */
-	return !strstr(probe_args, "host") && !strstr(probe_args, "sim:");
-}
-
 /* The nested srun's options and the probe up to its own options: a step of one task on the
  * node, within the job's resources. */
 static int build_step(const struct ab_probe_job *job, const char *on_node, struct argv_builder *b,
@@ -105,7 +99,7 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 	add(b, "--job-name=autobatch-probe");
 	/* Parallel trials: a step that asks for no GRES gets all of the job's GPUs on the node
 	 * (srun(1), --gres), and the probe runs one trial per GPU. Otherwise one GPU. */
-	if (!site->parallel && wants_gpu(site->probe_args))
+	if (!site->parallel && ab_probe_args_gpu(site->probe_args))
 		add(b, "--gres=gpu:1");
 	add(b, site->probe);
 	add(b, "run");
@@ -146,7 +140,7 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 	bool launcher = !c->req.trial_command[0] && ab_launcher_name(job->argc, job->argv);
 
 	if ((job->ntasks < 2 && !launcher) || c->eff.shape == AB_SHAPE_GPU ||
-	    c->req.mode == AB_MODE_MODEL || wants_gpu(c->site.probe_args))
+	    c->req.mode == AB_MODE_MODEL || ab_probe_args_gpu(c->site.probe_args))
 		return 0; /* a GPU's per-rank watch is not built: one process, as before */
 	*whole = c->eff.shape == AB_SHAPE_STEP && nodes > 1;
 	*per_node = job->ntasks % nodes ? 0 : job->ntasks / nodes;
@@ -254,7 +248,7 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		addf(b, "--devices=%u", job->ntasks);
 	}
 	/* the step's ranks will hold NCCL buffers the one-GPU probe cannot see */
-	if (job->ntasks > 1 && wants_gpu(site->probe_args) && site->comm_reserve)
+	if (job->ntasks > 1 && ab_probe_args_gpu(site->probe_args) && site->comm_reserve)
 		addf(b, "--comm-reserve=%llu", (unsigned long long)site->comm_reserve);
 	add_site_args(b, probe_args_copy);
 	add(b, "--");
@@ -460,7 +454,7 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 
 	if (job->ntasks < 2 || trial_ranks_of(job) > 0 || c->req.mode == AB_MODE_MODEL)
 		return;
-	if (wants_gpu(c->site.probe_args))
+	if (ab_probe_args_gpu(c->site.probe_args))
 		snprintf(err + len, errlen - len, "; each trial was one process of the step's %u "
 			 "tasks, holding the whole model where the step may shard it (FSDP, ZeRO), "
 			 "and trials of the whole step on GPUs are not built yet",

@@ -313,3 +313,28 @@ int ab_site_describe(const struct ab_site *site, char *buf, size_t buflen)
 			 (unsigned long long)site->comm_reserve, site->startup_seconds,
 			 site->max_trial_seconds, site->trial_cap);
 }
+
+bool ab_probe_args_gpu(const char *probe_args)
+{
+	const char *p = probe_args ? probe_args : "", *dev = NULL;
+	size_t devlen = 0;
+	bool next = false;
+
+	while (*p) {
+		size_t n;
+
+		p += strspn(p, " \t");
+		n = strcspn(p, " \t");
+		if (next)
+			dev = p, devlen = n, next = false;
+		else if (n == 8 && !strncmp(p, "--device", 8))
+			next = true;
+		else if (n > 9 && !strncmp(p, "--device=", 9))
+			dev = p + 9, devlen = n - 9;
+		p += n;
+	}
+	if (!dev)
+		return true;
+	return !((devlen == 4 && !strncmp(dev, "host", 4)) ||
+		 (devlen > 5 && !strncmp(dev, "host:", 5)) || (devlen > 4 && !strncmp(dev, "sim:", 4)));
+}

@@ -52,6 +52,11 @@ void ab_site_init(struct ab_site *site);
  * probe_args="a b" spanning several words is joined again) and checks their consistency. */
 int ab_site_parse(struct ab_site *site, int argc, char *const argv[], char *err, size_t errlen);
 
+/* Whether the probe arguments leave the probe on a GPU: they name no --device (the probe
+ * takes cuda:0), or one that is neither the host nor the simulator. The last --device counts,
+ * as for the probe's own options; nothing else in them (a path with "host" in it) does. */
+bool ab_probe_args_gpu(const char *probe_args);
+
 /* "key=value" lines of the site's settings, for srun -v; the first gives the bounds. */
 int ab_site_describe(const struct ab_site *site, char *buf, size_t buflen);
 

@@ -603,6 +603,25 @@ static void het_steps(void **state)
 	assert_false(ab_srun_het_step("", 0));
 }
 
+/* the probe's device as the site's probe_args name it: a GPU unless host or sim: */
+static void probe_args_device(void **state)
+{
+	(void)state;
+	assert_true(ab_probe_args_gpu(""));
+	assert_true(ab_probe_args_gpu(NULL));
+	assert_true(ab_probe_args_gpu("--device cuda:1"));
+	assert_false(ab_probe_args_gpu("--device host"));
+	assert_false(ab_probe_args_gpu("--hook-dir /x  --device\thost:capacity=2GiB"));
+	assert_false(ab_probe_args_gpu("--device=sim:total=1GiB"));
+	/* "host" elsewhere is no device: a path, another option's value */
+	assert_true(ab_probe_args_gpu("--hook-dir /srv/hostfs/autobatch"));
+	assert_true(ab_probe_args_gpu("--hook-dir /opt/sim:1"));
+	assert_true(ab_probe_args_gpu("--device hostile"));
+	/* the last --device counts, as for the probe's getopt */
+	assert_true(ab_probe_args_gpu("--device host --device cuda:0"));
+	assert_false(ab_probe_args_gpu("--device cuda:0 --device=host"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -625,6 +644,7 @@ int main(void)
 		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps),
+		cmocka_unit_test(probe_args_device),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
