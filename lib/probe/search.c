@@ -220,7 +220,7 @@ static int confidence(const struct run *r, const struct bracket *k)
 static bool done(const struct run *r, const struct bracket *k)
 {
 	long lo = k->lo->batch, next = c_next(&r->c, lo), bound;
-	double L = (double)r->limit, pred, slope;
+	double L = (double)r->limit, pred, slope, span;
 
 	if (!next)
 		return true;
@@ -250,11 +250,16 @@ static bool done(const struct run *r, const struct bracket *k)
 		return search_line_peak(r, k, (double)next) >
 		       L + fmax(margin * L, 3 * noise * (1 + (double)(next - lo) / spread));
 	}
-	if (search_line_peak(r, k, (double)next) > L * (1 + MARGIN))
+	/* the margin is a share of what the batch holds at the limit (the limit less the line's
+	 * fixed part), as the tolerance is a share of the batch: a share of the whole limit was
+	 * more samples than the tolerance where a large fixed part (PyTorch and the model on each
+	 * rank) leaves little to the batch, and a fit a sample under the limit took a trial more */
+	span = L - fmax(0, fmin(L, search_line_peak(r, k, 0)));
+	if (search_line_peak(r, k, (double)next) > L + MARGIN * span)
 		return true;
 	/* the last candidate before the line reaches the limit plus the margin */
 	slope = search_line_peak(r, k, (double)lo + 1) - (double)k->lo->peak_bytes;
-	bound = c_ceil(&r->c, (double)lo + (L * (1 + MARGIN) - (double)k->lo->peak_bytes) / slope);
+	bound = c_ceil(&r->c, (double)lo + (L + MARGIN * span - (double)k->lo->peak_bytes) / slope);
 	bound = bound ? c_prev(&r->c, bound) : c_last(&r->c);
 	return (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)bound;
 }
