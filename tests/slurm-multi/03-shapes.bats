@@ -89,7 +89,7 @@ fits_plain() {
 	for i in 1 2; do
 		over=$("$1" "$ob")
 		echo "# $1 at $b: ${p:-failed} of $LIMIT; at $ob (run $i): ${over:-failed}" >&3
-		[ -n "$over" ] && [ "$over" -le "$LIMIT" ] || break
+		if [ -z "$over" ] || [ "$over" -gt "$LIMIT" ]; then break; fi
 	done
 	[ -n "$p" ]
 	[ "$p" -le "$LIMIT" ]
