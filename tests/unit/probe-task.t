@@ -74,7 +74,7 @@ check "a failed command: its task says so, waits for the stop ($took s), then ex
 	       grep -qx '@autobatch-task end status 5' '$dir/fail.out' && [ -z \"\$(ls -A '$dir/tmp')\" ]" ||
 	cat "$dir/fail.out"
 
-python_or_skip "$py" 'import torch' PyTorch 5 7
+python_or_skip "$py" 'import torch' PyTorch 6 8
 
 # two workers of a launcher, at batches 8 and 64: their own memory differs by about 100 MiB
 echo '{"batch_size": 8, "steps": 6}' >"$dir/w0.json"
