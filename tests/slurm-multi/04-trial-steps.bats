@@ -56,6 +56,12 @@ teardown() { reset_plugstack; }
 @test "a trial step whose launcher is killed outright is cancelled by srun once the probe ends; nothing of it is left" {
 	printf '#!/bin/sh\n[ -z "$AUTOBATCH_TRIAL" ] || exec sleep 100\n' >hang.sh
 	chmod +x hang.sh
+	# the last test's job may still be completing on these nodes: salloc would wait for them
+	# (under CI's load in a root, past its 90 s)
+	for i in $(seq 60); do
+		[ "$(sinfo -h -n node1,node2 -o %T | sort -u)" = idle ] && break
+		sleep 0.5
+	done
 	# SIGKILL leaves no launcher to end its step: the srun that probed cancels what is left
 	# of the trial steps its probe started (autobatch-trial.PID)
 	run --separate-stderr timeout 90 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
@@ -70,7 +76,8 @@ teardown() { reset_plugstack; }
 		echo "steps left: $(squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" | tr "\n" " ")"
 		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"'
 	echo "$stderr" | grep autobatch | sed 's/^/# /' >&3
-	grep -q "autobatch: cancelled the trial step [0-9]*\.[0-9]* that the probe left" <<<"$stderr"
+	grep -q "autobatch: cancelled the trial step [0-9]*\.[0-9]* that the probe left" <<<"$stderr" ||
+		{ echo "status $status: $stderr" >&2; return 1; }
 	grep -q "^steps left: *$" <<<"$output" || { echo "$output" >&2; return 1; }
 	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
 	none_left 'autobatch-probe|toy_train'
