@@ -1,15 +1,16 @@
-/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] [--node-memory TABLE] [--nodes LIST
- * [--per-node T]] -- COMMAND: one trial's N ranks. On this node they start as a launcher starts them (RANK,
- * LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and their SLURM_ twins), each its own process
- * group measured on its own and reporting to its own file. With --nodes they are the tasks of
- * a Slurm step of this job over LIST, as the real step's are (srun sets their ranks), each
- * wrapped by `autobatch-probe task`, whose lines srun relays here. Either way their steps reach
- * the trial's report as the slowest rank's, its peak is the worst rank's (with every rank's),
- * and the first rank to fail or to go over BYTES ends them all at once: the others would wait
- * in a collective until the allowance. With TABLE (each node's GPU memory, the step's nodes
- * holding models of different memory) each rank is held to its own node's: the worst rank is
- * the one holding the largest share of its own, and the trial's peak that share of BYTES. What `run --ranks N` runs as each trial; not meant to
- * be run by hand.
+/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] [--node-memory TABLE]
+ * [--nodes LIST [--per-node T]] -- COMMAND: one trial's N ranks. On this node they start as a
+ * launcher starts them (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and their SLURM_
+ * twins), each its own process group measured on its own and reporting to its own file. With
+ * --nodes they are the tasks of a Slurm step of this job over LIST, as the real step's are
+ * (srun sets their ranks), each wrapped by `autobatch-probe task`, whose lines srun relays
+ * here. Either way their steps reach the trial's report as the slowest rank's, its peak is the
+ * worst rank's (with every rank's), and the first rank to fail or to go over BYTES ends them
+ * all at once: the others would wait in a collective until the allowance. With TABLE (each
+ * node's GPU memory, the step's nodes holding models of different memory) each rank is held
+ * to its own node's: the worst rank is the one holding the largest share of its own, and the
+ * trial's peak that share of BYTES. What `run --ranks N` runs as each trial; not meant to be
+ * run by hand.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -147,7 +148,7 @@ static uint64_t rank_peak(struct rank *r)
 /* The memory rank r is held to: its node's in the table, else the trial's (0: none). */
 static uint64_t rank_capacity(const struct ranks *rs, const struct rank *r)
 {
-	uint64_t own = rs->node_memory && r->node[0] ? ab_node_memory_of(&rs->table, r->node) : 0;
+	uint64_t own = ab_node_memory_of(&rs->table, r->node); /* 0: no table, or not named */
 
 	return own ? own : rs->capacity;
 }
@@ -168,7 +169,7 @@ static uint64_t as_share(const struct ranks *rs, const struct rank *r, uint64_t 
  * the worst share of the trial's capacity, with the rank's own bytes and memory beside it. */
 static void write_peaks(const struct ranks *rs)
 {
-	uint64_t worst = 0, own;
+	uint64_t worst = 0, bound_peak = 0, own;
 	int bound = 0;
 
 	dprintf(rs->out, "{\"rank_peaks\": [");
@@ -177,7 +178,7 @@ static void write_peaks(const struct ranks *rs)
 
 		dprintf(rs->out, "%s%llu", i ? ", " : "", (unsigned long long)p);
 		if (share > worst || i == 0)
-			worst = share, bound = i;
+			worst = share, bound = i, bound_peak = p;
 	}
 	dprintf(rs->out, "], \"bound_rank\": %d, %s%s%s\"peak_bytes\": %llu", bound,
 		rs->r[bound].node[0] ? "\"bound_node\": \"" : "", rs->r[bound].node,
@@ -185,7 +186,7 @@ static void write_peaks(const struct ranks *rs)
 	own = rank_capacity(rs, &rs->r[bound]);
 	if (own != rs->capacity)
 		dprintf(rs->out, ", \"bound_peak_bytes\": %llu, \"bound_capacity_bytes\": %llu",
-			(unsigned long long)rank_peak(&rs->r[bound]), (unsigned long long)own);
+			(unsigned long long)bound_peak, (unsigned long long)own);
 	dprintf(rs->out, "}\n");
 }
 
@@ -333,7 +334,7 @@ static int poll_ranks(struct ranks *rs)
 
 struct step_argv {
 	char **v;
-	char *owned[7];
+	char *owned[6];
 };
 
 /* The srun that probes (the guard its probe step carries): trial steps are named after it,
@@ -362,8 +363,7 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	    asprintf(&a->owned[2], "--ntasks=%d", rs->n) < 0 ||
 	    asprintf(&a->owned[3], "%llu", (unsigned long long)rs->capacity) < 0 ||
 	    asprintf(&a->owned[4], "--job-name=autobatch-trial.%s", guard_pid()) < 0 ||
-	    asprintf(&a->owned[5], "--ntasks-per-node=%ld", rs->per_node) < 0 ||
-	    (rs->node_memory && asprintf(&a->owned[6], "%s", rs->node_memory) < 0))
+	    asprintf(&a->owned[5], "--ntasks-per-node=%ld", rs->per_node) < 0)
 		return -1;
 	a->v[k++] = "srun";
 	a->v[k++] = "--overlap";
@@ -387,7 +387,7 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	}
 	if (rs->node_memory) { /* each task holds itself to its node's */
 		a->v[k++] = "--node-memory";
-		a->v[k++] = a->owned[6];
+		a->v[k++] = (char *)rs->node_memory;
 	}
 	a->v[k++] = "--stop-on-eof";
 	a->v[k++] = "--";

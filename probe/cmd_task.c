@@ -1,11 +1,11 @@
 /* cmd_task.c - autobatch-probe task [--capacity BYTES] [--node-memory TABLE] -- COMMAND: one
- * task of a trial that
- * is a Slurm step (run --ranks N --step-nodes LIST), on whichever node Slurm put it. It runs
- * the command as its own process group with Slurm's environment untouched (SLURM_PROCID and
- * the rest are the real step's), measures that group, and says on its standard output (which
- * the launcher, `autobatch-probe ranks --nodes`, reads through srun --label) its node, each
- * line its command writes to its report, its peak, and how it ended. The command's own
- * standard output goes to standard error, so that the launcher reads nothing else. A group
+ * task of a trial that is a Slurm step (run --ranks N --step-nodes LIST), on whichever node
+ * Slurm put it. It runs the command as its own process group with Slurm's environment
+ * untouched (SLURM_PROCID and the rest are the real step's), measures that group, and says on
+ * its standard output (which the launcher, `autobatch-probe ranks --nodes`, reads through srun
+ * --label) its node, each line its command writes to its report, its peak, and how it
+ * ended. The command's own standard output goes to standard error, so that the launcher reads
+ * nothing else. A group
  * that goes over BYTES is killed at once and the task exits 3: srun's --kill-on-bad-exit then
  * ends every other task of the trial. A command that is a launcher (torchrun, accelerate
  * launch) starts workers, one per GPU: each Python process then reports on its own

@@ -5,6 +5,7 @@
 # on the nodes' names.
 
 load helpers
+load plain-step
 
 # the job's steps that slurmd launched on a node, as "J.S" lines
 steps_on() { grep -o "launch task StepId=$1\.[0-9]*" "$(node_log "$2")" | sed 's/.*=//' | sort -u; }
@@ -82,10 +83,7 @@ steps_on() { grep -o "launch task StepId=$1\.[0-9]*" "$(node_log "$2")" | sed 's
 # as a trial's (autobatch-probe task): "RANK PEAK" lines, or nothing when a task failed
 task_peaks() {
 	sed "s/^  batch_size: [0-9]*/  batch_size: $1/" orig.yaml >plain.yaml
-	timeout 300 srun -N2 -w node1,node3 --ntasks-per-node=1 --label \
-		"$AUTOBATCH_TESTBED/bin/autobatch-probe" task -- ./asym.sh plain.yaml 2>/dev/null |
-		awk '/@autobatch-task peak/ { sub(":", "", $1); if ($4 > p[$1]) p[$1] = $4 }
-		/@autobatch-task end status 0$/ { ok++ } END { if (ok == 2) for (r in p) print r, p[r] }'
+	step_peaks 2 -N2 -w node1,node3 --ntasks-per-node=1 -- ./asym.sh plain.yaml
 }
 
 # over_own B: a task of the plain step at B went over its own GPU's limit (0.8 of 256 MiB on
