@@ -38,6 +38,7 @@
 #include "gpu_models.h"
 #include "group_memory.h"
 #include "number.h"
+#include "presets.h"
 #include "protocol.h"
 #include "subprocess.h"
 #include "trial_files.h"
@@ -67,6 +68,7 @@ struct task {
 	size_t merged;  /* steps every worker took, said */
 	bool oom_said;
 	bool stop_on_eof; /* the end of standard input is the launcher's stop */
+	bool launcher;    /* the command is a framework launcher (torchrun): see task_peak */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -140,12 +142,15 @@ static uint64_t worker_peak(const struct task *t, const struct worker *k)
 }
 
 /* The task's peak: its group's, or with several workers the largest worker's (each has a
- * GPU of its own in the real step; the launcher's own process holds none). */
+ * GPU of its own in the real step; the launcher's own process holds none). A framework
+ * launcher's task counts so from the start, before its workers' reports come, by each
+ * process's own high-water mark: the group's sum in that window (the launcher and both of
+ * torchrun's workers: 930 MiB where its largest worker held 591) is no GPU's. */
 static uint64_t task_peak(struct task *t)
 {
-	uint64_t p = 0;
+	uint64_t p = t->launcher ? t->group.single_max : 0;
 
-	if (t->nworkers > 1) {
+	if (t->launcher || t->nworkers > 1) {
 		for (size_t i = 0; i < t->nworkers; i++)
 			if (worker_peak(t, &t->workers[i]) > p)
 				p = worker_peak(t, &t->workers[i]);
@@ -264,7 +269,7 @@ static int watch(struct task *t, uint64_t capacity)
 		relay_report(t, 0);
 		relay_workers(t, 0);
 		say_peak(t);
-		if (t->nworkers > 1) /* each worker has its own GPU in the real step */
+		if (t->launcher || t->nworkers > 1) /* each worker has its own GPU in the step */
 			now = task_peak(t);
 		if (capacity && now > capacity) {
 			kill(-t->proc.pid, SIGKILL);
@@ -345,6 +350,7 @@ int cmd_task(int argc, char **argv)
 	if (i >= argc - 1)
 		goto usage;
 	t.argv = argv + i + 1;
+	t.launcher = ab_launcher_name(argc - i - 1, t.argv) != NULL;
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	signal(SIGHUP, on_signal);

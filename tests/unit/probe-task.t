@@ -4,7 +4,8 @@
 # command's report lines, its peak, how it ended); a launcher's workers (tests/python/
 # launch_workers.py starting a real PyTorch loop, tests/python/plain_torch.py, at two batches)
 # each reporting on their own, the task's steps those every worker took and its peak the
-# largest worker's, not their sum; a worker over the capacity ending the task at once, exit 3,
+# largest worker's, not their sum; torchrun's, from their start, before they report; a worker
+# over the capacity ending the task at once, exit 3,
 # nothing left; the end of its standard input (--stop-on-eof, the launcher's stop) ending it
 # and its files, a failed task waiting for that stop; its usage. Real runs of Slurm trial steps: tests/slurm-multi/03-shapes.bats.
 probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
@@ -16,7 +17,7 @@ dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 export MALLOC_MMAP_THRESHOLD_=65536
-echo "1..8"
+echo "1..9"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"
 check "a bad capacity is refused with the usage, exit 2" \
@@ -74,7 +75,7 @@ check "a failed command: its task says so, waits for the stop ($took s), then ex
 	       grep -qx '@autobatch-task end status 5' '$dir/fail.out' && [ -z \"\$(ls -A '$dir/tmp')\" ]" ||
 	cat "$dir/fail.out"
 
-python_or_skip "$py" 'import torch' PyTorch 6 8
+python_or_skip "$py" 'import torch' PyTorch 6 9
 
 # two workers of a launcher, at batches 8 and 64: their own memory differs by about 100 MiB
 echo '{"batch_size": 8, "steps": 6}' >"$dir/w0.json"
@@ -95,6 +96,23 @@ check "a launcher's two workers: 4 steps every worker took, its peak the larger 
 	       [ '$peak' -le \$(($big * 11 / 10)) ] && [ '$peak' -lt \$(($big + $small * 9 / 10)) ] &&
 	       [ \"\$(tail -n1 '$dir/two.out')\" = '@autobatch-task end status 0' ]" ||
 	cat "$dir/two.out" "$dir/two.err"
+
+# torchrun itself (a launcher by name; tests/python/torchrun-fixes for Debian's builds), two
+# workers at batch 64: the task holds each to a capacity 30% over one worker's alone from
+# their start, and every peak it says is one worker's; before their reports came it said
+# their group's sum (launcher and both workers: 930 MiB where one held 591 in a DDP step)
+echo '{"batch_size": 64, "steps": 6}' >"$dir/w2.json"
+PYTHONPATH="$hook:$src/tests/python/torchrun-fixes" AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_STEPS=3 USE_LIBUV=0 \
+	"$probe" task --capacity $((big * 13 / 10)) -- "$py" -m torch.distributed.run --standalone \
+	--nproc_per_node=2 "$src/tests/python/plain_torch.py" "$dir/w2.json" >"$dir/run.out" 2>"$dir/run.err"
+rc=$?
+most=$(sed -n 's/^@autobatch-task peak //p' "$dir/run.out" | sort -n | tail -n1)
+last=$(sed -n 's/^@autobatch-task peak //p' "$dir/run.out" | tail -n1)
+check "torchrun's two workers: held each to 1.3 times one's memory, none over (exit $rc); its peaks one worker's (largest $most, last $last; one alone: $big)" \
+	sh -c "[ $rc -eq 0 ] && ! grep -q '^@autobatch-task over' '$dir/run.out' && [ -n '$big' ] &&
+	       [ -n '$most' ] && [ '$most' -le \$(($big * 11 / 10)) ] && [ '$last' -ge \$(($big * 9 / 10)) ] &&
+	       [ \$(grep -c '^@autobatch-task report {\"step_s\": [0-9.]*, \"samples\": [0-9]*}\$' '$dir/run.out') -eq 4 ]" ||
+	{ grep -v report "$dir/run.out" | tail -n 5; tail -n 20 "$dir/run.err"; }
 
 # the larger worker goes over a capacity between the two: the task ends at once
 echo '{"batch_size": 64, "steps": 1000}' >"$dir/w1.json"
