@@ -79,10 +79,10 @@ plain_launch() {
 }
 
 # fits_plain PLAIN B: the choice B fits a plain run of the step (PLAIN: plain, plain_launch,
-# plain_hf), and 1/6 more does not (a plain run that fails is no fit). A worker's peak
-# differs from run to run by up to 40 MiB at one batch (gloo, the allocator), as the real
-# step's would: a batch is unsafe once one run of it goes over, so the larger batch gets a
-# second run when the first stayed under (the choice's own repeat is the probe's)
+# plain_hf), and 1/6 more does not (a plain run that fails is no fit). A rank's peak can
+# differ from run to run at one batch, as the real step's would: a batch is unsafe once one
+# run of it goes over, so the larger batch gets a second run when the first stayed under (the
+# choice's own repeat is the probe's)
 fits_plain() {
 	local b=$2 ob=$(($2 + $2 / 6 + 1)) p over i
 	p=$("$1" "$b")
