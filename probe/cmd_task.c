@@ -141,6 +141,13 @@ static uint64_t worker_peak(const struct task *t, const struct worker *k)
 	return p;
 }
 
+/* True when each of the command's processes is a worker with a GPU of its own in the real
+ * step: a launcher by name from its start, any command once two processes report. */
+static bool per_worker(const struct task *t)
+{
+	return t->launcher || t->nworkers > 1;
+}
+
 /* The task's peak: its group's, or with several workers the largest worker's (each has a
  * GPU of its own in the real step; the launcher's own process holds none). A framework
  * launcher's task counts so from the start, before its workers' reports come, by each
@@ -150,7 +157,7 @@ static uint64_t task_peak(struct task *t)
 {
 	uint64_t p = t->launcher ? t->group.single_max : 0;
 
-	if (t->launcher || t->nworkers > 1) {
+	if (per_worker(t)) {
 		for (size_t i = 0; i < t->nworkers; i++)
 			if (worker_peak(t, &t->workers[i]) > p)
 				p = worker_peak(t, &t->workers[i]);
@@ -269,7 +276,7 @@ static int watch(struct task *t, uint64_t capacity)
 		relay_report(t, 0);
 		relay_workers(t, 0);
 		say_peak(t);
-		if (t->launcher || t->nworkers > 1) /* each worker has its own GPU in the step */
+		if (per_worker(t))
 			now = task_peak(t);
 		if (capacity && now > capacity) {
 			kill(-t->proc.pid, SIGKILL);
