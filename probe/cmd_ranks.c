@@ -246,7 +246,7 @@ static void stop_all(struct ranks *rs)
 	}
 	for (int i = 0; i < rs->n; i++)
 		if (rs->r[i].proc.pid > 0 && !rs->r[i].ended)
-			kill(-rs->r[i].proc.pid, SIGKILL);
+			ab_group_kill(rs->r[i].proc.pid);
 	for (int i = 0; i < rs->n; i++) {
 		struct rank *r = &rs->r[i];
 
@@ -317,7 +317,7 @@ static int poll_ranks(struct ranks *rs)
 		if (rs->capacity && now > rs->capacity)
 			return finish_failed(rs, i, now);
 		if (wait4(r->proc.pid, &r->status, WNOHANG, &r->proc.ru) == r->proc.pid) {
-			kill(-r->proc.pid, SIGKILL); /* what it left in its group */
+			ab_group_kill(r->proc.pid); /* what it left in its group */
 			r->ended = true;
 			ab_report_watch_read(&r->w, r->ended);
 			if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0)

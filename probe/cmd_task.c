@@ -1,7 +1,8 @@
 /* cmd_task.c - autobatch-probe task [--capacity BYTES] [--node-memory TABLE] -- COMMAND: one
  * task of a trial that is a Slurm step (run --ranks N --step-nodes LIST), on whichever node
  * Slurm put it. It runs the command as its own process group with Slurm's environment
- * untouched (SLURM_PROCID and the rest are the real step's), measures that group, and says on
+ * untouched (SLURM_PROCID and the rest are the real step's), measures that group and the
+ * descendants that left it (group_memory.h), and says on
  * its standard output (which the launcher, `autobatch-probe ranks --nodes`, reads through srun
  * --label) its node, each line its command writes to its report, its peak, and how it
  * ended. The command's own standard output goes to standard error, so that the launcher reads
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -264,6 +266,15 @@ static int linger(const struct task *t, int status)
 	return status;
 }
 
+/* After the command's process ended: what is left of its group, their descendants that left
+ * it (a launcher's workers in sessions of their own) and those re-parented to us (the
+ * task is their subreaper), killed and reaped. */
+static void end_leftovers(pid_t leader)
+{
+	ab_group_kill(leader);
+	ab_group_reap_escaped();
+}
+
 /* Runs until the command ends, goes over, the launcher stops it or a signal comes; the task's
  * exit status. */
 static int watch(struct task *t, uint64_t capacity)
@@ -279,12 +290,12 @@ static int watch(struct task *t, uint64_t capacity)
 		if (per_worker(t))
 			now = task_peak(t);
 		if (capacity && now > capacity) {
-			kill(-t->proc.pid, SIGKILL);
+			ab_group_kill(t->proc.pid);
 			say("%s %llu", AB_TASK_OVER, (unsigned long long)now);
 			return TASK_OVER_STATUS;
 		}
 		if (wait4(t->proc.pid, &st, WNOHANG, &t->proc.ru) == t->proc.pid) {
-			kill(-t->proc.pid, SIGKILL); /* what it left in its group */
+			end_leftovers(t->proc.pid); /* what it left behind */
 			relay_report(t, 1);
 			relay_workers(t, 1);
 			say_peak(t);
@@ -358,6 +369,9 @@ int cmd_task(int argc, char **argv)
 		goto usage;
 	t.argv = argv + i + 1;
 	t.launcher = ab_launcher_name(argc - i - 1, t.argv) != NULL;
+	/* what leaves the command's group and outlives its parent comes back to us, not to
+	 * init: none outlives the task */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	signal(SIGHUP, on_signal);
@@ -376,8 +390,9 @@ int cmd_task(int argc, char **argv)
 	t.group.leader = t.proc.pid;
 	rc = watch(&t, (uint64_t)cap);
 	if (t.proc.pid > 0) {
-		kill(-t.proc.pid, SIGKILL);
+		ab_group_kill(t.proc.pid);
 		waitpid(t.proc.pid, NULL, 0);
+		end_leftovers(t.proc.pid);
 	}
 out:
 	if (t.base.fd >= 0)

@@ -137,44 +137,115 @@ static bool keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own, bo
 	return true;
 }
 
-/* One sample of the group led by g->leader (the trial may start DataLoader workers): the
- * leader's resident memory plus the other members' own (member_bytes); returns that sum and
- * keeps the leader's largest, each member's largest, and the largest one-sample sum of the
- * forked families (whose shares move between members as they come and go) and of members
- * beyond the table. With no group (leader 0), kills and reaps every child of ours instead
- * (ab_group_reap_escaped). */
-static uint64_t scan_processes(struct ab_group_peak *g)
+/* One process of /proc: whether it is the trial's is known once all are read. */
+struct row {
+	pid_t pid, ppid;
+	long pgrp, rss;
+	bool trial;
+};
+
+/* Every process's row, in /proc's order (ascending pids); NULL when /proc cannot be read. */
+static struct row *read_rows(size_t *n)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	struct member m[4 * AB_GROUP_TRACKED];
-	uint64_t total = 0, members = 0, shared = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct row *rows = NULL, *more;
+	size_t cap = 0;
 	long ppid, pgrp, rss;
-	size_t n = 0;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
+	*n = 0;
+	while (d && (e = readdir(d))) {
 		pid_t pid = (pid_t)atol(e->d_name);
 
 		if (e->d_name[0] < '0' || e->d_name[0] > '9' || read_stat(pid, &ppid, &pgrp, &rss) < 0)
 			continue;
-		if (g->leader > 0 && pid == g->leader) {
-			uint64_t own = (uint64_t)rss * page, hwm = read_hwm(pid);
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 512;
+			if (!(more = realloc(rows, cap * sizeof(*rows))))
+				break;
+			rows = more;
+		}
+		rows[(*n)++] = (struct row){pid, (pid_t)ppid, pgrp, rss, false};
+	}
+	if (d)
+		closedir(d);
+	return rows;
+}
+
+static const struct row *find_row(const struct row *rows, size_t n, pid_t pid)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* rows ascend by pid */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (rows[mid].pid == pid)
+			return &rows[mid];
+		if (rows[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = 0; i < n; i++) /* a /proc not in order */
+		if (rows[i].pid == pid)
+			return &rows[i];
+	return NULL;
+}
+
+/* Marks the trial's processes: the leader's group and every descendant of a member that
+ * left it. PyTorch 2's torchrun starts each worker in a session of its own
+ * (start_new_session=True): by group alone, its workers' memory went unseen until their
+ * step reports, and a SIGKILL to the group left them running. Parents mostly come first in
+ * pid order, so this takes one pass and a check, more only after pids wrapped. */
+static void mark_trial(struct row *rows, size_t n, pid_t leader)
+{
+	bool changed = true;
+
+	for (size_t i = 0; i < n; i++)
+		rows[i].trial = rows[i].pid == leader || rows[i].pgrp == (long)leader;
+	while (changed) {
+		changed = false;
+		for (size_t i = 0; i < n; i++) {
+			const struct row *parent;
+
+			if (rows[i].trial || !(parent = find_row(rows, n, rows[i].ppid)) ||
+			    !parent->trial)
+				continue;
+			rows[i].trial = changed = true;
+		}
+	}
+}
+
+/* One sample of the trial led by g->leader (its group and the descendants that left it, see
+ * mark_trial; DataLoader workers, a launcher's workers): the leader's resident memory plus
+ * the other members' own (member_bytes); returns that sum and keeps the leader's largest,
+ * each member's largest, and the largest one-sample sum of the forked families (whose shares
+ * move between members as they come and go) and of members beyond the table. */
+static uint64_t scan_processes(struct ab_group_peak *g)
+{
+	struct member m[4 * AB_GROUP_TRACKED];
+	uint64_t total = 0, members = 0, shared = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	size_t n = 0, nrows;
+	struct row *rows = read_rows(&nrows);
+
+	if (!rows)
+		return 0;
+	mark_trial(rows, nrows, g->leader);
+	for (size_t i = 0; i < nrows; i++) {
+		const struct row *r = &rows[i];
+
+		if (r->pid == g->leader) {
+			uint64_t own = (uint64_t)r->rss * page, hwm = read_hwm(r->pid);
 
 			total += own;
 			g->leader_max = hwm > g->leader_max ? hwm : g->leader_max;
 			g->leader_max = own > g->leader_max ? own : g->leader_max;
-		} else if (g->leader > 0 && pgrp == (long)g->leader && rss > 0 &&
-			   n < sizeof(m) / sizeof(m[0]) && !same_memory(pid, (pid_t)ppid)) {
-			m[n++] = (struct member){pid, (pid_t)ppid};
-		}
-		if (g->leader == 0 && ppid == (long)getpid()) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
+		} else if (r->trial && r->rss > 0 && n < sizeof(m) / sizeof(m[0]) &&
+			   !same_memory(r->pid, r->ppid)) {
+			m[n++] = (struct member){r->pid, r->ppid};
 		}
 	}
-	closedir(d);
+	free(rows);
 	for (size_t i = 0; i < n; i++) {
 		bool family = has_member_child(m, n, m[i].pid) ||
 			      (m[i].ppid != g->leader && in_members(m, n, m[i].ppid));
@@ -194,9 +265,34 @@ uint64_t ab_group_sample(struct ab_group_peak *g)
 	return g->leader > 0 ? scan_processes(g) : 0;
 }
 
+void ab_group_kill(pid_t leader)
+{
+	size_t n;
+	struct row *rows = leader > 0 ? read_rows(&n) : NULL;
+
+	if (leader <= 0)
+		return;
+	kill(-leader, SIGKILL);
+	if (!rows)
+		return;
+	mark_trial(rows, n, leader);
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].trial && rows[i].pgrp != (long)leader)
+			kill(rows[i].pid, SIGKILL);
+	free(rows);
+}
+
 void ab_group_reap_escaped(void)
 {
-	scan_processes(&(struct ab_group_peak){.leader = 0});
+	size_t n;
+	struct row *rows = read_rows(&n);
+
+	for (size_t i = 0; rows && i < n; i++)
+		if (rows[i].ppid == getpid()) {
+			kill(rows[i].pid, SIGKILL);
+			waitpid(rows[i].pid, NULL, 0);
+		}
+	free(rows);
 }
 
 /* The leader's peak (its kernel-kept high-water mark: no sample misses it), each other

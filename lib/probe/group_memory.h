@@ -1,6 +1,6 @@
-/* group_memory.h - how much memory a process group holds, sampled from /proc: the leader's
- * resident memory, each other member's own pages, forked families' shared pages once; and
- * the processes that escaped the group, ended.
+/* group_memory.h - how much memory a trial's processes hold, sampled from /proc (its process
+ * group and the descendants that left it): the leader's resident memory, each other
+ * member's own pages, forked families' shared pages once; and ending all of them.
  */
 #ifndef AUTOBATCH_GROUP_MEMORY_H
 #define AUTOBATCH_GROUP_MEMORY_H
@@ -10,9 +10,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* How a host trial's memory is measured: samples of its process group (the leader's
- * resident memory; each other member's own dirty pages, a forked family's shared ones
- * counted once), the leader's and each member's largest kept, families' summed per sample. */
+/* How a host trial's memory is measured: samples of its process group and the descendants
+ * that left it (the leader's resident memory; each other member's own dirty pages, a forked
+ * family's shared ones counted once), the leader's and each member's largest kept, families'
+ * summed per sample. */
 #define AB_GROUP_TRACKED 64
 struct ab_group_peak {
 	pid_t leader;
@@ -36,6 +37,10 @@ uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxr
 /* True when at least two processes of the group each held a real share of its peak (a
  * trainer and its DataLoader workers), not a shell and its one child. */
 bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak);
+
+/* SIGKILL to the trial led by leader: its process group and the members' descendants that
+ * left it (setsid), which a signal to the group misses. */
+void ab_group_kill(pid_t leader);
 
 /* Kills and reaps every child of ours: after a trial, its descendants that left its group
  * (setsid) and were re-parented to us, their subreaper. */

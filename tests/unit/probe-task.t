@@ -6,7 +6,8 @@
 # each reporting on their own, the task's steps those every worker took and its peak the
 # largest worker's, not their sum; torchrun's, from their start, before they report; a worker
 # over the capacity ending the task at once, exit 3,
-# nothing left; the end of its standard input (--stop-on-eof, the launcher's stop) ending it
+# nothing left; a process that left the command's group (setsid, as PyTorch 2's torchrun
+# starts its workers) measured, killed and never left behind; the end of its standard input (--stop-on-eof, the launcher's stop) ending it
 # and its files, a failed task waiting for that stop; its usage. Real runs of Slurm trial steps: tests/slurm-multi/03-shapes.bats.
 probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 peakrun=${PEAKRUN:-tests/helpers/peakrun}
@@ -17,7 +18,7 @@ dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 export MALLOC_MMAP_THRESHOLD_=65536
-echo "1..9"
+echo "1..11"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"
 check "a bad capacity is refused with the usage, exit 2" \
@@ -75,7 +76,30 @@ check "a failed command: its task says so, waits for the stop ($took s), then ex
 	       grep -qx '@autobatch-task end status 5' '$dir/fail.out' && [ -z \"\$(ls -A '$dir/tmp')\" ]" ||
 	cat "$dir/fail.out"
 
-python_or_skip "$py" 'import torch' PyTorch 6 9
+# a process that leaves the command's group for a session of its own, as PyTorch 2's
+# torchrun starts each worker: measured with the group (its 200 MiB over a 100 MiB capacity
+# end the task within seconds, not when it would end in 60 s) and killed with it
+away='import os, sys, time; open(sys.argv[1], "w").write(str(os.getpid())); b = b"x" * (200 << 20); time.sleep(60)'
+start=$(date +%s)
+"$probe" task --capacity 104857600 -- "$py" -c 'import subprocess, sys; subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], start_new_session=True).wait()' \
+	"$away" "$dir/away.pid" >"$dir/away.out" 2>"$dir/away.err"
+rc=$? took=$(($(date +%s) - start))
+check "a process that left the command's group (setsid) is measured with it: over in $took s, exit $rc, killed" \
+	sh -c "[ $rc -eq 3 ] && [ $took -lt 20 ] && grep -q '^@autobatch-task over' '$dir/away.out' &&
+	       [ -s '$dir/away.pid' ] && ! kill -0 \$(cat '$dir/away.pid') 2>/dev/null" ||
+	cat "$dir/away.out" "$dir/away.err"
+
+# the command ends and leaves such a process running (its parent gone): the task ends it
+"$probe" task -- "$py" -c 'import subprocess, sys; subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], start_new_session=True)' \
+	'import os, sys, time; open(sys.argv[1], "w").write(str(os.getpid())); time.sleep(300)' "$dir/left.pid" \
+	>"$dir/left.out" 2>&1
+rc=$?
+sleep 0.2
+check "a process of the command's left in a session of its own when the command ended: ended with the task (exit $rc)" \
+	sh -c "[ $rc -eq 0 ] && [ -s '$dir/left.pid' ] && ! kill -0 \$(cat '$dir/left.pid') 2>/dev/null" ||
+	cat "$dir/left.out"
+
+python_or_skip "$py" 'import torch' PyTorch 8 11
 
 # two workers of a launcher, at batches 8 and 64: their own memory differs by about 100 MiB
 echo '{"batch_size": 8, "steps": 6}' >"$dir/w0.json"
