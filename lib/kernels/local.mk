@@ -6,7 +6,7 @@
 # The same kernels and tests on a CPU emulator of the CUDA programming model: `make check`
 # runs what tests/gpu checks without a GPU (indexing, layouts, cuBLAS shapes; not speed).
 # It needs no CUDA toolkit (its headers are its own), so every build runs it; not under the
-# sanitizers: ASan does not follow its swapcontext threads, and it would take 9 minutes there.
+# sanitizers: ASan does not follow its coroutines' stacks.
 if !SANITIZERS
 EMU_TESTS = tests/gpu/test_kernels_emu
 # Real PyTorch programs probed through the step hook: minutes of Python, no more of our C
