@@ -32,7 +32,7 @@ setup() {
 	# Debian's PyTorch 2 is built without libuv, which its TCPStore asks for by default
 	export USE_LIBUV=0
 	# resident memory follows live tensors, as GPU memory does
-	export MALLOC_MMAP_THRESHOLD_=65536
+	. "$BATS_TEST_DIRNAME/../python/gpu-like-memory.sh"
 	# the testbed's probe arguments (its step hook) on a larger host than its simulated GPUs:
 	# PyTorch alone holds about 270 MiB
 	# (the build's step hook, or none where the testbed runs the installed package, whose hook

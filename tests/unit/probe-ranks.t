@@ -14,7 +14,7 @@ py=/usr/bin/python3
 dir=$(mktemp -d /tmp/autobatch-probe-ranks.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-export MALLOC_MMAP_THRESHOLD_=65536 # resident memory follows live tensors, as on a GPU
+. "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
 # json FILE KEY: a top-level number of a report
 json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
 echo "1..7"

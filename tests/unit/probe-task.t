@@ -17,7 +17,7 @@ py=/usr/bin/python3
 dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-export MALLOC_MMAP_THRESHOLD_=65536
+. "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
 echo "1..11"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"

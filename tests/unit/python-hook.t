@@ -25,9 +25,8 @@ if [ "${AUTOBATCH_QUICK_CHECK:-}" = 1 ]; then
 	for i in $(seq 1 $TESTS); do echo "ok $i # skip ran in this tree's own make check (AUTOBATCH_QUICK_CHECK=1)"; done
 	exit 0
 fi
-# glibc hands large freed blocks back at once, so resident memory follows the live tensors
-# as a GPU allocator's reserved memory does; the same for the probe and the plain runs
-export MALLOC_MMAP_THRESHOLD_=65536
+# resident memory follows the live tensors, for the probe and the plain runs alike
+. "$(dirname "$0")/../python/gpu-like-memory.sh"
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 # probe NAME CONFIG-JSON [PROBE-OPTIONS...] [-- COMMAND...]: probes the plain program with
 # its own config (a copy in $dir), default command: the program on that config
