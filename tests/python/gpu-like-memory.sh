@@ -1,11 +1,9 @@
 # gpu-like-memory.sh - sourced by the tests and benchmarks that probe real PyTorch programs on
-# the host: resident memory then follows the live tensors, as a GPU allocator's reserved
-# memory does, the same for the probe and the plain runs it is checked against.
-# - glibc hands each freed block over 64 KiB back at once (MALLOC_MMAP_THRESHOLD_);
-# - those blocks are backed by transparent huge pages where the kernel offers them
-#   (glibc.malloc.hugetlb=1: madvise, as THP's default "madvise" mode asks): a step's tensors
-#   fault in 2 MiB at a time, not 4 KiB, as a GPU allocator hands out 2 MiB blocks. Measured
-#   (plain_torch.py, batch 64, 20 steps): 6.6 s of system time without, 3.0-3.9 s with it;
-#   peak resident memory within 1%.
+# the host: glibc hands each freed block over 64 KiB back at once, so resident memory follows
+# the live tensors, as a GPU allocator's reserved memory does, the same for the probe and the
+# plain runs it is checked against. Not transparent huge pages (glibc.malloc.hugetlb=1): they
+# halved a step's system time, but a forked DataLoader worker then copies 2 MiB where it
+# writes 4 KiB, and peaks moved by up to 1% from run to run (local CI run 23: a Trainer with
+# two workers read 800 MiB at batch 4, 776 MiB at 3 without; an Accelerate loop's plain run
+# 819 MiB where its trial read 818, 813 without).
 export MALLOC_MMAP_THRESHOLD_=65536
-export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
