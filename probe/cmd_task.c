@@ -390,9 +390,9 @@ int cmd_task(int argc, char **argv)
 	t.group.leader = t.proc.pid;
 	rc = watch(&t, (uint64_t)cap);
 	if (t.proc.pid > 0) {
-		ab_group_kill(t.proc.pid);
+		ab_group_kill(t.proc.pid); /* the command, its group and what left it */
 		waitpid(t.proc.pid, NULL, 0);
-		end_leftovers(t.proc.pid);
+		ab_group_reap_escaped(); /* what was re-parented to us meanwhile */
 	}
 out:
 	if (t.base.fd >= 0)

@@ -268,15 +268,17 @@ uint64_t ab_group_sample(struct ab_group_peak *g)
 void ab_group_kill(pid_t leader)
 {
 	size_t n;
-	struct row *rows = leader > 0 ? read_rows(&n) : NULL;
+	struct row *rows;
 
 	if (leader <= 0)
 		return;
+	/* who is the trial's is read first: once its members die, their children that left
+	 * the group are re-parented and no longer descend from it */
+	rows = read_rows(&n);
 	kill(-leader, SIGKILL);
-	if (!rows)
-		return;
-	mark_trial(rows, n, leader);
-	for (size_t i = 0; i < n; i++)
+	if (rows)
+		mark_trial(rows, n, leader);
+	for (size_t i = 0; rows && i < n; i++)
 		if (rows[i].trial && rows[i].pgrp != (long)leader)
 			kill(rows[i].pid, SIGKILL);
 	free(rows);

@@ -5,10 +5,10 @@
 # launch_workers.py starting a real PyTorch loop, tests/python/plain_torch.py, at two batches)
 # each reporting on their own, the task's steps those every worker took and its peak the
 # largest worker's, not their sum; torchrun's, from their start, before they report; a worker
-# over the capacity ending the task at once, exit 3,
-# nothing left; a process that left the command's group (setsid, as PyTorch 2's torchrun
-# starts its workers) measured, killed and never left behind; the end of its standard input (--stop-on-eof, the launcher's stop) ending it
-# and its files, a failed task waiting for that stop; its usage. Real runs of Slurm trial steps: tests/slurm-multi/03-shapes.bats.
+# over the capacity ending the task at once, exit 3, nothing left; a process that left the
+# command's group (setsid, as PyTorch 2's torchrun starts its workers) measured, killed and
+# never left behind; the end of its standard input (--stop-on-eof, the launcher's stop)
+# ending it and its files, a failed task waiting for that stop; its usage. Real runs of Slurm trial steps: tests/slurm-multi/03-shapes.bats.
 probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 peakrun=${PEAKRUN:-tests/helpers/peakrun}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -89,8 +89,11 @@ check "a process that left the command's group (setsid) is measured with it: ove
 	       [ -s '$dir/away.pid' ] && ! kill -0 \$(cat '$dir/away.pid') 2>/dev/null" ||
 	cat "$dir/away.out" "$dir/away.err"
 
-# the command ends and leaves such a process running (its parent gone): the task ends it
-"$probe" task -- "$py" -c 'import subprocess, sys; subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], start_new_session=True)' \
+# the command ends and leaves such a process running (its parent gone, once the process has
+# written its pid): the task ends it
+"$probe" task -- "$py" -c 'import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], start_new_session=True)
+while not (os.path.exists(sys.argv[2]) and os.path.getsize(sys.argv[2])): time.sleep(0.01)' \
 	'import os, sys, time; open(sys.argv[1], "w").write(str(os.getpid())); time.sleep(300)' "$dir/left.pid" \
 	>"$dir/left.out" 2>&1
 rc=$?
