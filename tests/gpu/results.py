@@ -75,6 +75,12 @@ def parse_bench(text):
                               "batch": int(r.group(3)), "trials": int(r.group(4)),
                               "decision_s": float(r.group(5)), "step_s": float(r.group(6)),
                               "tflops": int(r.group(7)), "of_gemm_pct": int(r.group(8))})
+    # a shape that does not fit at all: a decision too ("even batch 1 does not fit: ...")
+    none = re.compile(r"^(.{20}) +([0-9.]+)B +- +(\d+) +([0-9.]+)s +(\S.*)$", re.M)
+    for r in none.finditer(text):
+        out["models"].append({"model": r.group(1).strip(), "params_b": float(r.group(2)),
+                              "batch": None, "trials": int(r.group(3)),
+                              "decision_s": float(r.group(4)), "note": r.group(5).strip()})
     return out
 
 
@@ -196,7 +202,9 @@ def markdown(rep):
                       "| model | batch | trials | decision s | step s | TFLOP/s | of GEMM |",
                       "|---|---|---|---|---|---|---|"]
             lines += [f"| {m['model']} | {m['batch']} | {m['trials']} | {m['decision_s']} | {m['step_s']} | "
-                      f"{m['tflops']} | {m['of_gemm_pct']}% |" for m in k["models"]]
+                      f"{m['tflops']} | {m['of_gemm_pct']}% |" if m.get("batch") else
+                      f"| {m['model']} | none: {m.get('note', '')} | {m['trials']} | {m['decision_s']} | - | - | - |"
+                      for m in k["models"]]
             lines.append("")
     for title, key in (("exec mode, GPT-2 124M (seq 1024, bf16 autocast, AdamW)", "exec"),
                        ("exec mode with torch.compile", "compile"), ("Hugging Face Trainer", "hf"),

@@ -10,7 +10,7 @@ tests/helpers/peakrun (the process group's resident peak, as the probe counts a 
   truth.py --size 124m --limits L1,L2,... [--peakrun PATH --python PY] [--start B]
 prints one JSON line per measurement ({"batch", "peak_bytes" or "oom"}) and one per limit
 ({"limit_bytes", "largest", "peak_bytes", "next_peak_bytes"}).
-  truth.py --edge B1,B2,... --limits L1,L2,...
+  truth.py --edge B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile]
 walks each in-process answer in fresh plain runs (B + 1 up while it fits, else B down until it
 fits) and prints {"limit_bytes", "largest_fresh", "fresh_runs"}: the truth the issue asks for.
   truth.py --verify B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile]
@@ -89,15 +89,28 @@ class FreshRuns:
                 if line.startswith("peak_bytes ") and line.endswith(" status 0"):
                     return int(line.split()[1])
             return INF
-        last = {}
-        for line in run.stdout.splitlines():
-            if line.startswith("{"):
-                last = json.loads(line)
+        last = program_report(run.stdout)
         if run.returncode != 0 or "peak_reserved_bytes" not in last:
             sys.stderr.write(run.stderr[-2000:])
             return INF
         self.total = last.get("total_bytes")
         return max(last.get("peak_process_bytes") or 0, last["peak_reserved_bytes"])
+
+
+def program_report(stdout):
+    """The last JSON object the program printed. Its frameworks print other lines that start
+    with a brace: a Hugging Face Trainer's metrics are Python dicts ({'loss': 2.3}), not JSON."""
+    last = {}
+    for line in stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and "batch_size" in rec:
+            last = rec
+    return last
 
 
 def largest_within(peak, limit, known, start):
@@ -148,7 +161,7 @@ def verify(a):
 
 
 def edge(a):
-    runs = FreshRuns(a.size, 6, a.peakrun, a.python)
+    runs = FreshRuns(a.size, 6, a.peakrun, a.python, a.program, a.compile)
     for b, text in zip([int(x) for x in a.edge.split(",") if x], a.limits.split(",")):
         limit, seen = int(text), {}
 

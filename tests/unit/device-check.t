@@ -10,7 +10,7 @@ dir=$(mktemp -d /tmp/autobatch-device-check.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 py=/usr/bin/python3
-echo "1..10"
+echo "1..12"
 
 mkdir "$dir/bin"
 if [ -e /usr/bin/nvidia-smi ] || [ -e /bin/nvidia-smi ]; then
@@ -58,10 +58,25 @@ check "report: exec mode's choice at 0.8 against its plain run and the truth, Li
 	       grep -q '^| binsearch | 133 | 15 | 20.19 | True |' '$dir/rep/gpu-h200.md' &&
 	       $py -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r[\"kind\"]==\"h200\" and not r[\"dry_run\"] and r[\"exec\"][1][\"chosen\"]==110' '$dir/rep/gpu-h200.json'"
 
+# the H100's run: a shape that does not fit at all is a decision too, and the Trainer job
+"$py" "$src/tests/gpu/results.py" "$src/bench/results/gpu-h100.jsonl" report "$dir/rep" >/dev/null
+check "report: the H100's 7B shape that does not fit is a row, the Trainer job's choice at 0.8" \
+	sh -c "grep -q '^| 7B (Llama-2 shape) | none: even batch 1 does not fit: it ran out of memory (limit 71.3 GiB) | 1 | 0.2 |' '$dir/rep/gpu-h100.md' &&
+	       grep -A4 '^## Hugging Face Trainer' '$dir/rep/gpu-h100.md' | grep -q '^| 0.8 | 63.3 | 42 |'"
+
+# a Trainer prints its metrics as Python dicts ({'loss': ...}) on stdout: the program's report
+# is its last JSON object with a batch size (the H100's run stopped at the first such line)
+printf '%s\n' "{'loss': 10.9, 'grad_norm': 1.5}" '{"batch_size": 42, "peak_reserved_bytes": 7}' \
+	"{'train_runtime': 3.2, 'epoch': 1.0}" '{"not": "ours"}' >"$dir/hf.out"
+check "truth: the program's report is its last JSON line with a batch size, past a Trainer's dicts" \
+	"$py" -c "import sys; sys.path.insert(0, sys.argv[1]); import truth
+r = truth.program_report(open(sys.argv[2]).read())
+assert r == {'batch_size': 42, 'peak_reserved_bytes': 7}, r" "$src/tests/gpu" "$dir/hf.out"
+
 # a dry run of the exec stage: the real probe on the host device, the tiny GPT-2, the truth
 # (not again in distcheck's second pass of the same tests: tests/run-all sets
 # AUTOBATCH_QUICK_CHECK there)
-python_or_skip "$py" 'import torch' PyTorch 8 10
+python_or_skip "$py" 'import torch' PyTorch 10 12
 BUILD=$build "$dc" --dry-run --results "$dir/d" --report-dir "$dir/d" \
 	build exec report >"$dir/dry.out" 2>&1
 check "dry run: the probe chose a batch for the tiny GPT-2 on the host, exec done" \
