@@ -1,6 +1,7 @@
 /* kernels.cu - bench/kernels: the proxy step's achieved TFLOP/s against the GPU's measured
  * bf16 GEMM rate, and the seconds (and trials) of a model-mode decision, for GPT-2 124M, a
- * 1.3B and a 7B shape. Prints figures; never passes or fails on time.
+ * 1.3B and a 7B shape, and where a step of each goes by kind of launch. Prints figures;
+ * never passes or fails on time.
  */
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,36 @@ static const struct shape shapes[] = {
 	{"1.3B recompute", {24, 2048, 16, 8192, 2048, 50304, AB_DTYPE_BF16, true}},
 	{"7B (Llama-2 shape)", {32, 4096, 32, 11008, 4096, 32000, AB_DTYPE_BF16, true}},
 };
+
+/* where one step at `batch` goes, by kind of launch (after one warm-up step) */
+static void print_profile(const struct ab_model *m, long batch)
+{
+	struct ab_gpt *g;
+	struct ab_gpt_profile p;
+	char err[1024], line[1024];
+	double kinds = 0;
+	int at;
+
+	if (ab_gpt_create(m, (int)batch, 1, &g, err, sizeof(err)) < 0) {
+		printf("%-20s where a step goes: not measured: %s\n", "", err);
+		return;
+	}
+	if (ab_gpt_step(g, 1e-4f, NULL, err, sizeof(err)) < 0 ||
+	    ab_gpt_profile_step(g, 1e-4f, NULL, &p, err, sizeof(err)) < 0) {
+		printf("%-20s where a step goes: not measured: %s\n", "", err);
+		ab_gpt_destroy(g);
+		return;
+	}
+	ab_gpt_destroy(g);
+	at = snprintf(line, sizeof(line), "%-20s where a step goes (%.1f ms):", "", p.step_ms);
+	for (int k = 0; k < AB_K_COUNT; k++) {
+		kinds += p.ms[k];
+		at += snprintf(line + at, sizeof(line) - at, " %s %.1f%% (%.1f ms, %d),",
+			       ab_gpt_kind_names[k], 100 * p.ms[k] / p.step_ms, p.ms[k],
+			       p.launches[k]);
+	}
+	printf("%s other %.1f%%\n", line, 100 * (p.step_ms - kinds) / p.step_ms);
+}
 
 int main(int argc, char **argv)
 {
@@ -69,6 +100,7 @@ int main(int argc, char **argv)
 			printf("%-20s %7.2fB %6ld %7zu %8.1fs %7.3fs %9.0f %9.0f%%\n", s.name,
 			       (double)ab_model_params(&s.m) / 1e9, d.batch, trials.n, secs, c->step_s,
 			       tflops, 100 * tflops * 1e12 / peak);
+			print_profile(&s.m, d.batch);
 		}
 		ab_trials_free(&trials);
 	}

@@ -42,6 +42,8 @@ static int report(int rc, const char *doing, char *err, size_t errlen)
 
 /* ---- the model ---------------------------------------------------------------------- */
 
+struct profiler;
+
 struct ab_gpt {
 	struct ab_model m;
 	int B;
@@ -55,6 +57,7 @@ struct ab_gpt {
 	void *param[AB_P_COUNT], *grad[AB_P_COUNT], *act[AB_A_COUNT];
 	void *dres, *buf1, *buf2, *datt; /* scratch: (B,T,C), 2 x (B,T,max(3C,F)), (B,NH,T,T) */
 	int step;
+	struct profiler *prof;      /* set while ab_gpt_profile_step runs */
 };
 
 static size_t align_up(size_t n)
@@ -197,6 +200,38 @@ template <typename T> static int sync_master(struct ab_gpt *g)
 			  ((g)->lay.act_elems[a] / ((g)->m.recompute ? 1 : (g)->m.layers)))
 #define RES3(g, l) ((T *)(g)->act[AB_A_RESIDUAL3] + (size_t)(l) * (size_t)(g)->B * (g)->m.seq * (g)->m.hidden)
 
+/* ---- where a step's time goes ------------------------------------------------------ */
+
+/* A profiled step's CUDA events: a start and an end around each launcher call, by kind.
+ * The events cost nothing when no profile runs (g->prof is NULL). */
+struct profiler {
+	std::vector<cudaEvent_t> ev; /* start, end, start, end, ... */
+	std::vector<int> kind;       /* one per pair */
+};
+
+/* records an event on the step's stream: a start of `kind`, or with kind < 0 an end */
+static int mark(struct ab_gpt *g, int kind)
+{
+	cudaEvent_t e;
+
+	if (!g->prof)
+		return 0;
+	CUDA_CHECK(cudaEventCreate(&e));
+	g->prof->ev.push_back(e);
+	if (kind >= 0)
+		g->prof->kind.push_back(kind);
+	CUDA_CHECK(cudaEventRecord(e, 0));
+	return 0;
+}
+
+/* K(kind, launcher(...)): the launcher, timed as `kind` while a profile runs */
+#define K(kind, call)                                                                      \
+	do {                                                                               \
+		TRY(mark(g, kind));                                                        \
+		TRY(call);                                                                 \
+		TRY(mark(g, -1));                                                          \
+	} while (0)
+
 template <typename T> static const T *layer_input(struct ab_gpt *g, int l)
 {
 	return l ? RES3(g, l - 1) : (const T *)g->act[AB_A_ENCODED];
@@ -216,22 +251,24 @@ template <typename T> static int layer_forward(struct ab_gpt *g, int l)
 	T *buf1 = (T *)g->buf1, *buf2 = (T *)g->buf2;
 	cublasHandle_t h = g->cublas;
 
-	TRY(layernorm_forward<T>(ln1, st1, st1 + BT, input, PARAM(g, AB_P_LN1W, l),
-				 PARAM(g, AB_P_LN1B, l), BT, C, 0));
-	TRY(matmul_forward<T>(h, buf1, ln1, PARAM(g, AB_P_QKVW, l), PARAM(g, AB_P_QKVB, l), BT, C,
-			      3 * C, 0));
-	TRY(attention_forward<T>(h, atty, qkvr, att, (T *)g->datt, buf1, buf1, B, Tn, C, NH, 0));
-	TRY(matmul_forward<T>(h, buf2, atty, PARAM(g, AB_P_ATTPROJW, l),
-			      PARAM(g, AB_P_ATTPROJB, l), BT, C, C, 0));
-	TRY(residual_forward<T>(res2, input, buf2, BTC, 0));
-	TRY(layernorm_forward<T>(ln2, st2, st2 + BT, res2, PARAM(g, AB_P_LN2W, l),
-				 PARAM(g, AB_P_LN2B, l), BT, C, 0));
-	TRY(matmul_forward<T>(h, fch, ln2, PARAM(g, AB_P_FCW, l), PARAM(g, AB_P_FCB, l), BT, C, F,
-			      0));
-	TRY(gelu_forward<T>(gel, fch, (size_t)BT * F, 0));
-	TRY(matmul_forward<T>(h, buf2, gel, PARAM(g, AB_P_FCPROJW, l), PARAM(g, AB_P_FCPROJB, l),
-			      BT, F, C, 0));
-	return residual_forward<T>(RES3(g, l), res2, buf2, BTC, 0);
+	K(AB_K_LAYERNORM, layernorm_forward<T>(ln1, st1, st1 + BT, input, PARAM(g, AB_P_LN1W, l),
+					       PARAM(g, AB_P_LN1B, l), BT, C, 0));
+	K(AB_K_MATMUL, matmul_forward<T>(h, buf1, ln1, PARAM(g, AB_P_QKVW, l),
+					 PARAM(g, AB_P_QKVB, l), BT, C, 3 * C, 0));
+	K(AB_K_ATTENTION, attention_forward<T>(h, atty, qkvr, att, (T *)g->datt, buf1, buf1, B,
+					       Tn, C, NH, 0));
+	K(AB_K_MATMUL, matmul_forward<T>(h, buf2, atty, PARAM(g, AB_P_ATTPROJW, l),
+					 PARAM(g, AB_P_ATTPROJB, l), BT, C, C, 0));
+	K(AB_K_RESIDUAL, residual_forward<T>(res2, input, buf2, BTC, 0));
+	K(AB_K_LAYERNORM, layernorm_forward<T>(ln2, st2, st2 + BT, res2, PARAM(g, AB_P_LN2W, l),
+					       PARAM(g, AB_P_LN2B, l), BT, C, 0));
+	K(AB_K_MATMUL, matmul_forward<T>(h, fch, ln2, PARAM(g, AB_P_FCW, l),
+					 PARAM(g, AB_P_FCB, l), BT, C, F, 0));
+	K(AB_K_GELU, gelu_forward<T>(gel, fch, (size_t)BT * F, 0));
+	K(AB_K_MATMUL, matmul_forward<T>(h, buf2, gel, PARAM(g, AB_P_FCPROJW, l),
+					 PARAM(g, AB_P_FCPROJB, l), BT, F, C, 0));
+	K(AB_K_RESIDUAL, residual_forward<T>(RES3(g, l), res2, buf2, BTC, 0));
+	return 0;
 }
 
 template <typename T> static int forward(struct ab_gpt *g)
@@ -239,16 +276,21 @@ template <typename T> static int forward(struct ab_gpt *g)
 	int B = g->B, Tn = (int)g->m.seq, C = (int)g->m.hidden, V = (int)g->m.vocab, BT = B * Tn;
 	float *stf = (float *)g->act[AB_A_LNF_STATS];
 
-	TRY(encoder_forward<T>((T *)g->act[AB_A_ENCODED], g->inputs, (T *)g->param[AB_P_WTE],
-			       (T *)g->param[AB_P_WPE], B, Tn, C, 0));
+	K(AB_K_EMBEDDING, encoder_forward<T>((T *)g->act[AB_A_ENCODED], g->inputs,
+					     (T *)g->param[AB_P_WTE], (T *)g->param[AB_P_WPE], B,
+					     Tn, C, 0));
 	for (int l = 0; l < g->m.layers; l++)
 		TRY(layer_forward<T>(g, l));
-	TRY(layernorm_forward<T>((T *)g->act[AB_A_LNF], stf, stf + BT, RES3(g, g->m.layers - 1),
-				 (T *)g->param[AB_P_LNFW], (T *)g->param[AB_P_LNFB], BT, C, 0));
-	TRY(matmul_forward<T>(g->cublas, (T *)g->act[AB_A_LOGITS], (T *)g->act[AB_A_LNF],
-			      (T *)g->param[AB_P_WTE], (const T *)NULL, BT, C, V, 0));
-	return crossentropy_softmax<T>((T *)g->act[AB_A_LOGITS], (float *)g->act[AB_A_LOSSES],
-				       g->targets, (size_t)BT, V, 0);
+	K(AB_K_LAYERNORM, layernorm_forward<T>((T *)g->act[AB_A_LNF], stf, stf + BT,
+					       RES3(g, g->m.layers - 1), (T *)g->param[AB_P_LNFW],
+					       (T *)g->param[AB_P_LNFB], BT, C, 0));
+	K(AB_K_MATMUL, matmul_forward<T>(g->cublas, (T *)g->act[AB_A_LOGITS],
+					 (T *)g->act[AB_A_LNF], (T *)g->param[AB_P_WTE],
+					 (const T *)NULL, BT, C, V, 0));
+	K(AB_K_LOSS, crossentropy_softmax<T>((T *)g->act[AB_A_LOGITS],
+					     (float *)g->act[AB_A_LOSSES], g->targets, (size_t)BT,
+					     V, 0));
+	return 0;
 }
 
 /* ---- backward ----------------------------------------------------------------------- */
@@ -263,25 +305,33 @@ template <typename T> static int layer_backward(struct ab_gpt *g, int l)
 	cublasHandle_t h = g->cublas;
 
 	/* MLP */
-	TRY(matmul_backward<T>(h, buf1, GRAD(g, AB_P_FCPROJW, l), GRAD(g, AB_P_FCPROJB, l), dres,
-			       ACT(g, AB_A_FCH_GELU, T, l), PARAM(g, AB_P_FCPROJW, l), BT, F, C,
-			       0));
-	TRY(gelu_backward<T>(buf1, ACT(g, AB_A_FCH, T, l), buf1, (size_t)BT * F, 0));
-	TRY(matmul_backward<T>(h, buf2, GRAD(g, AB_P_FCW, l), GRAD(g, AB_P_FCB, l), buf1,
-			       ACT(g, AB_A_LN2, T, l), PARAM(g, AB_P_FCW, l), BT, C, F, 0));
-	TRY(layernorm_backward<T>(dres, GRAD(g, AB_P_LN2W, l), GRAD(g, AB_P_LN2B, l), buf2,
-				  ACT(g, AB_A_RESIDUAL2, T, l), PARAM(g, AB_P_LN2W, l), st2,
-				  st2 + BT, BT, C, 0));
+	K(AB_K_MATMUL, matmul_backward<T>(h, buf1, GRAD(g, AB_P_FCPROJW, l),
+					  GRAD(g, AB_P_FCPROJB, l), dres,
+					  ACT(g, AB_A_FCH_GELU, T, l), PARAM(g, AB_P_FCPROJW, l),
+					  BT, F, C, 0));
+	K(AB_K_GELU, gelu_backward<T>(buf1, ACT(g, AB_A_FCH, T, l), buf1, (size_t)BT * F, 0));
+	K(AB_K_MATMUL, matmul_backward<T>(h, buf2, GRAD(g, AB_P_FCW, l), GRAD(g, AB_P_FCB, l),
+					  buf1, ACT(g, AB_A_LN2, T, l), PARAM(g, AB_P_FCW, l), BT,
+					  C, F, 0));
+	K(AB_K_LAYERNORM, layernorm_backward<T>(dres, GRAD(g, AB_P_LN2W, l),
+						GRAD(g, AB_P_LN2B, l), buf2,
+						ACT(g, AB_A_RESIDUAL2, T, l),
+						PARAM(g, AB_P_LN2W, l), st2, st2 + BT, BT, C, 0));
 	/* attention */
-	TRY(matmul_backward<T>(h, buf2, GRAD(g, AB_P_ATTPROJW, l), GRAD(g, AB_P_ATTPROJB, l), dres,
-			       ACT(g, AB_A_ATTY, T, l), PARAM(g, AB_P_ATTPROJW, l), BT, C, C, 0));
-	TRY(attention_backward<T>(h, buf1, (T *)g->datt, buf2, buf1, buf2, ACT(g, AB_A_QKVR, T, l),
-				  ACT(g, AB_A_ATT, T, l), B, Tn, C, NH, 0));
-	TRY(matmul_backward<T>(h, buf2, GRAD(g, AB_P_QKVW, l), GRAD(g, AB_P_QKVB, l), buf1,
-			       ACT(g, AB_A_LN1, T, l), PARAM(g, AB_P_QKVW, l), BT, C, 3 * C, 0));
-	return layernorm_backward<T>(dres, GRAD(g, AB_P_LN1W, l), GRAD(g, AB_P_LN1B, l), buf2,
-				     layer_input<T>(g, l), PARAM(g, AB_P_LN1W, l), st1, st1 + BT,
-				     BT, C, 0);
+	K(AB_K_MATMUL, matmul_backward<T>(h, buf2, GRAD(g, AB_P_ATTPROJW, l),
+					  GRAD(g, AB_P_ATTPROJB, l), dres,
+					  ACT(g, AB_A_ATTY, T, l), PARAM(g, AB_P_ATTPROJW, l), BT,
+					  C, C, 0));
+	K(AB_K_ATTENTION, attention_backward<T>(h, buf1, (T *)g->datt, buf2, buf1, buf2,
+						ACT(g, AB_A_QKVR, T, l), ACT(g, AB_A_ATT, T, l),
+						B, Tn, C, NH, 0));
+	K(AB_K_MATMUL, matmul_backward<T>(h, buf2, GRAD(g, AB_P_QKVW, l), GRAD(g, AB_P_QKVB, l),
+					  buf1, ACT(g, AB_A_LN1, T, l), PARAM(g, AB_P_QKVW, l),
+					  BT, C, 3 * C, 0));
+	K(AB_K_LAYERNORM, layernorm_backward<T>(dres, GRAD(g, AB_P_LN1W, l),
+						GRAD(g, AB_P_LN1B, l), buf2, layer_input<T>(g, l),
+						PARAM(g, AB_P_LN1W, l), st1, st1 + BT, BT, C, 0));
+	return 0;
 }
 
 template <typename T> static int backward(struct ab_gpt *g)
@@ -293,20 +343,23 @@ template <typename T> static int backward(struct ab_gpt *g)
 	CUDA_CHECK(cudaMemsetAsync(g->grads, 0, carve(NULL, g->lay.param_elems, NULL, x,
 						     AB_P_COUNT, NULL), 0));
 	/* the forward left d(loss)/d(logits) in the logits */
-	TRY(matmul_backward<T>(g->cublas, (T *)g->buf1, (T *)g->grad[AB_P_WTE], (T *)NULL,
-			       (T *)g->act[AB_A_LOGITS], (T *)g->act[AB_A_LNF],
-			       (T *)g->param[AB_P_WTE], BT, C, V, 0));
+	K(AB_K_MATMUL, matmul_backward<T>(g->cublas, (T *)g->buf1, (T *)g->grad[AB_P_WTE],
+					  (T *)NULL, (T *)g->act[AB_A_LOGITS],
+					  (T *)g->act[AB_A_LNF], (T *)g->param[AB_P_WTE], BT, C,
+					  V, 0));
 	CUDA_CHECK(cudaMemsetAsync(g->dres, 0, (size_t)BT * C * x, 0));
-	TRY(layernorm_backward<T>((T *)g->dres, (T *)g->grad[AB_P_LNFW], (T *)g->grad[AB_P_LNFB],
-				  (T *)g->buf1, RES3(g, g->m.layers - 1), (T *)g->param[AB_P_LNFW],
-				  stf, stf + BT, BT, C, 0));
+	K(AB_K_LAYERNORM, layernorm_backward<T>((T *)g->dres, (T *)g->grad[AB_P_LNFW],
+						(T *)g->grad[AB_P_LNFB], (T *)g->buf1,
+						RES3(g, g->m.layers - 1),
+						(T *)g->param[AB_P_LNFW], stf, stf + BT, BT, C, 0));
 	for (int l = (int)g->m.layers - 1; l >= 0; l--) {
 		if (g->m.recompute)
 			TRY(layer_forward<T>(g, l));
 		TRY(layer_backward<T>(g, l));
 	}
-	return encoder_backward<T>((T *)g->grad[AB_P_WTE], (T *)g->grad[AB_P_WPE], (T *)g->dres,
-				   g->inputs, B, Tn, C, 0);
+	K(AB_K_EMBEDDING, encoder_backward<T>((T *)g->grad[AB_P_WTE], (T *)g->grad[AB_P_WPE],
+					      (T *)g->dres, g->inputs, B, Tn, C, 0));
+	return 0;
 }
 
 /* AdamW over each parameter tensor: the fp32 buffers are contiguous, the dtype ones padded */
@@ -318,9 +371,11 @@ template <typename T> static int update(struct ab_gpt *g, float lr)
 	for (int p = 0; p < AB_P_COUNT; p++) {
 		size_t n = g->lay.param_elems[p];
 
-		TRY(adamw_update<T>((T *)g->param[p], g->master ? g->master + off : NULL,
-				    (const T *)g->grad[p], g->adam_m + off, g->adam_v + off, n, lr,
-				    0.9f, 0.95f, 1e-8f, 0.1f, g->step, 0));
+		K(AB_K_ADAMW, adamw_update<T>((T *)g->param[p],
+					      g->master ? g->master + off : NULL,
+					      (const T *)g->grad[p], g->adam_m + off,
+					      g->adam_v + off, n, lr, 0.9f, 0.95f, 1e-8f, 0.1f,
+					      g->step, 0));
 		off += n;
 	}
 	return 0;
@@ -428,7 +483,7 @@ extern "C" int ab_gpt_backward(struct ab_gpt *g, char *err, size_t errlen)
 	return report(rc, "backward", err, errlen);
 }
 
-extern "C" int ab_gpt_step(struct ab_gpt *g, float lr, float *loss, char *err, size_t errlen)
+static int run_step(struct ab_gpt *g, float lr, float *loss)
 {
 	bool bf = g->m.dtype == AB_DTYPE_BF16;
 	int rc = bf ? forward<bf16>(g) : forward<float>(g);
@@ -441,7 +496,51 @@ extern "C" int ab_gpt_step(struct ab_gpt *g, float lr, float *loss, char *err, s
 		rc = bf ? update<bf16>(g, lr) : update<float>(g, lr);
 	if (rc == 0)
 		rc = ab_cuda_rc(cudaDeviceSynchronize(), "training step", __FILE__, __LINE__);
-	return report(rc, "training step", err, errlen);
+	return rc;
+}
+
+extern "C" int ab_gpt_step(struct ab_gpt *g, float lr, float *loss, char *err, size_t errlen)
+{
+	return report(run_step(g, lr, loss), "training step", err, errlen);
+}
+
+const char *const ab_gpt_kind_names[AB_K_COUNT] = {
+	"matmul", "attention", "layernorm", "GELU", "residual", "embedding", "loss", "AdamW"};
+
+/* sums the pairs' times by kind; the step's own time from its first start to its last end */
+static int profile_sum(struct profiler *p, struct ab_gpt_profile *out)
+{
+	float ms;
+
+	for (size_t i = 0; i + 1 < p->ev.size(); i += 2) {
+		int k = p->kind[i / 2];
+
+		CUDA_CHECK(cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]));
+		out->ms[k] += ms;
+		out->launches[k]++;
+	}
+	if (p->ev.size() >= 2) {
+		CUDA_CHECK(cudaEventElapsedTime(&ms, p->ev.front(), p->ev.back()));
+		out->step_ms = ms;
+	}
+	return 0;
+}
+
+extern "C" int ab_gpt_profile_step(struct ab_gpt *g, float lr, float *loss,
+				   struct ab_gpt_profile *out, char *err, size_t errlen)
+{
+	struct profiler p;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	g->prof = &p;
+	rc = run_step(g, lr, loss);
+	g->prof = NULL;
+	if (rc == 0)
+		rc = profile_sum(&p, out);
+	for (cudaEvent_t e : p.ev)
+		cudaEventDestroy(e);
+	return report(rc, "profiled training step", err, errlen);
 }
 
 /* fp32 host <-> dtype device, tensor by tensor (the device buffers are padded) */

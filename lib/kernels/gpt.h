@@ -30,6 +30,30 @@ int ab_gpt_step(struct ab_gpt *g, float lr, float *loss, char *err, size_t errle
 int ab_gpt_forward(struct ab_gpt *g, float *loss, char *err, size_t errlen);
 int ab_gpt_backward(struct ab_gpt *g, char *err, size_t errlen);
 
+/* Where a step's time goes, for bench/kernels: one step as ab_gpt_step, each launcher
+ * timed by CUDA events and summed by kind (a kind's GPU time, its launches); step_ms runs
+ * from the first launch's start to the last's end, so what no kind holds (memsets, gaps
+ * between launches) is step_ms less the kinds' sum. */
+enum ab_gpt_kind {
+	AB_K_MATMUL,    /* the linear layers: cuBLAS GEMMs, bias add and bias gradient */
+	AB_K_ATTENTION, /* head split, q.k^T and att.v (cuBLAS), causal softmax, backward */
+	AB_K_LAYERNORM,
+	AB_K_GELU,
+	AB_K_RESIDUAL,
+	AB_K_EMBEDDING, /* token and position embeddings, forward and backward */
+	AB_K_LOSS,      /* softmax cross-entropy and its d(logits) */
+	AB_K_ADAMW,
+	AB_K_COUNT
+};
+extern const char *const ab_gpt_kind_names[AB_K_COUNT];
+struct ab_gpt_profile {
+	double ms[AB_K_COUNT];
+	int launches[AB_K_COUNT];
+	double step_ms;
+};
+int ab_gpt_profile_step(struct ab_gpt *g, float lr, float *loss, struct ab_gpt_profile *out,
+			char *err, size_t errlen);
+
 /* For the checks against the CPU reference: fp32 host arrays in ab_model_layout's order. */
 int ab_gpt_set_params(struct ab_gpt *g, const float *params, char *err, size_t errlen);
 int ab_gpt_get_grads(struct ab_gpt *g, float *grads, char *err, size_t errlen);

@@ -69,18 +69,28 @@ def parse_bench(text):
     m = re.search(r"device: (.*), ([0-9.]+) GiB; measured bf16 GEMM .*: ([0-9.]+) TFLOP/s", text)
     if m:
         out.update(device=m.group(1), gib=float(m.group(2)), gemm_tflops=float(m.group(3)))
-    row = re.compile(r"^(.{20}) +([0-9.]+)B +(\d+) +(\d+) +([0-9.]+)s +([0-9.]+)s +(\d+) +(\d+)%", re.M)
-    for r in row.finditer(text):
-        out["models"].append({"model": r.group(1).strip(), "params_b": float(r.group(2)),
-                              "batch": int(r.group(3)), "trials": int(r.group(4)),
-                              "decision_s": float(r.group(5)), "step_s": float(r.group(6)),
-                              "tflops": int(r.group(7)), "of_gemm_pct": int(r.group(8))})
+    row = re.compile(r"^(.{20}) +([0-9.]+)B +(\d+) +(\d+) +([0-9.]+)s +([0-9.]+)s +(\d+) +(\d+)%$")
     # a shape that does not fit at all: a decision too ("even batch 1 does not fit: ...")
-    none = re.compile(r"^(.{20}) +([0-9.]+)B +- +(\d+) +([0-9.]+)s +(\S.*)$", re.M)
-    for r in none.finditer(text):
-        out["models"].append({"model": r.group(1).strip(), "params_b": float(r.group(2)),
-                              "batch": None, "trials": int(r.group(3)),
-                              "decision_s": float(r.group(4)), "note": r.group(5).strip()})
+    none = re.compile(r"^(.{20}) +([0-9.]+)B +- +(\d+) +([0-9.]+)s +(\S.*)$")
+    # the line under a shape's row: where its step goes, by kind of launch
+    where = re.compile(r"^ +where a step goes \(([0-9.]+) ms\):(.*) other (-?[0-9.]+)%$")
+    for line in text.splitlines():
+        r, n, w = row.match(line), none.match(line), where.match(line)
+        if r:
+            out["models"].append({"model": r.group(1).strip(), "params_b": float(r.group(2)),
+                                  "batch": int(r.group(3)), "trials": int(r.group(4)),
+                                  "decision_s": float(r.group(5)), "step_s": float(r.group(6)),
+                                  "tflops": int(r.group(7)), "of_gemm_pct": int(r.group(8))})
+        elif n:
+            out["models"].append({"model": n.group(1).strip(), "params_b": float(n.group(2)),
+                                  "batch": None, "trials": int(n.group(3)),
+                                  "decision_s": float(n.group(4)), "note": n.group(5).strip()})
+        elif w and out["models"]:
+            kinds = re.findall(r" (\S+) (-?[0-9.]+)% \(([0-9.]+) ms, (\d+)\),", w.group(2))
+            out["models"][-1]["profile"] = {
+                "step_ms": float(w.group(1)), "other_pct": float(w.group(3)),
+                "kinds": {k: {"pct": float(p), "ms": float(ms), "launches": int(c)}
+                          for k, p, ms, c in kinds}}
     return out
 
 
@@ -206,6 +216,16 @@ def markdown(rep):
                       f"| {m['model']} | none: {m.get('note', '')} | {m['trials']} | {m['decision_s']} | - | - | - |"
                       for m in k["models"]]
             lines.append("")
+            prof = [m for m in k["models"] if m.get("profile")]
+            if prof:
+                kinds = list(prof[0]["profile"]["kinds"])
+                lines += ["where a step goes, % of its GPU time by kind of launch (bench/kernels):", "",
+                          "| model | step ms | " + " | ".join(kinds) + " | other |",
+                          "|---|---|" + "---|" * (len(kinds) + 1)]
+                lines += [f"| {m['model']} | {m['profile']['step_ms']} | "
+                          + " | ".join(f"{m['profile']['kinds'].get(c, {}).get('pct', '-')}" for c in kinds)
+                          + f" | {m['profile']['other_pct']} |" for m in prof]
+                lines.append("")
     for title, key in (("exec mode, GPT-2 124M (seq 1024, bf16 autocast, AdamW)", "exec"),
                        ("exec mode with torch.compile", "compile"), ("Hugging Face Trainer", "hf"),
                        ("Lightning with autobatch's LightningCallback", "lightning_callback")):

@@ -356,6 +356,46 @@ static void test_trains(void)
 	check(what, "bf16", last / first, 0.5);
 }
 
+/* bench/kernels' profile: a profiled step computes what a plain step does, times every
+ * launcher by its kind (the counts the step makes), and its kinds fit inside the step */
+static void test_profile(void)
+{
+	struct ab_model m = {.layers = 2, .hidden = 64, .heads = 4, .ffn = 256, .seq = 32,
+			     .vocab = 301, .dtype = AB_DTYPE_BF16, .recompute = false};
+	struct ab_gpt *g, *p;
+	struct ab_gpt_profile prof;
+	char err[512];
+	float plain[2], profiled[2];
+	double sum = 0;
+	int L = (int)m.layers, wrong = 0;
+	/* per layer: 4 linear layers forward and back, attention, 2 layernorms, GELU and 2
+	 * residuals each way; then the final layernorm, the logits, the embeddings, the loss */
+	const int want[AB_K_COUNT] = {8 * L + 2, 2 * L, 4 * L + 2, 2 * L, 2 * L, 2, 1, AB_P_COUNT};
+
+	check_rc("create", ab_gpt_create(&m, 4, 5, &g, err, sizeof(err)));
+	check_rc("create", ab_gpt_create(&m, 4, 5, &p, err, sizeof(err)));
+	for (int s = 0; s < 2; s++) {
+		check_rc("step", ab_gpt_step(g, 3e-3f, &plain[s], err, sizeof(err)));
+		check_rc("profiled step", ab_gpt_profile_step(p, 3e-3f, &profiled[s], &prof, err,
+							      sizeof(err)));
+	}
+	ab_gpt_destroy(g);
+	ab_gpt_destroy(p);
+	check("a profiled step computes what a plain step does (two steps' losses)", "bf16",
+	      rel_err(vec(profiled, profiled + 2), vec(plain, plain + 2)), 1e-6);
+	for (int k = 0; k < AB_K_COUNT; k++) {
+		if (prof.launches[k] != want[k])
+			printf("# %s: %d launches timed, the step makes %d\n", ab_gpt_kind_names[k],
+			       prof.launches[k], want[k]);
+		wrong += prof.launches[k] != want[k];
+		sum += prof.ms[k];
+	}
+	check("a profiled step times each launcher by its kind: kinds with a wrong count", "bf16",
+	      wrong, 0);
+	check("the kinds' times sum to within the step's (sum / step)", "bf16",
+	      sum > 0 && prof.step_ms > 0 ? sum / prof.step_ms : INFINITY, 1.0001);
+}
+
 /* the measured peak against the analytic count, and an oversize batch as a clean OOM */
 static void test_memory(void)
 {
@@ -473,6 +513,7 @@ int main(int argc, char **argv)
 	test_step(AB_DTYPE_FP32, true);
 	test_step(AB_DTYPE_BF16, false);
 	test_trains();
+	test_profile();
 	test_memory();
 #ifdef AB_EMULATOR
 	test_emulator_guard();

@@ -10,7 +10,7 @@ dir=$(mktemp -d /tmp/autobatch-device-check.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 py=/usr/bin/python3
-echo "1..12"
+echo "1..13"
 
 mkdir "$dir/bin"
 if [ -e /usr/bin/nvidia-smi ] || [ -e /bin/nvidia-smi ]; then
@@ -73,10 +73,29 @@ check "truth: the program's report is its last JSON line with a batch size, past
 r = truth.program_report(open(sys.argv[2]).read())
 assert r == {'batch_size': 42, 'peak_reserved_bytes': 7}, r" "$src/tests/gpu" "$dir/hf.out"
 
+# bench/kernels' profile line under a shape's row, as its printf writes it (the figures are
+# made up, not a measurement: no GPU has run the profile yet), into the report's table
+{
+	echo 'device: NVIDIA H100 80GB HBM3, 79.2 GiB; measured bf16 GEMM (cuBLAS, 8192^3): 785 TFLOP/s'
+	echo 'GPT-2 124M              0.12B     98       3      4.1s   0.793s       108        14%'
+	printf '%-20s where a step goes (%.1f ms): matmul 45.1%% (357.6 ms, 98), attention 30.2%% (239.5 ms, 24), loss 8.0%% (63.4 ms, 1), other 16.7%%\n' '' 793
+	echo '7B (Llama-2 shape)      5.18B      -       1      0.2s  even batch 1 does not fit: it ran out of memory (limit 71.3 GiB)'
+} >"$dir/bench.txt"
+printf 'ok 1 - x\n1..1\n' >"$dir/tap.txt"
+rm -f "$dir/p.jsonl"
+"$py" "$src/tests/gpu/results.py" "$dir/p.jsonl" add env "gpu=NVIDIA H100 80GB HBM3, 81559" dry_run=0 &&
+	"$py" "$src/tests/gpu/results.py" "$dir/p.jsonl" add-tap kernels "$dir/tap.txt" &&
+	"$py" "$src/tests/gpu/results.py" "$dir/p.jsonl" add-bench kernels "$dir/bench.txt" &&
+	"$py" "$src/tests/gpu/results.py" "$dir/p.jsonl" report "$dir/prep" >/dev/null
+check "report: where a shape's step goes, by kind of launch, from bench/kernels' line under its row" \
+	sh -c "grep -q '^| model | step ms | matmul | attention | loss | other |' '$dir/prep/gpu-h100.md' &&
+	       grep -q '^| GPT-2 124M | 793.0 | 45.1 | 30.2 | 8.0 | 16.7 |' '$dir/prep/gpu-h100.md' &&
+	       grep -q '^| 7B (Llama-2 shape) | none: even batch 1' '$dir/prep/gpu-h100.md'"
+
 # a dry run of the exec stage: the real probe on the host device, the tiny GPT-2, the truth
 # (not again in distcheck's second pass of the same tests: tests/run-all sets
 # AUTOBATCH_QUICK_CHECK there)
-python_or_skip "$py" 'import torch' PyTorch 10 12
+python_or_skip "$py" 'import torch' PyTorch 11 13
 BUILD=$build "$dc" --dry-run --results "$dir/d" --report-dir "$dir/d" \
 	build exec report >"$dir/dry.out" 2>&1
 check "dry run: the probe chose a batch for the tiny GPT-2 on the host, exec done" \
