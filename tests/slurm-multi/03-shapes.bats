@@ -17,10 +17,13 @@ load plain-step
 setup_file() {
 	require_testbed
 	reset_plugstack
+	# once for the file: importing PyTorch takes seconds on two loaded cores, and the DDP
+	# cases skipped in the newer releases' roots paid it each
+	PY=$(torch_python 'import torch.distributed as d; assert d.is_available()')
+	export PY
 }
 
 setup() {
-	PY=$(torch_python 'import torch.distributed as d; assert d.is_available()')
 	[ -n "$PY" ] || skip "no PyTorch with torch.distributed for python3 beside this Slurm"
 	cd "$BATS_TEST_TMPDIR"
 	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
