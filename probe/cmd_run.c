@@ -330,6 +330,7 @@ int cmd_run(int argc, char **argv)
 	r.config_accum = o.config_accum;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
+	r.nothing_fits = !r.ok && fr[0].decision.nothing_fits;
 	if (!r.ok && !r.error[0])
 		snprintf(r.error, sizeof(r.error), "the probe failed");
 	ab_report_decision_line(&r, line, sizeof(line));

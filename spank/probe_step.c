@@ -485,7 +485,7 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		*json = p.out;
 		p.out = NULL;
 	}
-	if (rc == -ENOSPC && strstr(err, "even batch "))
+	if (rc == -ENOSPC && res->nothing_fits)
 		why_nothing_fits(job, err, errlen);
 	/* what is left of the trial steps of a probe that was killed, or whose launcher was,
 	 * ends here, before the real step starts */

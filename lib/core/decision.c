@@ -203,6 +203,8 @@ int ab_result_parse(const char *json, size_t len, struct ab_result *r, char *err
 	} else if (strcmp(status, AB_STATUS_FAILED) == 0 ||
 		   strcmp(status, AB_STATUS_INTERRUPTED) == 0) {
 		r->interrupted = status[0] == 'i';
+		r->nothing_fits = json_object_object_get_ex(o, AB_FIELD_NOTHING_FITS, &v) &&
+				  json_object_get_boolean(v);
 		get_string(o, AB_FIELD_ERROR, r->error, sizeof(r->error), true);
 		if (!r->error[0])
 			snprintf(r->error, sizeof(r->error), "the probe failed without saying why");

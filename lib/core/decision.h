@@ -14,6 +14,7 @@
 struct ab_result {
 	bool ok;
 	bool interrupted;      /* the probe was stopped by a signal (Ctrl-C, a cancel) */
+	bool nothing_fits;     /* failed: the smallest batch tried went over the limit */
 	char error[512];       /* the probe's sentence when not ok */
 	long batch, grad_accum, global_batch;
 	double fraction;

@@ -77,6 +77,9 @@ bool ab_env_reshapes_srun(const char *entry);
 #define AB_STATUS_INTERRUPTED "interrupted"
 #define AB_STATUS_DEVICE "device" /* run --describe-device: the device, nothing run */
 #define AB_FIELD_ERROR "error"
+/* with a failure: true when the smallest batch tried went over the limit (nothing fits), so
+ * the plugin can say why a sharded step's one-process trials found nothing */
+#define AB_FIELD_NOTHING_FITS "nothing_fits"
 #define AB_FIELD_BATCH_SIZE "batch_size"
 #define AB_FIELD_GRAD_ACCUM "grad_accum"
 #define AB_FIELD_GLOBAL_BATCH "global_batch"

@@ -167,6 +167,8 @@ char *ab_report_json(const struct ab_report *r)
 								       : AB_STATUS_FAILED));
 	if (!r->ok)
 		json_object_object_add(o, AB_FIELD_ERROR, json_object_new_string(r->error));
+	if (!r->ok && r->nothing_fits)
+		json_object_object_add(o, AB_FIELD_NOTHING_FITS, json_object_new_boolean(1));
 	json_object_object_add(o, "mode", json_object_new_string(r->mode));
 	json_object_object_add(o, "objective", json_object_new_string(r->objective));
 	if (strcmp(r->phase, "train") != 0)

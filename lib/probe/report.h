@@ -28,6 +28,7 @@ struct ab_report_comm {
 struct ab_report {
 	bool ok;
 	bool interrupted; /* stopped by SIGINT, SIGTERM or SIGHUP: "status": "interrupted" */
+	bool nothing_fits; /* failed as the smallest batch tried went over: "nothing_fits" */
 	char error[1024];
 	const char *mode;      /* "exec" or "model" */
 	const char *objective; /* "memory" or "throughput" */

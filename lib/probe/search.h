@@ -70,6 +70,7 @@ struct ab_decision {
 	double per_sample;    /* bytes per sample of the memory line at the choice; 0: unknown */
 	int warm;             /* 0: no warm start; 1: verified; -1: it failed, a full search */
 	size_t past_budget;   /* trials run past max_trials to close a wide bracket */
+	bool nothing_fits;    /* failed: the smallest batch tried went over the limit */
 };
 
 /* Runs the search. Returns 0 with a decision, -ENOSPC when nothing fits (err says what), or

@@ -24,7 +24,7 @@ check "every trial is in the report" \
 
 "$probe" run --device sim:total=80GiB,base=70GiB,per_sample=1GiB --json "$dir/none.json" 2>/dev/null
 check "nothing fits: status failed, one sentence, exit 1" \
-	sh -c "test $? -eq 1 && grep -q '\"status\":\"failed\",\"error\":\"even batch 1 does not fit: its peak 71.0 GiB exceeds the 64.0 GiB limit\"' '$dir/none.json'"
+	sh -c "test $? -eq 1 && grep -q '\"status\":\"failed\",\"error\":\"even batch 1 does not fit: its peak 71.0 GiB exceeds the 64.0 GiB limit\",\"nothing_fits\":true' '$dir/none.json'"
 
 "$probe" run --device sim:total=8GiB --fraction 0.8,0.6 --json "$dir/exec.json" -- \
 	"$prog" curve 1073741824 104857600 8589934592 2>"$dir/exec.err"

@@ -102,6 +102,16 @@ static void failed_and_interrupted(void **state)
 	assert_false(res.ok);
 	assert_false(res.interrupted);
 	assert_string_equal(res.error, "nothing fits: batch 1 peaks at 70 GiB");
+	/* only a search that found nothing fits says so: the plugin reads it, not the text */
+	assert_false(res.nothing_fits);
+	assert_null(strstr(json, "nothing_fits"));
+	free(json);
+	r.nothing_fits = true;
+	json = ab_report_json(&r);
+	assert_contains(json, "\"nothing_fits\":true");
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_true(res.nothing_fits);
+	r.nothing_fits = false;
 	free(json);
 	/* a trial's quoted lines keep their newlines (said a line at a time), and nothing else
 	 * that is not printable reaches a terminal */

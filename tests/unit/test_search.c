@@ -421,12 +421,14 @@ static void refusals(void **state)
 	assert_contains(err, "even batch 1 does not fit: its peak 71.0 GiB exceeds the 64.0 GiB "
 			     "limit");
 	assert_int_equal(d.batch, 0);
+	assert_true(d.nothing_fits);
 	ab_trials_free(&t);
 	/* beyond the total it is a real OOM, with no peak */
 	ab_sim_free(&s);
 	make_sim(&s, 80 * GiB, linear, (double[]){90 * GiB, 1 * GiB}, 0, 0);
 	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), -ENOSPC);
 	assert_contains(err, "even batch 1 does not fit: it ran out of memory");
+	assert_true(d.nothing_fits);
 	ab_trials_free(&t);
 	ab_sim_free(&s);
 	/* a peak that rounds to the limit is said in MiB: 1.0 GiB over 1.0 GiB would say nothing */
