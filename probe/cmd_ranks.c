@@ -1,4 +1,4 @@
-/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] [--node-memory TABLE]
+/* cmd_ranks.c - autobatch-probe ranks N [--capacity BYTES] [--gpu] [--node-memory TABLE]
  * [--nodes LIST [--per-node T]] -- COMMAND: one trial's N ranks. On this node they start as a
  * launcher starts them (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and their SLURM_
  * twins), each its own process group measured on its own and reporting to its own file. With
@@ -9,8 +9,10 @@
  * all at once: the others would wait in a collective until the allowance. With TABLE (each
  * node's GPU memory, the step's nodes holding models of different memory) each rank is held
  * to its own node's: the worst rank is the one holding the largest share of its own, and the
- * trial's peak that share of BYTES. What `run --ranks N` runs as each trial; not meant to be
- * run by hand.
+ * trial's peak that share of BYTES. With --gpu (the ranks of this node, each on a GPU) a
+ * rank's memory is what NVML sees its process group hold on the node's GPUs, the CUDA context
+ * included, or what its step hook reported if more, not its resident memory. What
+ * `run --ranks N` runs as each trial; not meant to be run by hand.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,6 +36,7 @@
 #include "group_memory.h"
 #include "hostlist.h"
 #include "number.h"
+#include "nvml.h"
 #include "protocol.h"
 #include "subprocess.h"
 #include "trial_report.h"
@@ -58,6 +61,7 @@ struct ranks {
 	int n, port, out; /* out: the trial's report, appended to */
 	const char *batch;
 	uint64_t capacity; /* 0: none */
+	struct ab_nvml *nv; /* --gpu: every GPU of the node; NULL: resident memory */
 	const char *node_memory; /* --node-memory, as given (for the tasks); NULL: none */
 	struct ab_node_memory table; /* and read */
 	char **argv;
@@ -300,6 +304,16 @@ static int finish_failed(struct ranks *rs, int i, uint64_t over)
 	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st) ? WEXITSTATUS(st) : 1;
 }
 
+/* Rank r's memory on the node's GPUs now: its process group's as NVML sees it (the CUDA
+ * context and the allocator's reserve included), or the largest its hook reported (PyTorch's
+ * reserved peak, which a 50 ms poll can miss) when that is more. */
+static uint64_t gpu_sample(const struct ranks *rs, const struct rank *r)
+{
+	uint64_t now = ab_nvml_group_usage(rs->nv, r->proc.pid);
+
+	return r->w.rep.has_peak && r->w.rep.peak_bytes > now ? r->w.rep.peak_bytes : now;
+}
+
 /* One poll: memory, reports, ends. Returns -1 while they run, else the exit status. */
 static int poll_ranks(struct ranks *rs)
 {
@@ -311,9 +325,9 @@ static int poll_ranks(struct ranks *rs)
 
 		if (r->ended)
 			continue;
-		now = ab_group_sample(&r->group);
-		r->peak = now > r->peak ? now : r->peak;
 		ab_report_watch_read(&r->w, r->ended);
+		now = rs->nv ? gpu_sample(rs, r) : ab_group_sample(&r->group);
+		r->peak = now > r->peak ? now : r->peak;
 		if (rs->capacity && now > rs->capacity)
 			return finish_failed(rs, i, now);
 		if (wait4(r->proc.pid, &r->status, WNOHANG, &r->proc.ru) == r->proc.pid) {
@@ -579,7 +593,7 @@ static int poll_step(struct ranks *rs)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] [--node-memory TABLE] "
+	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] [--gpu] [--node-memory TABLE] "
 			"[--nodes LIST [--per-node T]] -- COMMAND [ARGS...]\n"
 			"  (a trial's N ranks, on this node or as a step over LIST; run --ranks N "
 			"runs it)\n");
@@ -608,7 +622,7 @@ static int start_ranks(struct ranks *rs, const char *report)
 		if (ab_proc_start(&r->proc, AB_PROC_GROUP | AB_PROC_PDEATHSIG, rank_body,
 				  &(struct start){rs, i}, err, sizeof(err)) < 0)
 			return fprintf(stderr, "autobatch-probe ranks: %s\n", err), -1;
-		r->group.leader = r->proc.pid;
+		r->group.leader = rs->nv ? 0 : r->proc.pid; /* on a GPU: NVML, not its RSS */
 	}
 	return rs->nodes ? start_step(rs) : 0;
 }
@@ -626,6 +640,13 @@ int cmd_ranks(int argc, char **argv)
 		if (i + 1 >= argc || ab_parse_whole(argv[i + 1], 1, LONG_MAX, &cap) < 0)
 			return usage();
 		i += 2;
+	}
+	if (i + 1 < argc && !strcmp(argv[i], "--gpu")) {
+		char err[256];
+
+		if (ab_nvml_open(NULL, &rs.nv, err, sizeof(err)) < 0)
+			return fprintf(stderr, "autobatch-probe ranks: --gpu: %s\n", err), 1;
+		i++;
 	}
 	if (i + 1 < argc && !strcmp(argv[i], "--node-memory")) {
 		char err[256];
@@ -675,5 +696,6 @@ int cmd_ranks(int argc, char **argv)
 		close(rs.srun_in);
 	free(rs.r);
 	close(rs.out);
+	ab_nvml_close(rs.nv);
 	return rc < 0 ? 1 : rc;
 }

@@ -57,17 +57,21 @@ static int open_device(const struct run_opts *o, struct setup *s, char *err, siz
 }
 
 /* --ranks N: each trial is `autobatch-probe ranks N --capacity B -- COMMAND`, this program's
- * own launcher, which measures every rank against the device and reports the worst. */
+ * own launcher, which measures every rank against the device and reports the worst: on a GPU
+ * (--gpu) each rank's memory on the node's GPUs as NVML sees its process group. */
 static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size_t errlen)
 {
 	char **own = s->ranks_owned, **v;
 	size_t n = 0, k = 0;
 
-	if (s->dev.kind != AB_DEVICE_HOST)
+	if (s->dev.kind == AB_DEVICE_SIM)
 		return ab_fail(err, errlen, EINVAL, "--ranks %ld measures each rank's memory on the host "
-						    "device (--device host) only: a GPU's per-rank "
-						    "measurement is not built yet; use --ranks 1 there",
-			       o->ranks);
+						    "or a GPU (--device host or cuda:N), not on a "
+						    "simulated device", o->ranks);
+	if (s->dev.kind == AB_DEVICE_CUDA && o->step_nodes)
+		return ab_fail(err, errlen, EINVAL, "--step-nodes with a GPU: trials of the whole step "
+						    "on GPUs are not built yet (the ranks of one "
+						    "node are: --ranks N without --step-nodes)");
 	if (o->parallel != 1)
 		return ab_fail(err, errlen, EINVAL, "--ranks and --parallel: a trial of several ranks "
 						    "takes the node; give one or the other");
@@ -79,6 +83,8 @@ static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size
 	    asprintf(&own[3], "%ld", o->ranks_per_node) < 0)
 		return ab_fail(err, errlen, ENOMEM, "cannot name this program for --ranks");
 	v[k++] = own[0], v[k++] = "ranks", v[k++] = own[1], v[k++] = "--capacity", v[k++] = own[2];
+	if (s->dev.kind == AB_DEVICE_CUDA)
+		v[k++] = "--gpu";
 	if (o->node_memory)
 		v[k++] = "--node-memory", v[k++] = (char *)o->node_memory;
 	if (o->step_nodes) {

@@ -23,10 +23,12 @@ struct nvml_process { /* nvmlProcessInfo_v2_t, what the _v3 call fills */
 };
 #define NVML_INSUFFICIENT_SIZE 7
 #define MAX_PROCS 256
+#define MAX_DEVICES 64
 
 struct ab_nvml {
 	void *lib;
-	nvml_device dev;
+	nvml_device dev[MAX_DEVICES];
+	unsigned int ndev;
 	nvml_return (*shutdown)(void);
 	nvml_return (*processes)(nvml_device, unsigned int *, struct nvml_process *);
 	const char *(*error_string)(nvml_return);
@@ -37,6 +39,25 @@ static void *sym(void *lib, const char *a, const char *b)
 	void *p = dlsym(lib, a);
 
 	return p || !b ? p : dlsym(lib, b);
+}
+
+/* every device NVML sees (a node's ranks each on its own GPU), into nv->dev */
+static nvml_return all_devices(struct ab_nvml *nv)
+{
+	nvml_return (*count)(unsigned int *), (*by_index)(unsigned int, nvml_device *), rc;
+	unsigned int n = 0;
+
+	*(void **)&count = sym(nv->lib, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
+	*(void **)&by_index = sym(nv->lib, "nvmlDeviceGetHandleByIndex_v2",
+				  "nvmlDeviceGetHandleByIndex");
+	if (!count || !by_index)
+		return 3; /* NVML_ERROR_NOT_SUPPORTED */
+	if ((rc = count(&n)) != 0)
+		return rc;
+	for (nv->ndev = 0; nv->ndev < n && nv->ndev < MAX_DEVICES; nv->ndev++)
+		if ((rc = by_index(nv->ndev, &nv->dev[nv->ndev])) != 0)
+			return rc;
+	return 0;
 }
 
 int ab_nvml_open(const char *pci_bus_id, struct ab_nvml **out, char *err, size_t errlen)
@@ -66,15 +87,18 @@ int ab_nvml_open(const char *pci_bus_id, struct ab_nvml **out, char *err, size_t
 						    "(no per-process memory): peak memory comes "
 						    "from the trial's own report");
 	}
-	if ((rc = init()) != 0 || (rc = by_bus(pci_bus_id, &nv->dev)) != 0) {
-		ab_fail(err, errlen, ENOENT, "NVML cannot see GPU %s: %s", pci_bus_id,
-			nv->error_string(rc));
+	if ((rc = init()) != 0 ||
+	    (rc = pci_bus_id ? by_bus(pci_bus_id, &nv->dev[0]) : all_devices(nv)) != 0) {
+		ab_fail(err, errlen, ENOENT, "NVML cannot see %s%s: %s", pci_bus_id ? "GPU " : "",
+			pci_bus_id ? pci_bus_id : "this node's GPUs", nv->error_string(rc));
 		if (rc != 0)
 			nv->shutdown();
 		dlclose(nv->lib);
 		free(nv);
 		return -ENOENT;
 	}
+	if (pci_bus_id)
+		nv->ndev = 1;
 	*out = nv;
 	return 0;
 }
@@ -104,17 +128,15 @@ static void comm_of(unsigned int pid, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *others, char *desc,
-		  size_t desclen)
+/* one device's processes: added to *ours (those in pgid) and *others, listed in desc */
+static int device_usage(struct ab_nvml *nv, nvml_device dev, pid_t pgid, uint64_t *ours,
+			uint64_t *others, char *desc, size_t desclen, size_t *dlen)
 {
 	struct nvml_process stack[MAX_PROCS], *procs = stack, *heap = NULL;
 	unsigned int count = MAX_PROCS;
-	size_t len = 0;
-	nvml_return rc = nv->processes(nv->dev, &count, procs);
+	size_t len = *dlen;
+	nvml_return rc = nv->processes(dev, &count, procs);
 
-	*ours = *others = 0;
-	if (desc && desclen)
-		desc[0] = '\0';
 	/* Too small a buffer: NVML says how many there are and fills none; ask again with
 	 * room for that many (and a few that start meanwhile). */
 	for (int tries = 0; rc == NVML_INSUFFICIENT_SIZE && tries < 3; tries++) {
@@ -123,7 +145,7 @@ int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *othe
 		if (!(procs = heap = calloc(count, sizeof(*heap))))
 			return ab_fail(desc, desclen, ENOMEM, "NVML: out of memory for %u processes",
 				       count);
-		rc = nv->processes(nv->dev, &count, procs);
+		rc = nv->processes(dev, &count, procs);
 	}
 	if (rc != 0) {
 		free(heap);
@@ -147,7 +169,22 @@ int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *othe
 				  ab_format_size(used, size, sizeof(size)));
 	}
 	free(heap);
+	*dlen = len;
 	return 0;
+}
+
+int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *others, char *desc,
+		  size_t desclen)
+{
+	size_t len = 0;
+	int rc = 0;
+
+	*ours = *others = 0;
+	if (desc && desclen)
+		desc[0] = '\0';
+	for (unsigned int d = 0; d < nv->ndev && rc == 0; d++)
+		rc = device_usage(nv, nv->dev[d], pgid, ours, others, desc, desclen, &len);
+	return rc;
 }
 
 uint64_t ab_nvml_group_usage(void *nv, pid_t pgid)

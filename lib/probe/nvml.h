@@ -11,13 +11,15 @@
 struct ab_nvml;
 
 /* Loads libnvidia-ml.so.1 and finds the device by its PCI bus id ("0000:17:00.0", from the
- * CUDA runtime, so CUDA_VISIBLE_DEVICES renumbering does not matter). -ENOENT with a message
+ * CUDA runtime, so CUDA_VISIBLE_DEVICES renumbering does not matter), or with a NULL id every
+ * device of the node (a trial's ranks, each on a GPU of its own). -ENOENT with a message
  * when the library or the device is not there: callers fall back to the trial's report. */
 int ab_nvml_open(const char *pci_bus_id, struct ab_nvml **out, char *err, size_t errlen);
 void ab_nvml_close(struct ab_nvml *nv);
 
 /* GPU memory of the processes in process group pgid (ours) and of every other process on
- * the device (others); the others are listed as "pid 123 (python3) 2.1 GiB, ..." in desc. */
+ * the device, or the devices (others); the others are listed as "pid 123 (python3) 2.1 GiB,
+ * ..." in desc. */
 int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *others, char *desc,
 		  size_t desclen);
 

@@ -4,7 +4,10 @@ Owns the program tests/gpu/device-check sizes: GPT-2 124M (or a tiny shape for C
 sequence 1024, bf16 autocast on CUDA, AdamW, random tokens, read from a JSON config
 ({"batch_size": N, "size": "124m"|"tiny", "steps": K, "compile": false}). It prints its own
 peak at the end ("peak_reserved_bytes", "peak_process_bytes" from NVML where it can), as
-training scripts log memory: device-check's plain runs read that line.
+training scripts log memory: device-check's plain runs read that line. Started as rank of a
+world (WORLD_SIZE > 1, RANK, LOCAL_RANK, MASTER_ADDR/PORT, as torchrun or srun set them) it
+trains under DistributedDataParallel over gloo, which lets ranks share one GPU (NCCL refuses
+two ranks on one device), and says its rank in that line.
 """
 
 import json
@@ -72,10 +75,13 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def build(size, device, compile_model=False):
+def build(size, device, compile_model=False, ddp=False):
     """The model and its AdamW, as a training script sets them up."""
     torch.manual_seed(0)
     model = GPT(size).to(device)
+    if ddp:
+        from torch.nn.parallel import DistributedDataParallel
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     fused = {"fused": True} if device.type == "cuda" else {}
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, **fused)
     return (torch.compile(model) if compile_model else model), opt
@@ -84,6 +90,7 @@ def build(size, device, compile_model=False):
 def train_step(model, opt, batch, device):
     """One full step: forward, backward, optimizer (bf16 autocast on a GPU)."""
     raw = model._orig_mod if hasattr(model, "_orig_mod") else model
+    raw = raw.module if hasattr(raw, "module") else raw  # under DistributedDataParallel
     idx = torch.randint(raw.vocab, (batch, raw.seq + 1), device=device)
     if device.type == "cuda":
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -114,8 +121,15 @@ def main():
     path = sys.argv[sys.argv.index("--config") + 1] if "--config" in sys.argv else None
     cfg = json.load(open(path)) if path else {}
     batch = int(cfg.get("batch_size", 8))
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model, opt = build(cfg.get("size", "124m"), device, bool(cfg.get("compile", False)))
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, opt = build(cfg.get("size", "124m"), device, bool(cfg.get("compile", False)), world > 1)
     t0 = time.perf_counter()
     for step in range(int(cfg.get("steps", 20))):
         loss = train_step(model, opt, batch, device)
@@ -124,9 +138,11 @@ def main():
     if device.type == "cuda":
         torch.cuda.synchronize()
     out = {"batch_size": batch, "seconds": round(time.perf_counter() - t0, 3)}
+    if world > 1:
+        out.update(rank=rank, world=world)
     if device.type == "cuda":
         out["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
-        out["peak_process_bytes"] = process_bytes()
+        out["peak_process_bytes"] = process_bytes(device.index)
         out["total_bytes"] = torch.cuda.mem_get_info()[1]
     print(json.dumps(out), flush=True)
 

@@ -244,6 +244,24 @@ def markdown(rep):
         lines += [f"| {r['mode']} | {r['chosen']} | {r['trials']} | {r['seconds']} | {r['plain_run_fits']} | "
                   f"{gib(r['plain_peak_bytes'])} |" for r in rep["lightning"]]
         lines.append("")
+    d = rep.get("ddp") or {}
+    if d.get("alone") or d.get("runs"):
+        a = d.get("alone") or {}
+        lines += ["## the script as 2 DDP ranks sharing the GPU (gloo), against the probe's choice for it alone", "",
+                  f"The probe, the script alone at {a.get('fraction')}: batch {a.get('chosen')} "
+                  f"(limit {gib(a.get('limit_bytes'))} GiB), {a.get('trials')} trials.", "",
+                  "| batch | whose | each rank's peak GiB | largest GiB | within the limit |", "|---|---|---|---|---|"]
+        rk = d.get("ranks") or {}
+        whose = {a.get("chosen"): "the script alone's choice"}
+        if rk.get("status") == "ok":
+            whose[rk.get("batch_size")] = "--ranks 2's choice"
+        lines += [f"| {r['verify_batch']} | {whose.get(r['verify_batch'], '-')} | "
+                  f"{', '.join(gib(p) for p in r.get('rank_peaks') or [])} | "
+                  f"{gib(r.get('peak_bytes'))} | {r.get('fits')} |" for r in d.get("runs") or []]
+        t, s = trials_and_seconds(rk) if rk.get("status") == "ok" else (None, None)
+        lines += ["", "The probe with --ranks 2: " + (f"batch {rk.get('batch_size')} in {t} trials, {s and round(s, 1)} s"
+                                                      if rk.get("status") == "ok"
+                                                      else f"no decision: {rk.get('error') or rk.get('unreadable') or '-'}"), ""]
     if rep.get("model"):
         lines += ["## model mode, GPT-2 124M shape, against exec mode's true maximum", "",
                   "| fraction | model-mode batch | exec true max |", "|---|---|---|"]
@@ -277,6 +295,13 @@ def cmd_report(recs, out_dir):
     rep["hf"] = exec_rows(recs, "hf", "hf")
     rep["lightning_callback"] = exec_rows(recs, "lightning-callback", "lightning")
     rep["lightning"] = lightning_rows(recs)
+    alone = by_fraction(probe_report(recs, "ddp-alone"))
+    t_all, secs = trials_and_seconds(probe_report(recs, "ddp-alone") or {})
+    rep["ddp"] = {"alone": {"fraction": alone[0].get("fraction"), "chosen": alone[0].get("batch_size"),
+                            "limit_bytes": alone[0].get("limit_bytes"), "trials": t_all, "seconds": secs}
+                  if alone else None,
+                  "runs": [r for r in recs if r["stage"] == "ddp" and "verify_batch" in r],
+                  "ranks": probe_report(recs, "ddp-ranks")}
     truth = {r["limit_bytes"]: r["true_max"] for r in rep["exec"]}
     rep["model"] = [{"fraction": row.get("fraction"), "batch": row.get("batch_size"),
                      "true_max": truth.get(row.get("limit_bytes"))}

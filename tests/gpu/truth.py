@@ -13,14 +13,16 @@ prints one JSON line per measurement ({"batch", "peak_bytes" or "oom"}) and one 
   truth.py --edge B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile]
 walks each in-process answer in fresh plain runs (B + 1 up while it fits, else B down until it
 fits) and prints {"limit_bytes", "largest_fresh", "fresh_runs"}: the truth the issue asks for.
-  truth.py --verify B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile]
+  truth.py --verify B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile] [--ranks N]
 runs each batch as a fresh plain run of the program (never beside a process of its own on the
-GPU) and prints {"verify_batch", "limit_bytes", "peak_bytes", "fits"} for each.
+GPU; with --ranks N, as N ranks of a DDP world started together, the largest rank's peak
+deciding) and prints {"verify_batch", "limit_bytes", "peak_bytes", "fits"} for each.
 """
 
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -66,35 +68,70 @@ class InProcess:
 
 class FreshRuns:
     """Each batch a plain run of its own: on the host measured by tests/helpers/peakrun, on a
-    GPU by the program's own last line (NVML's view of the process, or PyTorch's reserved)."""
+    GPU by the program's own last line (NVML's view of the process, or PyTorch's reserved).
+    With ranks > 1 the run is that many processes of a world, as torchrun starts them on one
+    node (each under its own peakrun on the host); its peak is the largest rank's, and
+    rank_peaks holds each rank's (None: it failed)."""
 
-    def __init__(self, size, steps, peakrun, python, program="gpt2", compile_model=False):
+    def __init__(self, size, steps, peakrun, python, program="gpt2", compile_model=False,
+                 ranks=1):
         self.size, self.steps, self.peakrun, self.python = size, steps, peakrun, python
         self.script = os.path.join(HERE, "hf_train.py" if program == "hf" else "gpt2_train.py")
-        self.compile = compile_model
+        self.compile, self.ranks = compile_model, ranks
         self.total = None
+        self.rank_peaks = []
+
+    def launch(self, cmd):
+        """[(returncode, stdout, stderr)] of the command's ranks, run together."""
+        port, procs, outs = free_port(), [], []
+        for r in range(self.ranks):
+            env = dict(os.environ)
+            if self.ranks > 1:
+                env.update(WORLD_SIZE=str(self.ranks), RANK=str(r), LOCAL_RANK=str(r),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            # files, not pipes: a rank blocked on a full pipe would hold the others in a collective
+            o, e = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+            procs.append((subprocess.Popen(([self.peakrun] if self.peakrun else []) + cmd,
+                                           env=env, stdout=o, stderr=e, text=True), o, e))
+        for p, o, e in procs:
+            p.wait()
+            o.seek(0)
+            e.seek(0)
+            outs.append((p.returncode, o.read(), e.read()))
+            o.close()
+            e.close()
+        return outs
+
+    def one_peak(self, rc, stdout, stderr):
+        if self.peakrun:
+            for line in stderr.splitlines():
+                if line.startswith("peak_bytes ") and line.endswith(" status 0"):
+                    return int(line.split()[1])
+            return INF
+        last = program_report(stdout)
+        if rc != 0 or "peak_reserved_bytes" not in last:
+            sys.stderr.write(stderr[-2000:])
+            return INF
+        self.total = last.get("total_bytes")
+        return max(last.get("peak_process_bytes") or 0, last["peak_reserved_bytes"])
 
     def peak(self, batch):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({"batch_size": batch, "size": self.size, "steps": self.steps,
                        "compile": self.compile}, f)
-        cmd = [self.python, self.script, "--config", f.name]
         try:
-            run = subprocess.run(([self.peakrun] if self.peakrun else []) + cmd,
-                                 capture_output=True, text=True)
+            outs = self.launch([self.python, self.script, "--config", f.name])
         finally:
             os.unlink(f.name)
-        if self.peakrun:
-            for line in run.stderr.splitlines():
-                if line.startswith("peak_bytes ") and line.endswith(" status 0"):
-                    return int(line.split()[1])
-            return INF
-        last = program_report(run.stdout)
-        if run.returncode != 0 or "peak_reserved_bytes" not in last:
-            sys.stderr.write(run.stderr[-2000:])
-            return INF
-        self.total = last.get("total_bytes")
-        return max(last.get("peak_process_bytes") or 0, last["peak_reserved_bytes"])
+        peaks = [self.one_peak(*o) for o in outs]
+        self.rank_peaks = [None if p == INF else p for p in peaks]
+        return max(peaks)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def program_report(stdout):
@@ -147,7 +184,7 @@ def largest_within(peak, limit, known, start):
 
 
 def verify(a):
-    runs = FreshRuns(a.size, 6, a.peakrun, a.python, a.program, a.compile)
+    runs = FreshRuns(a.size, 6, a.peakrun, a.python, a.program, a.compile, a.ranks)
     batches = [int(b) for b in a.verify.split(",") if b]
     limits = a.limits.split(",")
     for i, b in enumerate(batches):
@@ -155,9 +192,11 @@ def verify(a):
         text = limits[min(i, len(limits) - 1)]
         total = runs.total or 0
         limit = int(float(text[2:]) * total) if text.startswith("F:") else int(text)
-        print(json.dumps({"verify_batch": b, "limit_bytes": limit,
-                          "peak_bytes": None if p == INF else p,
-                          "fits": p != INF and (limit == 0 or p <= limit)}), flush=True)
+        rec = {"verify_batch": b, "limit_bytes": limit, "peak_bytes": None if p == INF else p,
+               "fits": p != INF and (limit == 0 or p <= limit)}
+        if a.ranks > 1:
+            rec.update(ranks=a.ranks, rank_peaks=runs.rank_peaks)
+        print(json.dumps(rec), flush=True)
 
 
 def edge(a):
@@ -191,6 +230,7 @@ def main():
     ap.add_argument("--edge")
     ap.add_argument("--program", default="gpt2", choices=["gpt2", "hf"])
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--ranks", type=int, default=1, help="--verify: each run that many ranks")
     a = ap.parse_args()
     if a.verify:
         return verify(a)

@@ -10,7 +10,7 @@ dir=$(mktemp -d /tmp/autobatch-device-check.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 py=/usr/bin/python3
-echo "1..13"
+echo "1..14"
 
 mkdir "$dir/bin"
 if [ -e /usr/bin/nvidia-smi ] || [ -e /bin/nvidia-smi ]; then
@@ -92,10 +92,20 @@ check "report: where a shape's step goes, by kind of launch, from bench/kernels'
 	       grep -q '^| GPT-2 124M | 793.0 | 45.1 | 30.2 | 8.0 | 16.7 |' '$dir/prep/gpu-h100.md' &&
 	       grep -q '^| 7B (Llama-2 shape) | none: even batch 1' '$dir/prep/gpu-h100.md'"
 
+# the ddp stage's report, on what its dry run recorded on the host (bench/results/
+# host-dry-run-ddp.jsonl: device-check --dry-run build ddp report, 2 min on two cores, too long
+# to run here): the script alone's choice goes over as 2 ranks, the --ranks 2 choice fits
+"$py" "$src/tests/gpu/results.py" "$src/bench/results/host-dry-run-ddp.jsonl" report "$dir/ddp" >/dev/null
+check "report: the ddp stage, today's way against --ranks 2, each rank's peak" \
+	sh -c "grep -q '^# autobatch on host-dry-run (DRY RUN' '$dir/ddp/gpu-host-dry-run.md' &&
+	       grep -q '^| 32 | the script alone.s choice | 0.3, 0.3 | 0.3 | False |' '$dir/ddp/gpu-host-dry-run.md' &&
+	       grep -q '^| 19 | --ranks 2.s choice | 0.3, 0.3 | 0.3 | True |' '$dir/ddp/gpu-host-dry-run.md' &&
+	       grep -q '^The probe with --ranks 2: batch 19 in 6 trials' '$dir/ddp/gpu-host-dry-run.md'"
+
 # a dry run of the exec stage: the real probe on the host device, the tiny GPT-2, the truth
 # (not again in distcheck's second pass of the same tests: tests/run-all sets
 # AUTOBATCH_QUICK_CHECK there)
-python_or_skip "$py" 'import torch' PyTorch 11 13
+python_or_skip "$py" 'import torch' PyTorch 12 14
 BUILD=$build "$dc" --dry-run --results "$dir/d" --report-dir "$dir/d" \
 	build exec report >"$dir/dry.out" 2>&1
 check "dry run: the probe chose a batch for the tiny GPT-2 on the host, exec done" \

@@ -17,17 +17,27 @@ trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
 # json FILE KEY: a top-level number of a report
 json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
-echo "1..7"
+echo "1..8"
 
 "$probe" run --device sim:total=1GiB --ranks 2 -- true >/dev/null 2>"$dir/sim.err"
-check "--ranks on a device other than the host is refused, saying why" \
-	grep -q "failed: --ranks 2 measures each rank's memory on the host device (--device host) only" "$dir/sim.err"
+check "--ranks on a simulated device is refused, saying why" \
+	grep -q "failed: --ranks 2 measures each rank's memory on the host or a GPU (--device host or cuda:N), not on a simulated device" "$dir/sim.err"
+# a GPU's ranks are measured through NVML: without the driver's library, one line says so
+if ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1'; then
+	n=$((n + 1))
+	echo "ok $n # SKIP this machine has NVML"
+else
+	"$probe" ranks 2 --capacity 1073741824 --gpu -- true >/dev/null 2>"$dir/gpu.err"
+	check "ranks --gpu without NVML: exit 1, one line naming NVML" \
+		sh -c "test $? = 1 && test \$(wc -l <'$dir/gpu.err') = 1 &&
+		       grep -q '^autobatch-probe ranks: --gpu: NVML (libnvidia-ml.so.1) is not installed' '$dir/gpu.err'"
+fi
 "$probe" run --device host:capacity=1GiB --ranks 2 --parallel 2 -- true >/dev/null 2>"$dir/par.err"
 check "--ranks with --parallel is refused" \
 	grep -q "failed: --ranks and --parallel: a trial of several ranks takes the node" "$dir/par.err"
 
 python_or_skip "$py" 'import torch.distributed as d; assert d.is_available()' \
-	"PyTorch with torch.distributed" 3 7
+	"PyTorch with torch.distributed" 4 8
 
 # plain RANKS BATCH: the program's plain run with RANKS ranks (each measured by peakrun as the
 # probe measures a host trial); prints the largest rank's peak, or nothing when a rank failed
