@@ -121,6 +121,18 @@ def fresh_edges(recs, stage="exec"):
             if r["stage"] == stage and "largest_fresh" in r and "limit_bytes" in r}
 
 
+def fresh_truth(f):
+    """The fresh runs' largest fit, or None where the walk never saw that batch fit (the H100's
+    edge at 1.0 recorded 81 after 82-85 failed and 81 was never run: a bound, not a truth),
+    with the smallest batch seen over the limit."""
+    runs = f.get("fresh_runs") or {}
+    b = f.get("largest_fresh")
+    if b is not None and (not runs or (runs.get(str(b)) is not None and runs[str(b)] <= f["limit_bytes"])):
+        return b, None  # measured to fit, or a record that kept no runs
+    over = [int(k) for k, v in runs.items() if v is None or v > f["limit_bytes"]]
+    return None, min(over) if over else None
+
+
 def verified(recs, stage):
     return {(r["verify_batch"], r["limit_bytes"]): r for r in recs
             if r["stage"] == stage and "verify_batch" in r}
@@ -163,9 +175,12 @@ def exec_rows(recs, name="exec", stage="exec"):
         limit, chosen = row.get("limit_bytes"), row.get("batch_size")
         t, v, f = tr.get(limit), ver.get((chosen, limit)), fresh.get(limit)
         # the truth: fresh plain runs where walked, else the in-process bisection
-        true = f["largest_fresh"] if f else (t["largest"] if t else None)
+        fb, over = fresh_truth(f) if f else (None, None)
+        true = fb if f else (t["largest"] if t else None)
+        src = ("fresh runs" if fb is not None else f"not found: fresh runs from {over} up failed, "
+               f"below not run (in one process: {t['largest'] if t else '-'})") if f else ("in-process" if t else None)
         rows.append({"fraction": row.get("fraction"), "limit_bytes": limit, "chosen": chosen,
-                     "true_max": true, "true_max_from": "fresh runs" if f else ("in-process" if t else None),
+                     "true_max": true, "true_max_from": src,
                      "in_process_max": t["largest"] if t else None,
                      "ratio": round(chosen / true, 4) if true and chosen else None,
                      "plain_run_fits": v["fits"] if v else None,

@@ -214,8 +214,12 @@ def edge(a):
         else:
             while b > 1 and len(seen) < 4 and not fits(b):
                 b -= 1
-        print(json.dumps({"limit_bytes": limit, "largest_fresh": b, "fresh_runs":
-                          {str(k): (None if v == INF else v) for k, v in sorted(seen.items())}}), flush=True)
+        # a walk down that used its runs before one fit found no truth, only a bound
+        found = b in seen and seen[b] <= limit
+        print(json.dumps({"limit_bytes": limit, "largest_fresh": b if found else None,
+                          "fresh_over_from": None if found else min(k for k, v in seen.items() if v > limit),
+                          "fresh_runs": {str(k): (None if v == INF else v) for k, v in sorted(seen.items())}}),
+              flush=True)
 
 
 def main():

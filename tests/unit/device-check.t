@@ -60,8 +60,10 @@ check "report: exec mode's choice at 0.8 against its plain run and the truth, Li
 
 # the H100's run: a shape that does not fit at all is a decision too, and the Trainer job
 "$py" "$src/tests/gpu/results.py" "$src/bench/results/gpu-h100.jsonl" report "$dir/rep" >/dev/null
-check "report: the H100's 7B shape that does not fit is a row, the Trainer job's choice at 0.8" \
+check "report: the H100's 7B shape that does not fit is a row, the Trainer job's choice at 0.8, no truth at 1.0 where no fresh run fit" \
 	sh -c "grep -q '^| 7B (Llama-2 shape) | none: even batch 1 does not fit: it ran out of memory (limit 71.3 GiB) | 1 | 0.2 |' '$dir/rep/gpu-h100.md' &&
+	       grep -q '^| 1.0 | 79.2 | 77 | 78.2 | True | - | not found: fresh runs from 82 up failed, below not run (in one process: 84) | - |' '$dir/rep/gpu-h100.md' &&
+	       grep -q '^| 0.9 | 71.3 | 69 | 70.3 | True | 70 | fresh runs | 0.9857 |' '$dir/rep/gpu-h100.md' &&
 	       grep -A4 '^## Hugging Face Trainer' '$dir/rep/gpu-h100.md' | grep -q '^| 0.8 | 63.3 | 42 |'"
 
 # a Trainer prints its metrics as Python dicts ({'loss': ...}) on stdout: the program's report
