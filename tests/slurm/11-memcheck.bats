@@ -71,6 +71,10 @@ vg() {
 }
 
 @test "valgrind: autobatch-probe in every mode: no error, no leak" {
+	# the probe links no Slurm library: the newer releases' roots, running the whole suite
+	# beside the host's, leave it to the host's run (their plugin is checked above)
+	[ "${AUTOBATCH_PROBE_VALGRIND:-1}" = 1 ] ||
+		skip "the probe links no Slurm library: valgrind runs it once per CI run, on the host's Slurm"
 	local probe=$AUTOBATCH_TESTBED/bin/autobatch-probe
 	vg sim "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.6,0.8 \
 		--json r1.json
