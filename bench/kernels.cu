@@ -34,15 +34,12 @@ static void print_profile(const struct ab_model *m, long batch)
 	double kinds = 0;
 	int at;
 
-	if (ab_gpt_create(m, (int)batch, 1, &g, err, sizeof(err)) < 0) {
-		printf("%-20s where a step goes: not measured: %s\n", "", err);
-		return;
-	}
+	if (ab_gpt_create(m, (int)batch, 1, &g, err, sizeof(err)) < 0)
+		goto fail;
 	if (ab_gpt_step(g, 1e-4f, NULL, err, sizeof(err)) < 0 ||
 	    ab_gpt_profile_step(g, 1e-4f, NULL, &p, err, sizeof(err)) < 0) {
-		printf("%-20s where a step goes: not measured: %s\n", "", err);
 		ab_gpt_destroy(g);
-		return;
+		goto fail;
 	}
 	ab_gpt_destroy(g);
 	at = snprintf(line, sizeof(line), "%-20s where a step goes (%.1f ms):", "", p.step_ms);
@@ -53,6 +50,9 @@ static void print_profile(const struct ab_model *m, long batch)
 			       p.launches[k]);
 	}
 	printf("%s other %.1f%%\n", line, 100 * (p.step_ms - kinds) / p.step_ms);
+	return;
+fail:
+	printf("%-20s where a step goes: not measured: %s\n", "", err);
 }
 
 int main(int argc, char **argv)

@@ -350,7 +350,7 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			v[0] = t ? c_first(&r->c) : first;
 			if (t && search_find(r, v[0])) {
 				free(v);
-				r->out->nothing_fits = true;
+				out->nothing_fits = true;
 				return nothing_fits(r, r->err, r->errlen);
 			}
 		} else {
@@ -589,7 +589,7 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	      void *ctx, struct ab_decision *out, char *err, size_t errlen)
 {
 	struct run r = {.p = p, .trials = trials, .fn = fn, .ctx = ctx, .err = err,
-			.errlen = errlen, .out = out,
+			.errlen = errlen,
 			.budget = p->max_trials > 0 ? p->max_trials : DEFAULT_MAX_TRIALS};
 	int rc;
 

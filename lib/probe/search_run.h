@@ -36,7 +36,6 @@ struct run {
 	int budget;        /* rounds this search may run (--max-trials) */
 	char *err;
 	size_t errlen;
-	struct ab_decision *out;
 };
 
 struct bracket {
