@@ -310,8 +310,9 @@ def cmd_report(recs, out_dir):
     rep["hf"] = exec_rows(recs, "hf", "hf")
     rep["lightning_callback"] = exec_rows(recs, "lightning-callback", "lightning")
     rep["lightning"] = lightning_rows(recs)
-    alone = by_fraction(probe_report(recs, "ddp-alone"))
-    t_all, secs = trials_and_seconds(probe_report(recs, "ddp-alone") or {})
+    alone_rep = probe_report(recs, "ddp-alone")
+    alone = by_fraction(alone_rep)
+    t_all, secs = trials_and_seconds(alone_rep or {})
     rep["ddp"] = {"alone": {"fraction": alone[0].get("fraction"), "chosen": alone[0].get("batch_size"),
                             "limit_bytes": alone[0].get("limit_bytes"), "trials": t_all, "seconds": secs}
                   if alone else None,
