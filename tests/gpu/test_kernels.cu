@@ -381,8 +381,16 @@ static void test_profile(void)
 	}
 	ab_gpt_destroy(g);
 	ab_gpt_destroy(p);
-	check("a profiled step computes what a plain step does (two steps' losses)", "bf16",
-	      rel_err(vec(profiled, profiled + 2), vec(plain, plain + 2)), 1e-6);
+	/* the first loss is the same forward pass, bit for bit; the second follows an update
+	 * whose embedding gradient sums with atomicAdd (encoder.cu), in an order that differs
+	 * from run to run on a GPU (2.6e-6 on an H100; none on the emulator). A step that
+	 * skipped its update would still be off by far more: the loss moves ~1e-2 a step */
+	check("a profiled step computes what a plain step does (first loss)", "bf16",
+	      rel_err(vec(profiled, profiled + 1), vec(plain, plain + 1)), 1e-6);
+	check("a profiled step computes what a plain step does (second loss, after an update)",
+	      "bf16", rel_err(vec(profiled + 1, profiled + 2), vec(plain + 1, plain + 2)), 1e-4);
+	check("a step moves the loss (1e-3 over the relative change of its loss)", "bf16",
+	      1e-3 / fmax(fabs((double)plain[1] - plain[0]) / fabs((double)plain[0]), 1e-12), 1.0);
 	for (int k = 0; k < AB_K_COUNT; k++) {
 		if (prof.launches[k] != want[k])
 			printf("# %s: %d launches timed, the step makes %d\n", ab_gpt_kind_names[k],
