@@ -102,6 +102,7 @@ static uint64_t member_bytes(long pid, bool family)
 
 struct member {
 	pid_t pid, ppid;
+	long rss; /* resident pages, from stat */
 };
 
 static bool in_members(const struct member *m, size_t n, pid_t pid)
@@ -120,21 +121,53 @@ static bool has_member_child(const struct member *m, size_t n, pid_t pid)
 	return false;
 }
 
-/* Keeps member pid's largest; false when the table is full (the caller then counts it in
- * the sample's sum). */
-static bool keep_member_max(struct ab_group_peak *g, pid_t pid, uint64_t own, bool family)
+/* Member pid's index in the table, taking a free slot for a new one; g->n when the table is
+ * full (the caller then counts it in the sample's sum). */
+static size_t member_slot(struct ab_group_peak *g, pid_t pid)
 {
 	size_t i = 0;
 
 	while (i < g->n && g->pid[i] != pid)
 		i++;
-	if (i == g->n && g->n < AB_GROUP_TRACKED)
+	if (i == g->n && g->n < AB_GROUP_TRACKED) {
 		g->pid[g->n++] = pid;
-	if (i == g->n)
-		return false;
-	g->max[i] = own > g->max[i] ? own : g->max[i];
-	g->family[i] = g->family[i] || family;
-	return true;
+		g->own[i] = 0, g->rss_read[i] = -1;
+	}
+	return i;
+}
+
+/* A tracked member's own memory this sample: read afresh (member_bytes) when asked, when
+ * its resident size moved by more than 1/32 or 1 MiB since the last read, else that read's
+ * answer. Resident size is free to know (stat, read for every process anyway). */
+static uint64_t member_own(struct ab_group_peak *g, size_t i, const struct member *m,
+			   bool family, bool fresh, long page)
+{
+	long moved = m->rss - g->rss_read[i], slack = g->rss_read[i] / 32;
+
+	slack = slack > (1L << 20) / page ? slack : (1L << 20) / page;
+	if (fresh || g->rss_read[i] < 0 || moved > slack || -moved > slack) {
+		g->own[i] = member_bytes(m->pid, family);
+		g->rss_read[i] = m->rss;
+	}
+	return g->own[i];
+}
+
+/* Whether this sample reads every member afresh: every AB_GROUP_REREAD samples, and when
+ * a member came or went (a family's shares move to its others as one exits, with no
+ * change in their resident sizes). */
+static bool reread_all(struct ab_group_peak *g, const struct member *m, size_t n)
+{
+	bool changed = n != g->live;
+
+	for (size_t i = 0; i < n && !changed; i++) {
+		size_t j = 0;
+
+		while (j < g->n && g->pid[j] != m[i].pid)
+			j++;
+		changed = j == g->n;
+	}
+	g->live = n;
+	return changed || g->samples % AB_GROUP_REREAD == 0;
 }
 
 /* One process of /proc: whether it is the trial's is known once all are read. */
@@ -192,6 +225,39 @@ static const struct row *find_row(const struct row *rows, size_t n, pid_t pid)
 	return NULL;
 }
 
+/* The rows of the trial's processes seen at the last sample, those still there with the same
+ * parent (a pid reused meanwhile is not the trial's), all marked the trial's; NULL when none
+ * is left or on no memory, and the caller scans /proc instead. */
+static struct row *read_seen(const struct ab_group_peak *g, size_t *n)
+{
+	struct row *rows = calloc(g->nseen ? g->nseen : 1, sizeof(*rows));
+	long ppid, pgrp, rss;
+
+	*n = 0;
+	for (size_t i = 0; rows && i < g->nseen; i++)
+		if (read_stat(g->seen[i], &ppid, &pgrp, &rss) == 0 && ppid == g->seen_ppid[i])
+			rows[(*n)++] = (struct row){g->seen[i], (pid_t)ppid, pgrp, rss, true};
+	if (rows && !*n) {
+		free(rows);
+		rows = NULL;
+	}
+	return rows;
+}
+
+/* Keeps the trial's rows for read_seen; none (so the next sample scans) when they are more
+ * than fit. */
+static void keep_seen(struct ab_group_peak *g, const struct row *rows, size_t n)
+{
+	size_t k = 0, cap = sizeof(g->seen) / sizeof(g->seen[0]);
+
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].trial && k < cap)
+			g->seen[k] = rows[i].pid, g->seen_ppid[k++] = rows[i].ppid;
+		else if (rows[i].trial)
+			k = cap + 1;
+	g->nseen = k <= cap ? k : 0;
+}
+
 /* Marks the trial's processes: the leader's group and every descendant of a member that
  * left it. PyTorch 2's torchrun starts each worker in a session of its own
  * (start_new_session=True): by group alone, its workers' memory went unseen until their
@@ -226,11 +292,16 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 	struct member m[4 * AB_GROUP_TRACKED];
 	uint64_t total = 0, members = 0, shared = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
 	size_t n = 0, nrows;
-	struct row *rows = read_rows(&nrows);
+	struct row *rows = NULL;
+	bool fresh;
 
+	if (g->samples % AB_GROUP_RESCAN && g->nseen)
+		rows = read_seen(g, &nrows);
+	if (!rows && (rows = read_rows(&nrows)))
+		mark_trial(rows, nrows, g->leader);
 	if (!rows)
 		return 0;
-	mark_trial(rows, nrows, g->leader);
+	keep_seen(g, rows, nrows);
 	for (size_t i = 0; i < nrows; i++) {
 		const struct row *r = &rows[i];
 
@@ -242,21 +313,30 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 			g->leader_max = own > g->leader_max ? own : g->leader_max;
 		} else if (r->trial && r->rss > 0 && n < sizeof(m) / sizeof(m[0]) &&
 			   !same_memory(r->pid, r->ppid)) {
-			m[n++] = (struct member){r->pid, r->ppid};
+			m[n++] = (struct member){r->pid, r->ppid, r->rss};
 		}
 	}
 	free(rows);
+	fresh = reread_all(g, m, n);
 	for (size_t i = 0; i < n; i++) {
 		bool family = has_member_child(m, n, m[i].pid) ||
 			      (m[i].ppid != g->leader && in_members(m, n, m[i].ppid));
-		uint64_t own = member_bytes(m[i].pid, family), hwm = read_hwm(m[i].pid);
+		size_t j = member_slot(g, m[i].pid);
+		uint64_t own = j < g->n ? member_own(g, j, &m[i], family, fresh, (long)page)
+					: member_bytes(m[i].pid, family),
+			 hwm = read_hwm(m[i].pid);
 
 		members += own;
-		if (!keep_member_max(g, m[i].pid, own, family) || family)
+		if (j < g->n) {
+			g->max[j] = own > g->max[j] ? own : g->max[j];
+			g->family[j] = g->family[j] || family;
+		}
+		if (j == g->n || family)
 			shared += own;
 		g->single_max = hwm > g->single_max ? hwm : g->single_max;
 	}
 	g->shared_max = shared > g->shared_max ? shared : g->shared_max;
+	g->samples++;
 	return total + members;
 }
 

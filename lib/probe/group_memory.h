@@ -24,7 +24,28 @@ struct ab_group_peak {
 	size_t n;
 	uint64_t shared_max; /* the largest one-sample sum of families and untracked members */
 	uint64_t single_max; /* the largest high-water mark of any one member (VmHWM) */
+	/* what each member's last smaps_rollup read gave and its resident pages then: that
+	 * read walks every page the process maps (22 ms a sample for four processes sharing
+	 * 400 MiB), so it is repeated only when the member's resident size moved, the members
+	 * changed, or every AB_GROUP_REREAD samples */
+	uint64_t own[AB_GROUP_TRACKED];
+	long rss_read[AB_GROUP_TRACKED];
+	unsigned samples;
+	size_t live; /* members alive at the last sample */
+	/* the trial's processes at the last sample: between scans of all of /proc (every
+	 * AB_GROUP_RESCAN samples; each reads every process's stat, 14 us apiece) only these
+	 * are read again, so a new member is seen within that many samples */
+	pid_t seen[4 * AB_GROUP_TRACKED], seen_ppid[4 * AB_GROUP_TRACKED];
+	size_t nseen;
 };
+
+/* Every this many samples all of /proc is scanned for the trial's new processes. */
+#define AB_GROUP_RESCAN 4
+
+/* Every this many samples each member's own memory is read afresh even when its resident
+ * size stayed: pages it inherited and now writes (copy-on-write) move to it without that
+ * size changing. */
+#define AB_GROUP_REREAD 8
 
 /* One sample; returns the group's memory now. */
 uint64_t ab_group_sample(struct ab_group_peak *g);

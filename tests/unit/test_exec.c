@@ -18,12 +18,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "search.h"
 #include "nvml.h"
 #include "clock.h"
+#include "group_memory.h"
 #include "subprocess.h"
 #include "trial_exec.h"
 #include "trial_report.h"
@@ -673,6 +675,75 @@ static void missing_command(void **state)
 	ab_exec_cleanup(&x);
 }
 
+/* A leader in a group of its own: touches 64 MiB, forks a worker that shares them, and on a
+ * byte from go[0] has the worker write every inherited page (copy-on-write: the worker's
+ * resident size stays, its private pages grow by 64 MiB), then says so on done[1]. */
+static pid_t cow_family(int go[2], int done[2])
+{
+	pid_t leader;
+
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(done), 0);
+	if ((leader = fork()) == 0) {
+		size_t size = 64u << 20;
+		volatile char *buf = malloc(size); /* volatile: writes never read are still made */
+		char c;
+
+		setpgid(0, 0);
+		for (size_t i = 0; i < size; i += 4096)
+			buf[i] = 1;
+		if (fork() == 0) {
+			if (read(go[0], &c, 1) == 1)
+				for (size_t i = 0; i < size; i += 4096)
+					buf[i] = 2;
+			(void)!write(done[1], "w", 1);
+			pause();
+		}
+		pause();
+		_exit(0);
+	}
+	setpgid(leader, leader);
+	return leader;
+}
+
+/* The sampler reads a member's own pages afresh only when its resident size moves, and every
+ * AB_GROUP_REREAD samples: a worker's copy-on-write writes, which leave that size as it
+ * was, must count within that many samples (and a new member within AB_GROUP_RESCAN). */
+static void group_sampling_rereads(void **state)
+{
+	struct ab_group_peak g = {0};
+	int go[2], done[2], k, found;
+	size_t members;
+	uint64_t before = 0, after = 0;
+	char c = 0;
+
+	(void)state;
+	g.leader = cow_family(go, done);
+	for (k = 0; k < 200 && (g.n < 1 || before < (60u << 20)); k++) {
+		before = ab_group_sample(&g);
+		usleep(10000);
+	}
+	members = g.n;
+	for (k = 0; k < AB_GROUP_REREAD; k++) /* resident sizes steady: no fresh reads due */
+		ab_group_sample(&g);
+	if (write(go[1], "g", 1) != 1 || read(done[0], &c, 1) != 1)
+		c = 0;
+	for (found = 0; found < AB_GROUP_REREAD && after < (120u << 20); found++)
+		after = ab_group_sample(&g);
+	ab_group_kill(g.leader); /* before any check, which would leave the family running */
+	waitpid(g.leader, NULL, 0);
+	for (int i = 0; i < 2; i++)
+		close(go[i]), close(done[i]);
+	assert_int_equal(members, 1); /* the worker, found by a scan of /proc */
+	if (before < (60u << 20) || before >= (100u << 20)) /* shared pages counted once */
+		fail_msg("before the worker wrote, the group read %llu MiB, not 64",
+			 (unsigned long long)(before >> 20));
+	assert_int_equal(c, 'w');
+	if (after < (120u << 20))
+		fail_msg("after the worker wrote its 64 MiB the group read %llu MiB, %d samples on",
+			 (unsigned long long)(after >> 20), found);
+}
+
 static void escaped_children_killed(void **state)
 {
 	char *argv[] = {(char *)prog(), "fork-child", NULL};
@@ -937,6 +1008,7 @@ int main(void)
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),
 		cmocka_unit_test(escaped_children_killed),
+		cmocka_unit_test(group_sampling_rereads),
 		cmocka_unit_test(config_copy),
 		cmocka_unit_test(oom_messages),
 		cmocka_unit_test(oom_floors),
