@@ -56,9 +56,14 @@ struct ab_gpt {
 	int *inputs, *targets;      /* (B,T) */
 	void *param[AB_P_COUNT], *grad[AB_P_COUNT], *act[AB_A_COUNT];
 	void *dres, *buf1, *buf2, *datt; /* scratch: (B,T,C), 2 x (B,T,max(3C,F)), (B,NH,T,T) */
+	size_t datt_bytes;
 	int step;
 	struct profiler *prof;      /* set while ab_gpt_profile_step runs */
 };
+
+/* where bias and layernorm parameter gradients keep their chunks' sums (column_sums):
+ * d(attention scores), free at every such call (it lives inside attention_backward) */
+#define SCRATCH(g) (float *)(g)->datt, (g)->datt_bytes
 
 static size_t align_up(size_t n)
 {
@@ -122,6 +127,7 @@ static int allocate(struct ab_gpt *g)
 	g->buf1 = (char *)g->scratch + dres;
 	g->buf2 = (char *)g->buf1 + buf;
 	g->datt = (char *)g->buf2 + buf;
+	g->datt_bytes = datt;
 	/* parameters are laid out contiguously in the fp32 buffers: offsets differ from the
 	 * aligned dtype buffers only by padding, so the moments need no carving */
 	CUDA_CHECK(cudaMemset(g->adam_m, 0, l->nparams * sizeof(float)));
@@ -308,29 +314,31 @@ template <typename T> static int layer_backward(struct ab_gpt *g, int l)
 	K(AB_K_MATMUL, matmul_backward<T>(h, buf1, GRAD(g, AB_P_FCPROJW, l),
 					  GRAD(g, AB_P_FCPROJB, l), dres,
 					  ACT(g, AB_A_FCH_GELU, T, l), PARAM(g, AB_P_FCPROJW, l),
-					  BT, F, C, 0));
+					  BT, F, C, SCRATCH(g), 0));
 	K(AB_K_GELU, gelu_backward<T>(buf1, ACT(g, AB_A_FCH, T, l), buf1, (size_t)BT * F, 0));
 	K(AB_K_MATMUL, matmul_backward<T>(h, buf2, GRAD(g, AB_P_FCW, l), GRAD(g, AB_P_FCB, l),
 					  buf1, ACT(g, AB_A_LN2, T, l), PARAM(g, AB_P_FCW, l), BT,
-					  C, F, 0));
+					  C, F, SCRATCH(g), 0));
 	K(AB_K_LAYERNORM, layernorm_backward<T>(dres, GRAD(g, AB_P_LN2W, l),
 						GRAD(g, AB_P_LN2B, l), buf2,
 						ACT(g, AB_A_RESIDUAL2, T, l),
-						PARAM(g, AB_P_LN2W, l), st2, st2 + BT, BT, C, 0));
+						PARAM(g, AB_P_LN2W, l), st2, st2 + BT, BT, C,
+						SCRATCH(g), 0));
 	/* attention */
 	K(AB_K_MATMUL, matmul_backward<T>(h, buf2, GRAD(g, AB_P_ATTPROJW, l),
 					  GRAD(g, AB_P_ATTPROJB, l), dres,
 					  ACT(g, AB_A_ATTY, T, l), PARAM(g, AB_P_ATTPROJW, l), BT,
-					  C, C, 0));
+					  C, C, SCRATCH(g), 0));
 	K(AB_K_ATTENTION, attention_backward<T>(h, buf1, (T *)g->datt, buf2, buf1, buf2,
 						ACT(g, AB_A_QKVR, T, l), ACT(g, AB_A_ATT, T, l),
 						B, Tn, C, NH, 0));
 	K(AB_K_MATMUL, matmul_backward<T>(h, buf2, GRAD(g, AB_P_QKVW, l), GRAD(g, AB_P_QKVB, l),
 					  buf1, ACT(g, AB_A_LN1, T, l), PARAM(g, AB_P_QKVW, l),
-					  BT, C, 3 * C, 0));
+					  BT, C, 3 * C, SCRATCH(g), 0));
 	K(AB_K_LAYERNORM, layernorm_backward<T>(dres, GRAD(g, AB_P_LN1W, l),
 						GRAD(g, AB_P_LN1B, l), buf2, layer_input<T>(g, l),
-						PARAM(g, AB_P_LN1W, l), st1, st1 + BT, BT, C, 0));
+						PARAM(g, AB_P_LN1W, l), st1, st1 + BT, BT, C,
+						SCRATCH(g), 0));
 	return 0;
 }
 
@@ -346,12 +354,13 @@ template <typename T> static int backward(struct ab_gpt *g)
 	K(AB_K_MATMUL, matmul_backward<T>(g->cublas, (T *)g->buf1, (T *)g->grad[AB_P_WTE],
 					  (T *)NULL, (T *)g->act[AB_A_LOGITS],
 					  (T *)g->act[AB_A_LNF], (T *)g->param[AB_P_WTE], BT, C,
-					  V, 0));
+					  V, SCRATCH(g), 0));
 	CUDA_CHECK(cudaMemsetAsync(g->dres, 0, (size_t)BT * C * x, 0));
 	K(AB_K_LAYERNORM, layernorm_backward<T>((T *)g->dres, (T *)g->grad[AB_P_LNFW],
 						(T *)g->grad[AB_P_LNFB], (T *)g->buf1,
 						RES3(g, g->m.layers - 1),
-						(T *)g->param[AB_P_LNFW], stf, stf + BT, BT, C, 0));
+						(T *)g->param[AB_P_LNFW], stf, stf + BT, BT, C,
+						SCRATCH(g), 0));
 	for (int l = (int)g->m.layers - 1; l >= 0; l--) {
 		if (g->m.recompute)
 			TRY(layer_forward<T>(g, l));

@@ -58,35 +58,6 @@ __global__ void layernorm_dinp_kernel(T *dinp, const T *dout, const T *inp, cons
 	}
 }
 
-/* d(weight), d(bias): 32 columns a block, 8 row lanes summing down the rows */
-template <typename T>
-__global__ void layernorm_dparams_kernel(T *dw, T *db, const T *dout, const T *inp,
-					 const float *mean, const float *rstd, size_t N, int C)
-{
-	__shared__ float sw[8][33], sb[8][33];
-	int c = blockIdx.x * 32 + threadIdx.x;
-	float aw = 0, ab = 0;
-
-	if (c < C)
-		for (size_t r = threadIdx.y; r < N; r += 8) {
-			float dy = to_f(dout[r * C + c]);
-
-			aw += (to_f(inp[r * C + c]) - mean[r]) * rstd[r] * dy;
-			ab += dy;
-		}
-	sw[threadIdx.y][threadIdx.x] = aw;
-	sb[threadIdx.y][threadIdx.x] = ab;
-	__syncthreads();
-	if (threadIdx.y != 0 || c >= C)
-		return;
-	for (int y = 1; y < 8; y++) {
-		aw += sw[y][threadIdx.x];
-		ab += sb[y][threadIdx.x];
-	}
-	dw[c] = from_f<T>(to_f(dw[c]) + aw);
-	db[c] = from_f<T>(to_f(db[c]) + ab);
-}
-
 /* ---- launchers ---------------------------------------------------------------------- */
 
 template <typename T>
@@ -100,14 +71,12 @@ int layernorm_forward(T *out, float *mean, float *rstd, const T *inp, const T *w
 
 template <typename T>
 int layernorm_backward(T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w,
-		       const float *mean, const float *rstd, size_t N, int C, cudaStream_t s)
+		       const float *mean, const float *rstd, size_t N, int C, float *scratch,
+		       size_t scratch_bytes, cudaStream_t s)
 {
 	layernorm_dinp_kernel<<<ceil_div(N, 8), 256, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C);
 	LAUNCH_CHECK();
-	layernorm_dparams_kernel<<<ceil_div((size_t)C, 32), dim3(32, 8), 0, s>>>(
-		dw, db, dout, inp, mean, rstd, N, C);
-	LAUNCH_CHECK();
-	return 0;
+	return column_sums<T>(dw, db, dout, inp, mean, rstd, N, C, scratch, scratch_bytes, s);
 }
 
 #define INSTANTIATE(T)                                                                     \
@@ -115,6 +84,6 @@ int layernorm_backward(T *dinp, T *dw, T *db, const T *dout, const T *inp, const
 					  const T *, size_t, int, cudaStream_t);            \
 	template int layernorm_backward<T>(T *, T *, T *, const T *, const T *, const T *,  \
 					   const float *, const float *, size_t, int,       \
-					   cudaStream_t);
+					   float *, size_t, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16)

@@ -15,22 +15,33 @@ template <typename T>
 int encoder_backward(T *dwte, T *dwpe, const T *dout, const int *inp, int B, int Tn, int C,
 		     cudaStream_t s);
 
-/* layernorm.cu: out (N,C); mean, rstd (N) fp32; backward adds into dinp, dw, db */
+/* column_sums.cu: db (C) += column sums of dout (N,C); with inp (a layernorm's input, its
+ * mean and rstd, N), also dw (C) += column sums of dout * (inp - mean) * rstd. scratch holds
+ * the chunks' partial sums: at least C (2C with inp) floats; more chunks fill the GPU */
+template <typename T>
+int column_sums(T *dw, T *db, const T *dout, const T *inp, const float *mean,
+		const float *rstd, size_t N, int C, float *scratch, size_t scratch_bytes,
+		cudaStream_t s);
+
+/* layernorm.cu: out (N,C); mean, rstd (N) fp32; backward adds into dinp, dw, db, its
+ * parameters' sums in scratch (column_sums) */
 template <typename T>
 int layernorm_forward(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b,
 		      size_t N, int C, cudaStream_t s);
 template <typename T>
 int layernorm_backward(T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w,
-		       const float *mean, const float *rstd, size_t N, int C, cudaStream_t s);
+		       const float *mean, const float *rstd, size_t N, int C, float *scratch,
+		       size_t scratch_bytes, cudaStream_t s);
 
 /* matmul.cu: out (N,OC) = inp (N,C) @ w (OC,C)^T + bias (OC, or NULL); backward writes
- * dinp (N,C), adds into dw (OC,C) and dbias (OC) */
+ * dinp (N,C), adds into dw (OC,C) and dbias (OC, its sums in scratch: column_sums) */
 template <typename T>
 int matmul_forward(cublasHandle_t h, T *out, const T *inp, const T *w, const T *bias, int N,
 		   int C, int OC, cudaStream_t s);
 template <typename T>
 int matmul_backward(cublasHandle_t h, T *dinp, T *dw, T *dbias, const T *dout, const T *inp,
-		    const T *w, int N, int C, int OC, cudaStream_t s);
+		    const T *w, int N, int C, int OC, float *scratch, size_t scratch_bytes,
+		    cudaStream_t s);
 /* C (m,n col-major) = alpha op(A) op(B) + beta C, batched with strides; compute in fp32 */
 template <typename T>
 int gemm(cublasHandle_t h, bool ta, bool tb, int m, int n, int k, const T *A, int lda,

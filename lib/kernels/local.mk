@@ -26,6 +26,7 @@ EMU_GENERATED = \
 	tests/gpu/emu-src/activations.cpp \
 	tests/gpu/emu-src/adamw.cpp \
 	tests/gpu/emu-src/attention.cpp \
+	tests/gpu/emu-src/column_sums.cpp \
 	tests/gpu/emu-src/cuda_device.cpp \
 	tests/gpu/emu-src/encoder.cpp \
 	tests/gpu/emu-src/gpt.cpp \
@@ -54,6 +55,8 @@ tests/gpu/emu-src/encoder.cpp: $(top_srcdir)/lib/kernels/encoder.cu $(EMU_TRANSL
 	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/encoder.cu $@
 tests/gpu/emu-src/gpt.cpp: $(top_srcdir)/lib/kernels/gpt.cu $(EMU_TRANSLATOR)
 	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/gpt.cu $@
+tests/gpu/emu-src/column_sums.cpp: $(top_srcdir)/lib/kernels/column_sums.cu $(EMU_TRANSLATOR)
+	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/column_sums.cu $@
 tests/gpu/emu-src/layernorm.cpp: $(top_srcdir)/lib/kernels/layernorm.cu $(EMU_TRANSLATOR)
 	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/layernorm.cu $@
 tests/gpu/emu-src/loss.cpp: $(top_srcdir)/lib/kernels/loss.cu $(EMU_TRANSLATOR)
@@ -68,6 +71,7 @@ CUDA_KERNEL_FILES = \
 	lib/kernels/activations.cu \
 	lib/kernels/adamw.cu \
 	lib/kernels/attention.cu \
+	lib/kernels/column_sums.cu \
 	lib/kernels/cuda-module.map \
 	lib/kernels/cuda_common.cuh \
 	lib/kernels/cuda_device.cu \
@@ -86,6 +90,7 @@ lib_kernels_libabkernels_a_SOURCES = \
 	lib/kernels/activations.cu \
 	lib/kernels/adamw.cu \
 	lib/kernels/attention.cu \
+	lib/kernels/column_sums.cu \
 	lib/kernels/cuda_device.cu \
 	lib/kernels/encoder.cu \
 	lib/kernels/gpt.cu \

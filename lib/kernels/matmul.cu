@@ -1,6 +1,6 @@
 /* matmul.cu - the linear layers through cuBLAS (fp32 accumulation whatever the storage
  * type), plus the bias add and the bias gradient. Row-major tensors are read by cuBLAS as
- * their column-major transposes, as in llm.c.
+ * their column-major transposes, as in llm.c. The bias gradient is column_sums'.
  */
 #include "layers.cuh"
 
@@ -12,26 +12,6 @@ __global__ void add_bias_kernel(T *out, const T *bias, size_t n, int OC)
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
 		out[i] = from_f<T>(to_f(out[i]) + to_f(bias[i % OC]));
-}
-
-/* dbias (OC) += column sums of dout (N,OC): 32 columns a block, 8 row lanes */
-template <typename T>
-__global__ void bias_backward_kernel(T *dbias, const T *dout, size_t N, int OC)
-{
-	__shared__ float part[8][33];
-	int c = blockIdx.x * 32 + threadIdx.x;
-	float acc = 0;
-
-	if (c < OC)
-		for (size_t r = threadIdx.y; r < N; r += 8)
-			acc += to_f(dout[r * OC + c]);
-	part[threadIdx.y][threadIdx.x] = acc;
-	__syncthreads();
-	if (threadIdx.y != 0 || c >= OC)
-		return;
-	for (int y = 1; y < 8; y++)
-		acc += part[y][threadIdx.x];
-	dbias[c] = from_f<T>(to_f(dbias[c]) + acc);
 }
 
 /* ---- launchers ---------------------------------------------------------------------- */
@@ -73,17 +53,16 @@ int matmul_forward(cublasHandle_t h, T *out, const T *inp, const T *w, const T *
 
 template <typename T>
 int matmul_backward(cublasHandle_t h, T *dinp, T *dw, T *dbias, const T *dout, const T *inp,
-		    const T *w, int N, int C, int OC, cudaStream_t s)
+		    const T *w, int N, int C, int OC, float *scratch, size_t scratch_bytes,
+		    cudaStream_t s)
 {
 	/* dinp^T (C,N) = w^T (C,OC) . dout^T (OC,N) */
 	TRY(gemm<T>(h, false, false, C, N, OC, w, C, 0, dout, OC, 0, 0.0f, dinp, C, 0, 1));
 	/* dw^T (C,OC) += inp^T (C,N) . dout (N,OC) */
 	TRY(gemm<T>(h, false, true, C, OC, N, inp, C, 0, dout, OC, 0, 1.0f, dw, C, 0, 1));
-	if (dbias) {
-		bias_backward_kernel<<<ceil_div((size_t)OC, 32), dim3(32, 8), 0, s>>>(
-			dbias, dout, (size_t)N, OC);
-		LAUNCH_CHECK();
-	}
+	if (dbias)
+		TRY(column_sums<T>((T *)NULL, dbias, dout, (const T *)NULL, NULL, NULL, (size_t)N,
+				   OC, scratch, scratch_bytes, s));
 	return 0;
 }
 
@@ -94,6 +73,7 @@ int matmul_backward(cublasHandle_t h, T *dinp, T *dw, T *dbias, const T *dout, c
 	template int matmul_forward<T>(cublasHandle_t, T *, const T *, const T *,           \
 				       const T *, int, int, int, cudaStream_t);             \
 	template int matmul_backward<T>(cublasHandle_t, T *, T *, T *, const T *,           \
-					const T *, const T *, int, int, int, cudaStream_t);
+					const T *, const T *, int, int, int, float *, size_t, \
+					cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16)

@@ -159,12 +159,17 @@ template <typename T> static void test_layers(cublasHandle_t h)
 		check("matmul forward", name<T>(), rel_err(down(dOut, BT * OC), out), tol<T>(1e-5, 1e-2));
 		ref_matmul_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), B,
 				    Tn, C, OC);
-		check_rc("matmul_backward", matmul_backward<T>(h, dDx, dDw, dDb, dDy, dX, dW, BT, C, OC, 0));
+		float *scratch; /* the bias's sums: 51 rows in 7 chunks of 8 (column_sums) */
+		size_t sbytes = 64 * (size_t)OC * sizeof(float);
+
+		cudaMalloc((void **)&scratch, sbytes);
+		check_rc("matmul_backward", matmul_backward<T>(h, dDx, dDw, dDb, dDy, dX, dW, BT, C, OC,
+							       scratch, sbytes, 0));
 		check("matmul backward d(input)", name<T>(), rel_err(down(dDx, BTC), dx), tol<T>(1e-5, 1e-2));
 		check("matmul backward d(weight)", name<T>(), rel_err(down(dDw, w.size()), dw), tol<T>(1e-5, 1e-2));
 		check("matmul backward d(bias)", name<T>(), rel_err(down(dDb, OC), db), tol<T>(1e-5, 1e-2));
 		for (void *p : {(void *)dX, (void *)dW, (void *)dB, (void *)dOut, (void *)dDy, (void *)dDx,
-				(void *)dDw, (void *)dDb})
+				(void *)dDw, (void *)dDb, (void *)scratch})
 			cudaFree(p);
 	}
 	{ /* layernorm */
@@ -183,10 +188,28 @@ template <typename T> static void test_layers(cublasHandle_t h)
 		check("layernorm forward rstd", name<T>(), rel_err(down(dRstd, BT), rstd), tol<T>(1e-5, 1e-2));
 		ref_layernorm_backward(dx.data(), dlw.data(), dlb.data(), dyc.data(), x.data(), lw.data(),
 				       mean.data(), rstd.data(), B, Tn, C);
-		check_rc("layernorm_backward", layernorm_backward<T>(dDx, dDw, dDb, dDy, dX, dW, dMean, dRstd, BT, C, 0));
+		float *scratch; /* the parameters' sums: 7 chunks of 8 rows, the last of 3 */
+		size_t sbytes = 64 * 2 * (size_t)C * sizeof(float);
+
+		cudaMalloc((void **)&scratch, sbytes);
+		check_rc("layernorm_backward", layernorm_backward<T>(dDx, dDw, dDb, dDy, dX, dW, dMean, dRstd, BT, C,
+								     scratch, sbytes, 0));
 		check("layernorm backward d(input)", name<T>(), rel_err(down(dDx, BTC), dx), tol<T>(1e-5, 1e-2));
 		check("layernorm backward d(weight)", name<T>(), rel_err(down(dDw, C), dlw), tol<T>(1e-5, 1e-2));
 		check("layernorm backward d(bias)", name<T>(), rel_err(down(dDb, C), dlb), tol<T>(1e-5, 1e-2));
+		/* a scratch of two chunks: 2 chunks of 26 rows give the same sums */
+		T *dDx2 = up<T>(vec(BTC, 0)), *dDw2 = up<T>(vec(C, 0)), *dDb2 = up<T>(vec(C, 0));
+		check_rc("layernorm_backward", layernorm_backward<T>(dDx2, dDw2, dDb2, dDy, dX, dW, dMean, dRstd, BT,
+								     C, scratch, 2 * 2 * C * sizeof(float), 0));
+		check("layernorm backward, two chunks: d(weight)", name<T>(), rel_err(down(dDw2, C), dlw),
+		      tol<T>(1e-5, 1e-2));
+		check("layernorm backward, two chunks: d(bias)", name<T>(), rel_err(down(dDb2, C), dlb),
+		      tol<T>(1e-5, 1e-2));
+		check("layernorm backward, no scratch: an error, not a launch", name<T>(),
+		      layernorm_backward<T>(dDx2, dDw2, dDb2, dDy, dX, dW, dMean, dRstd, BT, C, scratch,
+					    2 * C * sizeof(float) - 1, 0) == -EINVAL ? 0 : 1, 0);
+		for (void *p : {(void *)dDx2, (void *)dDw2, (void *)dDb2, (void *)scratch})
+			cudaFree(p);
 		for (void *p : {(void *)dX, (void *)dW, (void *)dB, (void *)dOut, (void *)dDy, (void *)dDx,
 				(void *)dDw, (void *)dDb, (void *)dMean, (void *)dRstd})
 			cudaFree(p);
