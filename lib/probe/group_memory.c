@@ -121,14 +121,22 @@ static bool has_member_child(const struct member *m, size_t n, pid_t pid)
 	return false;
 }
 
-/* Member pid's index in the table, taking a free slot for a new one; g->n when the table is
- * full (the caller then counts it in the sample's sum). */
-static size_t member_slot(struct ab_group_peak *g, pid_t pid)
+/* Member pid's index in the table; g->n when it has none. */
+static size_t member_index(const struct ab_group_peak *g, pid_t pid)
 {
 	size_t i = 0;
 
 	while (i < g->n && g->pid[i] != pid)
 		i++;
+	return i;
+}
+
+/* Member pid's index in the table, taking a free slot for a new one; g->n when the table is
+ * full (the caller then counts it in the sample's sum). */
+static size_t member_slot(struct ab_group_peak *g, pid_t pid)
+{
+	size_t i = member_index(g, pid);
+
 	if (i == g->n && g->n < AB_GROUP_TRACKED) {
 		g->pid[g->n++] = pid;
 		g->own[i] = 0, g->rss_read[i] = -1;
@@ -159,13 +167,8 @@ static bool reread_all(struct ab_group_peak *g, const struct member *m, size_t n
 {
 	bool changed = n != g->live;
 
-	for (size_t i = 0; i < n && !changed; i++) {
-		size_t j = 0;
-
-		while (j < g->n && g->pid[j] != m[i].pid)
-			j++;
-		changed = j == g->n;
-	}
+	for (size_t i = 0; i < n && !changed; i++)
+		changed = member_index(g, m[i].pid) == g->n;
 	g->live = n;
 	return changed || g->samples % AB_GROUP_REREAD == 0;
 }
@@ -225,12 +228,12 @@ static const struct row *find_row(const struct row *rows, size_t n, pid_t pid)
 	return NULL;
 }
 
-/* The rows of the trial's processes seen at the last sample, those still there with the same
- * parent (a pid reused meanwhile is not the trial's), all marked the trial's; NULL when none
- * is left or on no memory, and the caller scans /proc instead. */
+/* The rows of the trial's processes seen at the last sample (g->nseen > 0), those still there
+ * with the same parent (a pid reused meanwhile is not the trial's), all marked the trial's;
+ * NULL when none is left or on no memory, and the caller scans /proc instead. */
 static struct row *read_seen(const struct ab_group_peak *g, size_t *n)
 {
-	struct row *rows = calloc(g->nseen ? g->nseen : 1, sizeof(*rows));
+	struct row *rows = calloc(g->nseen, sizeof(*rows));
 	long ppid, pgrp, rss;
 
 	*n = 0;

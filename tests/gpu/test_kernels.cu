@@ -404,7 +404,7 @@ static void test_profile(void)
 	}
 	ab_gpt_destroy(g);
 	ab_gpt_destroy(p);
-	/* the first loss is the same forward pass, bit for bit; the second follows an update
+	/* the first loss is the same forward pass on the same weights; the second follows an update
 	 * whose embedding gradient sums with atomicAdd (encoder.cu), in an order that differs
 	 * from run to run on a GPU (2.6e-6 on an H100; none on the emulator). A step that
 	 * skipped its update would still be off by far more: the loss moves ~1e-2 a step */
