@@ -318,8 +318,11 @@ static void relay_line(void *arg, const char *line)
 		r->interrupted = true;
 	/* slurmctld cancels every step of a job that lost a node: "*** STEP J.S ON node3
 	 * CANCELLED AT ... DUE TO NODE FAILURE ...", "srun: error: Node failure on node1" */
-	if (!r->node_failure[0] && (strstr(line, "DUE TO NODE FAILURE") ||
-				    strstr(line, "Node failure on ")))
+	if (!r->node_failure[0] && strstr(line, "DUE TO NODE FAILURE"))
+		ab_printable(line, r->node_failure, sizeof(r->node_failure));
+	/* the line that names the node that failed wins over one naming where a step was
+	 * cancelled (slurmstepd-node1 for a failure of node2; their order varies) */
+	if (strstr(line, "Node failure on ") && !strstr(r->node_failure, "Node failure on "))
 		ab_printable(line, r->node_failure, sizeof(r->node_failure));
 }
 

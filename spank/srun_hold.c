@@ -29,6 +29,7 @@
 
 #define SERVE_S 300.0   /* after the decision, for the tasks still starting to ask */
 #define GATHER_S 300.0  /* after the decision, for tasks that have not said hello yet */
+#define LOST_SETTLE_S 3.0 /* after Slurm said the job lost a node, for a held task to be heard gone */
 #define WAIT_SLACK_S (300u + (unsigned)GATHER_S)
 
 struct ab_deferred {
@@ -138,6 +139,18 @@ static int task_gone(const struct ab_hold_server *s, char *err, size_t errlen)
 		       s->lost_task, node);
 }
 
+/* Slurm cancels the probe step of a job that lost a node, often before srun hears that a held
+ * task went with it: a moment to hear it, so the user reads which task and node. */
+static void settle_lost(struct ab_deferred *d)
+{
+	double end = ab_now() + LOST_SETTLE_S;
+
+	while (!d->server.nlost && !d->stopping && ab_now() < end) {
+		ab_hold_gather(&d->server);
+		poll(NULL, 0, 100);
+	}
+}
+
 /* Every task of the step must be able to hear the decision before anything is rewritten:
  * they said hello while srun probed (or say it now). */
 static int all_tasks_here(struct ab_deferred *d, char *err, size_t errlen)
@@ -197,6 +210,8 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 		}
 	}
 	pl->cached = hit;
+	if (rc == -EHOSTDOWN)
+		settle_lost(d);
 	if (d->server.nlost && !d->stopping) /* what stopped the probe, or what followed it */
 		rc = task_gone(&d->server, err, errlen);
 	if (rc == 0)
