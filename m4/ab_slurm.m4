@@ -20,8 +20,9 @@ AC_DEFUN([AB_CHECK_SLURM_VERSION], [
 # AB_CHECK_SLURM_SIGNAL_STEP
 # Which form the step calls take: slurm_get_job_steps and slurm_signal_job_step name a step by
 # job id and step id up to 24.11, by a slurm_step_id_t pointer in 26.05. Defines
-# HAVE_SLURM_SIGNAL_STEP_ID for the latter (the plugin lists and cancels the trial steps a
-# cancelled probe left).
+# HAVE_SLURM_SIGNAL_STEP_ID for the latter, whose slurm_load_job takes one by value too (the
+# plugin lists and cancels the trial steps a cancelled probe left, and reads the job's GPU
+# request).
 AC_DEFUN([AB_CHECK_SLURM_SIGNAL_STEP], [
   AC_MSG_CHECKING([whether slurm_signal_job_step takes a slurm_step_id_t])
   AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <slurm/slurm.h>]],

@@ -38,6 +38,7 @@
 #include "number.h"
 #include "nvml.h"
 #include "protocol.h"
+#include "step_gpus.h"
 #include "subprocess.h"
 #include "trial_report.h"
 
@@ -70,6 +71,9 @@ struct ranks {
 	/* --nodes: the trial is a Slurm step over nodes, launched by srun, whose output is read */
 	const char *nodes;
 	long per_node;     /* 0: as srun lays them out */
+	bool gpu;          /* --gpu: each task measures its processes on its GPUs (task --gpu) */
+	const char *srun_option[AB_STEP_OPTIONS_MAX]; /* the real step's GPU request, for srun */
+	int nsrun_options;
 	struct ab_proc srun;
 	int srun_out;      /* srun's standard output: the tasks' lines */
 	int srun_in;       /* srun's standard input, every task's (--input=all): closed to stop */
@@ -371,7 +375,7 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 
 	while (rs->argv[n])
 		n++;
-	if (!(a->v = calloc(n + 26, sizeof(*a->v))) ||
+	if (!(a->v = calloc(n + 27 + AB_STEP_OPTIONS_MAX, sizeof(*a->v))) ||
 	    !(a->owned[0] = realpath("/proc/self/exe", NULL)) ||
 	    asprintf(&a->owned[1], "--nodelist=%s", rs->nodes) < 0 ||
 	    asprintf(&a->owned[2], "--ntasks=%d", rs->n) < 0 ||
@@ -392,9 +396,13 @@ static int step_argv(const struct ranks *rs, struct step_argv *a)
 	a->v[k++] = "--mem=0";
 	a->v[k++] = "--export=ALL";
 	a->v[k++] = a->owned[4];
+	for (int i = 0; i < rs->nsrun_options; i++) /* the GPUs of the real step's tasks */
+		a->v[k++] = (char *)rs->srun_option[i];
 	a->v[k++] = "--";
 	a->v[k++] = a->owned[0];
 	a->v[k++] = "task";
+	if (rs->gpu)
+		a->v[k++] = "--gpu";
 	if (rs->capacity) {
 		a->v[k++] = "--capacity";
 		a->v[k++] = a->owned[3];
@@ -594,7 +602,7 @@ static int poll_step(struct ranks *rs)
 static int usage(void)
 {
 	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] [--gpu] [--node-memory TABLE] "
-			"[--nodes LIST [--per-node T]] -- COMMAND [ARGS...]\n"
+			"[--nodes LIST [--per-node T] [--srun-option OPT]...] -- COMMAND [ARGS...]\n"
 			"  (a trial's N ranks, on this node or as a step over LIST; run --ranks N "
 			"runs it)\n");
 	return 2;
@@ -641,13 +649,8 @@ int cmd_ranks(int argc, char **argv)
 			return usage();
 		i += 2;
 	}
-	if (i + 1 < argc && !strcmp(argv[i], "--gpu")) {
-		char err[256];
-
-		if (ab_nvml_open(NULL, &rs.nv, err, sizeof(err)) < 0)
-			return fprintf(stderr, "autobatch-probe ranks: --gpu: %s\n", err), 1;
-		i++;
-	}
+	if (i + 1 < argc && !strcmp(argv[i], "--gpu"))
+		rs.gpu = true, i++;
 	if (i + 1 < argc && !strcmp(argv[i], "--node-memory")) {
 		char err[256];
 
@@ -664,6 +667,18 @@ int cmd_ranks(int argc, char **argv)
 		if (ab_parse_whole(argv[i + 1], 1, AB_REPORT_MAX_RANKS, &rs.per_node) < 0)
 			return usage();
 		i += 2;
+	}
+	for (; rs.nodes && i + 1 < argc && !strcmp(argv[i], "--srun-option"); i += 2)
+		if (!ab_step_option_ok(argv[i + 1]) || rs.nsrun_options >= AB_STEP_OPTIONS_MAX)
+			return usage();
+		else
+			rs.srun_option[rs.nsrun_options++] = argv[i + 1];
+	/* the ranks of this node on its GPUs are measured here; a step's by each task */
+	if (rs.gpu && !rs.nodes) {
+		char err[256];
+
+		if (ab_nvml_open(NULL, &rs.nv, err, sizeof(err)) < 0)
+			return fprintf(stderr, "autobatch-probe ranks: --gpu: %s\n", err), 1;
 	}
 	if (i >= argc - 1 || strcmp(argv[i], "--"))
 		return usage();

@@ -58,7 +58,8 @@ static int open_device(const struct run_opts *o, struct setup *s, char *err, siz
 
 /* --ranks N: each trial is `autobatch-probe ranks N --capacity B -- COMMAND`, this program's
  * own launcher, which measures every rank against the device and reports the worst: on a GPU
- * (--gpu) each rank's memory on the node's GPUs as NVML sees its process group. */
+ * (--gpu) each rank's memory on the node's GPUs as NVML sees its processes, measured by the
+ * rank's own `autobatch-probe task --gpu` in a trial step (--step-nodes). */
 static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size_t errlen)
 {
 	char **own = s->ranks_owned, **v;
@@ -68,16 +69,12 @@ static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size
 		return ab_fail(err, errlen, EINVAL, "--ranks %ld measures each rank's memory on the host "
 						    "or a GPU (--device host or cuda:N), not on a "
 						    "simulated device", o->ranks);
-	if (s->dev.kind == AB_DEVICE_CUDA && o->step_nodes)
-		return ab_fail(err, errlen, EINVAL, "--step-nodes with a GPU: trials of the whole step "
-						    "on GPUs are not built yet (the ranks of one "
-						    "node are: --ranks N without --step-nodes)");
 	if (o->parallel != 1)
 		return ab_fail(err, errlen, EINVAL, "--ranks and --parallel: a trial of several ranks "
 						    "takes the node; give one or the other");
 	while (o->command[n])
 		n++;
-	if (!(v = s->ranks_argv = calloc(n + 13, sizeof(*v))) ||
+	if (!(v = s->ranks_argv = calloc(n + 13 + 2 * AB_STEP_OPTIONS_MAX, sizeof(*v))) ||
 	    !(own[0] = realpath("/proc/self/exe", NULL)) || asprintf(&own[1], "%ld", o->ranks) < 0 ||
 	    asprintf(&own[2], "%llu", (unsigned long long)s->dev.total_bytes) < 0 ||
 	    asprintf(&own[3], "%ld", o->ranks_per_node) < 0)
@@ -91,6 +88,8 @@ static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size
 		v[k++] = "--nodes", v[k++] = (char *)o->step_nodes;
 		if (o->ranks_per_node)
 			v[k++] = "--per-node", v[k++] = own[3];
+		for (int i = 0; i < o->nstep_options; i++)
+			v[k++] = "--srun-option", v[k++] = (char *)o->step_option[i];
 	}
 	v[k++] = "--";
 	memcpy(v + k, o->command, n * sizeof(*v));

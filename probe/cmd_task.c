@@ -1,5 +1,5 @@
-/* cmd_task.c - autobatch-probe task [--capacity BYTES] [--node-memory TABLE] -- COMMAND: one
- * task of a trial that is a Slurm step (run --ranks N --step-nodes LIST), on whichever node
+/* cmd_task.c - autobatch-probe task [--capacity BYTES] [--gpu] [--node-memory TABLE] -- COMMAND:
+ * one task of a trial that is a Slurm step (run --ranks N --step-nodes LIST), on whichever node
  * Slurm put it. It runs the command as its own process group with Slurm's environment
  * untouched (SLURM_PROCID and the rest are the real step's), measures that group and the
  * descendants that left it (group_memory.h), and says on
@@ -13,9 +13,11 @@
  * (AUTOBATCH_TRIAL_PER_PROCESS, REPORT.pid.PID), the task's steps are those every worker took,
  * as long as the slowest's, and its peak and the BYTES check are the largest worker's, not
  * the group's sum. TABLE (each node's GPU memory) holds it to its own node's instead of BYTES
- * when it names the node. With --stop-on-eof (the launcher's srun --input=all), the end of its
- * standard input is the launcher's stop: the task ends its command and removes its report
- * directory itself, where a step's cancellation (SIGKILL) would leave both; a task that failed
+ * when it names the node. With --gpu (a GPU device) its memory is what NVML sees its
+ * processes hold on the GPUs Slurm bound to the task, the most any one GPU holds (a worker's:
+ * its own), or what its step hook reported (PyTorch's reserved peak) when more. With
+ * --stop-on-eof (the launcher's srun --input=all), the end of its standard input is the
+ * launcher's stop: the task ends its command and removes its report directory itself, where a step's cancellation (SIGKILL) would leave both; a task that failed
  * waits for that stop (up to LINGER_S) before it exits non-zero, which --kill-on-bad-exit
  * answers with SIGKILL for the others. Not meant to be run by hand.
  */
@@ -40,6 +42,7 @@
 #include "gpu_models.h"
 #include "group_memory.h"
 #include "number.h"
+#include "nvml.h"
 #include "presets.h"
 #include "protocol.h"
 #include "subprocess.h"
@@ -71,6 +74,12 @@ struct task {
 	bool oom_said;
 	bool stop_on_eof; /* the end of standard input is the launcher's stop */
 	bool launcher;    /* the command is a framework launcher (torchrun): see task_peak */
+	/* --gpu: its processes' memory on the GPUs Slurm bound to the task, not their resident
+	 * memory; each process's largest on one GPU, and the most one GPU held of them all */
+	struct ab_nvml *nv;
+	pid_t gpu_pid[AB_GROUP_TRACKED + 1];
+	uint64_t gpu_max[AB_GROUP_TRACKED + 1];
+	size_t ngpu;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -112,10 +121,14 @@ static void say(const char *fmt, ...)
 	(void)!write(1, line, (size_t)n + 1);
 }
 
-/* Each line of a run of whole lines its command appended to its report, as it is. */
+/* Each line of a run of whole lines its command appended to its report, as it is; read too
+ * on a GPU, where its step hook's peak (PyTorch's reserved memory) counts. */
 static void say_lines(void *arg, const char *buf, size_t len)
 {
-	(void)arg;
+	struct task *t = arg;
+
+	if (t->nv)
+		ab_trial_report_feed(buf, len, &t->base.rep);
 	for (const char *end = buf + len, *nl; buf < end; buf = nl + 1) {
 		nl = memchr(buf, '\n', (size_t)(end - buf));
 		nl = nl ? nl : end;
@@ -128,18 +141,63 @@ static void say_lines(void *arg, const char *buf, size_t len)
  * line too long to be a report line is dropped: the launcher's parser would count it bad). */
 static void relay_report(struct task *t, int final)
 {
-	ab_report_watch_lines(&t->base, final, say_lines, NULL);
+	ab_report_watch_lines(&t->base, final, say_lines, t);
 }
 
-/* A worker's own memory: what the group's sampling kept for its process, or what it
- * reported (its resident high-water mark, or CUDA's reserved peak), the larger. */
+/* The largest process pid held: on its GPUs (--gpu), or of host memory as the group's
+ * sampling kept it. */
+static uint64_t process_max(const struct task *t, pid_t pid)
+{
+	for (size_t i = 0; t->nv && i < t->ngpu; i++)
+		if (t->gpu_pid[i] == pid)
+			return t->gpu_max[i];
+	for (size_t i = 0; !t->nv && i < t->group.n; i++)
+		if (t->group.pid[i] == pid)
+			return t->group.max[i];
+	return 0;
+}
+
+/* A worker's own memory: what sampling kept for its process, or what it reported (its
+ * resident high-water mark, or CUDA's reserved peak), the larger. */
 static uint64_t worker_peak(const struct task *t, const struct worker *k)
 {
 	uint64_t p = k->w.rep.has_peak ? k->w.rep.peak_bytes : 0;
 
+	return process_max(t, k->pid) > p ? process_max(t, k->pid) : p;
+}
+
+/* One sample of its processes on the GPUs (the group's sampling has just found them: the
+ * leader, its group, the descendants that left it): the most one GPU holds of them now. */
+static uint64_t gpu_sample(struct task *t)
+{
+	pid_t pids[AB_GROUP_TRACKED + 1];
+	uint64_t each[AB_GROUP_TRACKED + 1], now;
+	size_t n = 0;
+
+	pids[n++] = t->group.leader;
 	for (size_t i = 0; i < t->group.n; i++)
-		if (t->group.pid[i] == k->pid && t->group.max[i] > p)
-			p = t->group.max[i];
+		pids[n++] = t->group.pid[i];
+	now = ab_nvml_pids_usage(t->nv, pids, n, each);
+	for (size_t k = 0; k < n; k++) {
+		size_t i = 0;
+
+		while (i < t->ngpu && t->gpu_pid[i] != pids[k])
+			i++;
+		if (i == t->ngpu && t->ngpu < AB_GROUP_TRACKED + 1)
+			t->gpu_pid[t->ngpu++] = pids[k], t->gpu_max[i] = 0;
+		if (i < t->ngpu && each[k] > t->gpu_max[i])
+			t->gpu_max[i] = each[k];
+	}
+	return now;
+}
+
+/* On a GPU, before its workers report: the most any one of its processes held. */
+static uint64_t largest_gpu_process(const struct task *t)
+{
+	uint64_t p = 0;
+
+	for (size_t i = 0; i < t->ngpu; i++)
+		p = t->gpu_max[i] > p ? t->gpu_max[i] : p;
 	return p;
 }
 
@@ -157,8 +215,12 @@ static bool per_worker(const struct task *t)
  * torchrun's workers: 930 MiB where its largest worker held 591) is no GPU's. */
 static uint64_t task_peak(struct task *t)
 {
-	uint64_t p = t->launcher ? t->group.single_max : 0;
+	uint64_t p = !t->launcher ? 0 : t->nv ? largest_gpu_process(t) : t->group.single_max;
 
+	if (t->nv && !per_worker(t)) /* the most one GPU held, or its hook's reserved peak */
+		return t->base.rep.has_peak && t->base.rep.peak_bytes > t->peak
+			       ? t->base.rep.peak_bytes
+			       : t->peak;
 	if (per_worker(t)) {
 		for (size_t i = 0; i < t->nworkers; i++)
 			if (worker_peak(t, &t->workers[i]) > p)
@@ -283,6 +345,8 @@ static int watch(struct task *t, uint64_t capacity)
 		uint64_t now = ab_group_sample(&t->group);
 		int st;
 
+		if (t->nv)
+			now = gpu_sample(t);
 		t->peak = now > t->peak ? now : t->peak;
 		relay_report(t, 0);
 		relay_workers(t, 0);
@@ -356,6 +420,11 @@ int cmd_task(int argc, char **argv)
 	for (; i < argc && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "--stop-on-eof"))
 			t.stop_on_eof = true;
+		else if (!strcmp(argv[i], "--gpu") && !t.nv) {
+			if (ab_nvml_open(NULL, &t.nv, err, sizeof(err)) < 0)
+				return fprintf(stderr, "autobatch-probe task: --gpu on %s: %s\n",
+					       own_node(host, sizeof(host)), err), 1;
+		}
 		else if (!strcmp(argv[i], "--node-memory") && i + 1 < argc) {
 			if (ab_node_memory_parse(argv[++i], &table, err, sizeof(err)) < 0)
 				return fprintf(stderr, "autobatch-probe task: %s\n", err), 2;
@@ -401,9 +470,10 @@ out:
 		close(t.workers[k].w.fd);
 	if (t.dir[0])
 		ab_trial_tree_remove(t.dir);
+	ab_nvml_close(t.nv);
 	return linger(&t, rc);
 usage:
-	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] [--node-memory TABLE] "
+	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] [--gpu] [--node-memory TABLE] "
 			"[--stop-on-eof] -- COMMAND [ARGS...]\n"
 			"  (one task of a trial step; run --ranks N --step-nodes LIST runs it)\n");
 	return 2;

@@ -14,6 +14,7 @@
 #include "model.h"
 #include "report.h"
 #include "request.h"
+#include "step_gpus.h"
 #include "trial_exec.h"
 #include "trial_model.h"
 #include "trial_round.h"
@@ -37,6 +38,9 @@ struct run_opts {
 	long ranks;    /* > 1: each trial is that many ranks on this node (autobatch-probe ranks) */
 	const char *step_nodes; /* with ranks: each trial a Slurm step over these nodes */
 	long ranks_per_node;    /* and its tasks per node; 0: as srun lays them out */
+	const char *step_option[AB_STEP_OPTIONS_MAX]; /* and the real step's GPU request as
+							* srun options (step_gpus.h) */
+	int nstep_options;
 	const char *node_memory; /* and each node's GPU memory ("BYTES:NODE,..;..."): each
 				  * rank held to its own; NULL: all to this node's device */
 	long warm_start;           /* a cached batch to verify first; 0: none */

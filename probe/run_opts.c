@@ -45,6 +45,9 @@ int run_usage(void)
 		"                        each trial is a Slurm step of this job over LIST (srun\n"
 		"                        --overlap, --ranks N tasks), Slurm setting the ranks; a\n"
 		"                        launcher's workers (torchrun) are each measured\n"
+		"  --step-option OPT     the real step's GPU request (--gpus-per-task=N, --gres=,\n"
+		"                        --gpus=, --gpu-bind=, --cpus-per-gpu=), given to the\n"
+		"                        trial step's srun too (repeatable)\n"
 		"  --node-memory BYTES:NODE[,NODE][;...]\n"
 		"                        each node's GPU memory: a trial step's ranks are each held\n"
 		"                        to their own node's, not all to this device's\n"
@@ -164,7 +167,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"warm-from", 1, 0, 'F'},    {"accum-key", 1, 0, 'A'}, {"max-trial-seconds", 1, 0, 'X'},
 		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {"ranks", 1, 0, 'Z'},
 		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
-		{"node-memory", 1, 0, 'E'},
+		{"node-memory", 1, 0, 'E'},  {"step-option", 1, 0, 'V'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -207,6 +210,14 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 				return fprintf(stderr, "autobatch-probe: --step-nodes: a Slurm host "
 						       "list (node[1-4],gpu7)\n"), -1;
 			o->step_nodes = optarg;
+			break;
+		case 'V':
+			if (!ab_step_option_ok(optarg) || o->nstep_options >= AB_STEP_OPTIONS_MAX)
+				return fprintf(stderr, "autobatch-probe: --step-option %s: one of "
+						       "--gpus-per-task=, --gres=, --gpus=, --gpu-bind=, "
+						       "--cpus-per-gpu= with a GRES value, at most %d\n",
+					       optarg, AB_STEP_OPTIONS_MAX), -1;
+			o->step_option[o->nstep_options++] = optarg;
 			break;
 		case 'E': {
 			struct ab_node_memory t;
@@ -258,6 +269,9 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 	if (o->node_memory && !o->step_nodes)
 		return fprintf(stderr, "autobatch-probe: --node-memory holds a trial step's ranks to "
 				       "their nodes' memory: give --step-nodes LIST too\n"), -1;
+	if (o->nstep_options && !o->step_nodes)
+		return fprintf(stderr, "autobatch-probe: --step-option shapes a trial step: give "
+				       "--step-nodes LIST too\n"), -1;
 	if (o->ranks_per_node && !o->step_nodes)
 		return fprintf(stderr, "autobatch-probe: --ranks-per-node lays out a trial step: "
 				       "give --step-nodes LIST too\n"), -1;

@@ -17,6 +17,7 @@
 #include "error.h"
 #include "hostlist.h"
 #include "presets.h"
+#include "step_gpus.h"
 #include "subprocess.h"
 
 #define MAX_ARGS 256
@@ -74,12 +75,34 @@ static void add_site_args(struct argv_builder *b, char *copy)
 		add(b, w);
 }
 
+/* True when the job's GPUs were asked for the whole job (--gpus=N): a step of it then gets
+ * GPUs only as --gpus=K; with --gres=gpu:1, or none, it is "Invalid generic resource (gres)
+ * specification", and no probe ran (measured on 22.05). The call's form changed in 26.05
+ * with the step calls'. */
+static bool job_gpus_per_job(uint32_t jobid)
+{
+	job_info_msg_t *msg = NULL;
+	bool per_job = false;
+#ifdef HAVE_SLURM_SIGNAL_STEP_ID
+	slurm_step_id_t id = {.job_id = jobid, .step_id = NO_VAL, .step_het_comp = NO_VAL};
+	int rc = slurm_load_job(&msg, id, SHOW_ALL);
+#else
+	int rc = slurm_load_job(&msg, jobid, SHOW_ALL);
+#endif
+
+	if (rc == SLURM_SUCCESS && msg && msg->record_count > 0 && msg->job_array[0].tres_per_job)
+		per_job = strstr(msg->job_array[0].tres_per_job, "gpu") != NULL;
+	slurm_free_job_info_msg(msg);
+	return per_job;
+}
+
 /* The nested srun's options and the probe up to its own options: a step of one task on the
  * node, within the job's resources. */
 static int build_step(const struct ab_probe_job *job, const char *on_node, struct argv_builder *b,
 		      char *err, size_t errlen)
 {
 	const struct ab_site *site = &job->ctx->site;
+	bool gpu = ab_probe_args_gpu(site->probe_args);
 	char node[256];
 
 	if (on_node)
@@ -98,8 +121,11 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 	add(b, "--quit-on-interrupt"); /* one Ctrl-C cancels the probe step */
 	add(b, "--job-name=autobatch-probe");
 	/* Parallel trials: a step that asks for no GRES gets all of the job's GPUs on the node
-	 * (srun(1), --gres), and the probe runs one trial per GPU. Otherwise one GPU. */
-	if (!site->parallel && ab_probe_args_gpu(site->probe_args))
+	 * (srun(1), --gres), and the probe runs one trial per GPU. Otherwise one GPU. In a job
+	 * of --gpus=N a step must say how many it takes, even where the probe needs none: one. */
+	if (job_gpus_per_job(job->jobid))
+		add(b, "--gpus=1");
+	else if (gpu && !site->parallel)
 		add(b, "--gres=gpu:1");
 	add(b, site->probe);
 	add(b, "run");
@@ -129,7 +155,7 @@ static int build_device(const struct ab_probe_job *job, const char *node, char *
 
 /* How many ranks each trial runs, and where (--autobatch-trial-shape): the whole step's
  * tasks over its nodes, or its first node's, each trial a step of the job; 0 for a trial of
- * one process (the gpu shape, a step of one task, model mode, a GPU device). */
+ * one process (the gpu shape, a step of one task, model mode). */
 static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool *whole,
 		       char *err, size_t errlen)
 {
@@ -140,8 +166,8 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 	bool launcher = !c->req.trial_command[0] && ab_launcher_name(job->argc, job->argv);
 
 	if ((job->ntasks < 2 && !launcher) || c->eff.shape == AB_SHAPE_GPU ||
-	    c->req.mode == AB_MODE_MODEL || ab_probe_args_gpu(c->site.probe_args))
-		return 0; /* a GPU's per-rank watch is not built: one process, as before */
+	    c->req.mode == AB_MODE_MODEL)
+		return 0;
 	*whole = c->eff.shape == AB_SHAPE_STEP && nodes > 1;
 	*per_node = job->ntasks % nodes ? 0 : job->ntasks / nodes;
 	ranks = *whole ? job->ntasks : (job->ntasks + nodes - 1) / nodes;
@@ -172,18 +198,54 @@ bool ab_probe_per_rank_limits(const struct ab_probe_job *job)
 	       ab_gpu_models_node_memory(job->models, memory, sizeof(memory)) != -ENODATA;
 }
 
-/* The trial's shape on the probe's command line: N ranks as a step over the nodes. */
+static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps);
+
+/* The real step's GPU request (--gpus-per-task, --gres, --gpu-bind...), from its record in
+ * slurmctld, for the trial steps: each task of a trial sees the GPUs its task of the real
+ * step sees (CUDA_VISIBLE_DEVICES), where the job's default would give it all of its node's.
+ * Unreadable (slurmctld busy): none, the job's default, which srun -v says. */
+static int add_step_gpus(const struct ab_probe_job *job, struct argv_builder *b, char *err,
+			 size_t errlen)
+{
+	job_step_info_response_msg_t *steps = NULL;
+	struct ab_step_gpus g = {.n = 0};
+	int rc = 0;
+
+	if (list_steps(job->jobid, &steps) != SLURM_SUCCESS || !steps) {
+		slurm_verbose(AB_LOG_PREFIX "cannot read step %u.%u's GPU request: its trials get "
+					    "the job's GPUs",
+			      job->jobid, job->stepid);
+		return 0;
+	}
+	for (uint32_t i = 0; i < steps->job_step_count; i++) {
+		const job_step_info_t *s = &steps->job_steps[i];
+
+		if (s->step_id.step_id == job->stepid)
+			rc = ab_step_gpus_from_tres(s->tres_per_task, s->tres_per_node,
+						    s->tres_per_step, s->tres_bind,
+						    s->cpus_per_tres, &g, err, errlen);
+	}
+	slurm_free_job_step_info_response_msg(steps);
+	for (int i = 0; rc == 0 && i < g.n; i++)
+		addf(b, "--step-option=%s", g.opt[i]);
+	return rc;
+}
+
+/* The trial's shape on the probe's command line: N ranks as a step over the nodes, with the
+ * real step's GPU request. */
 static int add_shape(const struct ab_probe_job *job, struct argv_builder *b, char *err,
 		     size_t errlen)
 {
 	unsigned per_node = 0;
 	bool whole = false;
 	char first[256];
-	int ranks = trial_ranks(job, &per_node, &whole, err, errlen);
+	int rc, ranks = trial_ranks(job, &per_node, &whole, err, errlen);
 
 	if (ranks <= 0)
 		return ranks;
 	addf(b, "--ranks=%d", ranks);
+	if ((rc = add_step_gpus(job, b, err, errlen)) < 0)
+		return rc;
 	if (whole) {
 		char memory[AB_GPU_MODELS_MAX * (AB_GPU_NODES_MAX + 24)];
 
@@ -247,8 +309,8 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 		addf(b, "--global-batch=%ld", job->global_batch);
 		addf(b, "--devices=%u", job->ntasks);
 	}
-	/* the step's ranks will hold NCCL buffers the one-GPU probe cannot see */
-	if (job->ntasks > 1 && ab_probe_args_gpu(site->probe_args) && site->comm_reserve)
+	/* the step's ranks will hold NCCL buffers a one-process trial cannot see */
+	if (job->ntasks > 1 && !ranks && ab_probe_args_gpu(site->probe_args) && site->comm_reserve)
 		addf(b, "--comm-reserve=%llu", (unsigned long long)site->comm_reserve);
 	add_site_args(b, probe_args_copy);
 	add(b, "--");
@@ -457,13 +519,7 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 
 	if (job->ntasks < 2 || trial_ranks_of(job) > 0 || c->req.mode == AB_MODE_MODEL)
 		return;
-	if (ab_probe_args_gpu(c->site.probe_args))
-		snprintf(err + len, errlen - len, "; each trial was one process of the step's %u "
-			 "tasks, holding the whole model where the step may shard it (FSDP, ZeRO), "
-			 "and trials of the whole step on GPUs are not built yet",
-			 job->ntasks);
-	else
-		snprintf(err + len, errlen - len, "; each trial was one process of the step's %u "
+	snprintf(err + len, errlen - len, "; each trial was one process of the step's %u "
 			 "tasks (%s), holding the whole model where the step may shard it (FSDP, "
 			 "ZeRO): --autobatch-trial-shape=step tries the step itself",
 			 job->ntasks, c->req.trial_command[0] ? "--autobatch-trial-command"

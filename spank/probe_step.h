@@ -18,6 +18,7 @@ struct ab_probe_job {
 	const struct ab_ctx *ctx; /* the settings it probes with */
 	const char *srun;       /* this srun's own binary */
 	unsigned jobid;
+	unsigned stepid;        /* the real step's: its GPU request shapes the trial steps */
 	unsigned ntasks;        /* the data-parallel width for a global batch */
 	unsigned nnodes;        /* the step's nodes: how many */
 	const char *nodelist;   /* the step's nodes; the probe runs on the first */

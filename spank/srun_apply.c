@@ -154,7 +154,8 @@ int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *er
 	    spank_get_item(sp, S_JOB_ARGV, &pl->job.argc, &pl->job.argv) != ESPANK_SUCCESS)
 		return ab_fail(err, errlen, EINVAL, "Slurm did not say which job and command this is");
 	spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks);
-	pl->job = (struct ab_probe_job){.ctx = c, .srun = pl->srun, .jobid = jobid, .ntasks = ntasks,
+	pl->job = (struct ab_probe_job){.ctx = c, .srun = pl->srun, .jobid = jobid, .stepid = stepid,
+					.ntasks = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
 	pl->stepid = stepid;

@@ -53,6 +53,8 @@ lib_core_libabcore_la_SOURCES = \
 	lib/core/site.h \
 	lib/core/size.c \
 	lib/core/size.h \
+	lib/core/step_gpus.c \
+	lib/core/step_gpus.h \
 	lib/core/subprocess.c \
 	lib/core/subprocess.h \
 	# end of lib_core_libabcore_la_SOURCES

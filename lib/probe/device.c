@@ -60,7 +60,11 @@ static void cuda_others(struct ab_device *dev)
 {
 	uint64_t ours;
 	int rc = ab_nvml_open(dev->pci_bus_id, &dev->nvml, dev->nvml_note, sizeof(dev->nvml_note));
+	size_t len = strlen(dev->nvml_note);
 
+	if (rc < 0) /* exec trials fall back to what the trial reports */
+		ab_append(dev->nvml_note, sizeof(dev->nvml_note), &len,
+			  ": peak memory comes from the trial's own report");
 	if (rc == 0 && ab_nvml_usage(dev->nvml, getpgrp(), &ours, &dev->others_bytes, dev->others,
 				     sizeof(dev->others)) < 0) {
 		ab_copy(dev->nvml_note, sizeof(dev->nvml_note), "NVML cannot list the GPU's processes");

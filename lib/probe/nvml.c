@@ -71,8 +71,7 @@ int ab_nvml_open(const char *pci_bus_id, struct ab_nvml **out, char *err, size_t
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
 	if (!(nv->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL))) {
 		free(nv);
-		return ab_fail(err, errlen, ENOENT, "NVML (libnvidia-ml.so.1) is not installed: "
-						    "peak memory comes from the trial's own report");
+		return ab_fail(err, errlen, ENOENT, "NVML (libnvidia-ml.so.1) is not installed");
 	}
 	*(void **)&init = sym(nv->lib, "nvmlInit_v2", "nvmlInit");
 	*(void **)&by_bus = sym(nv->lib, "nvmlDeviceGetHandleByPciBusId_v2",
@@ -84,8 +83,7 @@ int ab_nvml_open(const char *pci_bus_id, struct ab_nvml **out, char *err, size_t
 		dlclose(nv->lib);
 		free(nv);
 		return ab_fail(err, errlen, ENOENT, "libnvidia-ml.so.1 is older than NVML 11.5 "
-						    "(no per-process memory): peak memory comes "
-						    "from the trial's own report");
+						    "(no per-process memory)");
 	}
 	if ((rc = init()) != 0 ||
 	    (rc = pci_bus_id ? by_bus(pci_bus_id, &nv->dev[0]) : all_devices(nv)) != 0) {
@@ -128,29 +126,49 @@ static void comm_of(unsigned int pid, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
+/* One device's processes into *procs: stack (MAX_PROCS of them), or when more run a buffer
+ * of the heap the caller frees (*procs != stack). */
+static int device_processes(struct ab_nvml *nv, nvml_device dev, struct nvml_process *stack,
+			    struct nvml_process **procs, unsigned int *count, char *err,
+			    size_t errlen)
+{
+	struct nvml_process *heap = NULL;
+	nvml_return rc;
+
+	*procs = stack;
+	*count = MAX_PROCS;
+	rc = nv->processes(dev, count, stack);
+	/* Too small a buffer: NVML says how many there are and fills none; ask again with
+	 * room for that many (and a few that start meanwhile). */
+	for (int tries = 0; rc == NVML_INSUFFICIENT_SIZE && tries < 3; tries++) {
+		*count += 16;
+		free(heap);
+		if (!(*procs = heap = calloc(*count, sizeof(*heap)))) {
+			*procs = stack;
+			return ab_fail(err, errlen, ENOMEM, "NVML: out of memory for %u processes",
+				       *count);
+		}
+		rc = nv->processes(dev, count, *procs);
+	}
+	if (rc != 0) {
+		free(heap);
+		*procs = stack;
+		return ab_fail(err, errlen, EIO, "NVML: %s", nv->error_string(rc));
+	}
+	return 0;
+}
+
 /* one device's processes: added to *ours (those in pgid) and *others, listed in desc */
 static int device_usage(struct ab_nvml *nv, nvml_device dev, pid_t pgid, uint64_t *ours,
 			uint64_t *others, char *desc, size_t desclen, size_t *dlen)
 {
-	struct nvml_process stack[MAX_PROCS], *procs = stack, *heap = NULL;
-	unsigned int count = MAX_PROCS;
+	struct nvml_process stack[MAX_PROCS], *procs;
+	unsigned int count;
 	size_t len = *dlen;
-	nvml_return rc = nv->processes(dev, &count, procs);
+	int rc = device_processes(nv, dev, stack, &procs, &count, desc, desclen);
 
-	/* Too small a buffer: NVML says how many there are and fills none; ask again with
-	 * room for that many (and a few that start meanwhile). */
-	for (int tries = 0; rc == NVML_INSUFFICIENT_SIZE && tries < 3; tries++) {
-		count += 16;
-		free(heap);
-		if (!(procs = heap = calloc(count, sizeof(*heap))))
-			return ab_fail(desc, desclen, ENOMEM, "NVML: out of memory for %u processes",
-				       count);
-		rc = nv->processes(dev, &count, procs);
-	}
-	if (rc != 0) {
-		free(heap);
-		return ab_fail(desc, desclen, EIO, "NVML: %s", nv->error_string(rc));
-	}
+	if (rc < 0)
+		return rc;
 	for (unsigned int i = 0; i < count; i++) {
 		uint64_t used = procs[i].used_gpu_memory;
 		char comm[32], size[32], safe[32];
@@ -168,9 +186,37 @@ static int device_usage(struct ab_nvml *nv, nvml_device dev, pid_t pgid, uint64_
 				  procs[i].pid, ab_printable(comm, safe, sizeof(safe)),
 				  ab_format_size(used, size, sizeof(size)));
 	}
-	free(heap);
+	if (procs != stack)
+		free(procs);
 	*dlen = len;
 	return 0;
+}
+
+uint64_t ab_nvml_pids_usage(struct ab_nvml *nv, const pid_t *pids, size_t n, uint64_t *each)
+{
+	uint64_t most = 0;
+
+	memset(each, 0, n * sizeof(*each));
+	for (unsigned int d = 0; d < nv->ndev; d++) {
+		struct nvml_process stack[MAX_PROCS], *procs;
+		unsigned int count;
+		uint64_t here = 0;
+
+		if (device_processes(nv, nv->dev[d], stack, &procs, &count, NULL, 0) < 0)
+			continue;
+		for (unsigned int i = 0; i < count; i++)
+			for (size_t k = 0; k < n; k++)
+				if ((pid_t)procs[i].pid == pids[k] &&
+				    procs[i].used_gpu_memory != ~0ULL) {
+					here += procs[i].used_gpu_memory;
+					if (procs[i].used_gpu_memory > each[k])
+						each[k] = procs[i].used_gpu_memory;
+				}
+		most = here > most ? here : most;
+		if (procs != stack)
+			free(procs);
+	}
+	return most;
 }
 
 int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *others, char *desc,

@@ -13,7 +13,7 @@ struct ab_nvml;
 /* Loads libnvidia-ml.so.1 and finds the device by its PCI bus id ("0000:17:00.0", from the
  * CUDA runtime, so CUDA_VISIBLE_DEVICES renumbering does not matter), or with a NULL id every
  * device of the node (a trial's ranks, each on a GPU of its own). -ENOENT with a message
- * when the library or the device is not there: callers fall back to the trial's report. */
+ * when the library or the device is not there. */
 int ab_nvml_open(const char *pci_bus_id, struct ab_nvml **out, char *err, size_t errlen);
 void ab_nvml_close(struct ab_nvml *nv);
 
@@ -22,6 +22,11 @@ void ab_nvml_close(struct ab_nvml *nv);
  * ..." in desc. */
 int ab_nvml_usage(struct ab_nvml *nv, pid_t pgid, uint64_t *ours, uint64_t *others, char *desc,
 		  size_t desclen);
+
+/* The GPU memory of processes pids[0..n) (a trial step's task and its workers, whatever
+ * their process groups): the most any one device holds of them, each process's own largest
+ * on one device in each[k]. A device NVML cannot list counts as holding none. */
+uint64_t ab_nvml_pids_usage(struct ab_nvml *nv, const pid_t *pids, size_t n, uint64_t *each);
 
 /* Adapts ab_nvml_usage to the exec trial's GPU watch (struct ab_gpu_watch's usage). */
 uint64_t ab_nvml_group_usage(void *nv, pid_t pgid);

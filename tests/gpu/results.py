@@ -277,6 +277,12 @@ def markdown(rep):
         lines += ["", "The probe with --ranks 2: " + (f"batch {rk.get('batch_size')} in {t} trials, {s and round(s, 1)} s"
                                                       if rk.get("status") == "ok"
                                                       else f"no decision: {rk.get('error') or rk.get('unreadable') or '-'}"), ""]
+    if rep.get("task"):
+        lines += ["## one task of a whole-step trial (autobatch-probe task --gpu), against a plain run", "",
+                  "| command | batch | task's peak GiB | plain run's peak GiB |", "|---|---|---|---|"]
+        lines += [f"| {r['name']} | {r['batch']} | {gib(r['task_peak_bytes'])} | {gib(r['plain_peak_bytes'])} |"
+                  for r in rep["task"]]
+        lines.append("")
     if rep.get("model"):
         lines += ["## model mode, GPT-2 124M shape, against exec mode's true maximum", "",
                   "| fraction | model-mode batch | exec true max |", "|---|---|---|"]
@@ -295,6 +301,15 @@ def markdown(rep):
     stages = rep["stages"]
     lines += ["stages: " + ", ".join(f"{s} {e}" for s, e in stages.items()), ""]
     return "\n".join(lines)
+
+
+def task_rows(recs):
+    """The task stage: each task's peak beside a plain run's at its batch (ranks alike)."""
+    plain = {r.get("ranks", 1): r.get("peak_bytes") for r in recs
+             if r["stage"] == "task" and "verify_batch" in r}
+    return [{"name": r["name"], "batch": r.get("batch_size"), "task_peak_bytes": r.get("task_peak_bytes"),
+             "plain_peak_bytes": plain.get(r.get("ranks", 1))}
+            for r in recs if r["stage"] == "task" and "task_peak_bytes" in r]
 
 
 def cmd_report(recs, out_dir):
@@ -318,6 +333,7 @@ def cmd_report(recs, out_dir):
                   if alone else None,
                   "runs": [r for r in recs if r["stage"] == "ddp" and "verify_batch" in r],
                   "ranks": probe_report(recs, "ddp-ranks")}
+    rep["task"] = task_rows(recs)
     truth = {r["limit_bytes"]: r["true_max"] for r in rep["exec"]}
     rep["model"] = [{"fraction": row.get("fraction"), "batch": row.get("batch_size"),
                      "true_max": truth.get(row.get("limit_bytes"))}

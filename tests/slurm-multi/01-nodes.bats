@@ -31,6 +31,19 @@ load helpers
 	grep -qx "GPUs on node1: 0,1" <<<"$output"
 	grep -qx "GPUs on node2: 0,1" <<<"$output"
 }
+# A job whose GPUs were asked for as a whole (--gpus=N, TresPerJob): Slurm 22.05 refuses a step
+# of it that names no GPU count ("Invalid generic resource (gres) specification"), which the
+# probe step was, or names one per node (--gres=gpu:1): no job of --gpus=N was ever probed.
+@test "srun --gpus=2 over 2 nodes: the probe step gets one GPU (--gpus=1), every task runs at the chosen batch" {
+	run --separate-stderr srun_t -N2 -w node1,node2 --ntasks-per-node=1 --gpus=2 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" bash -c "$TASK"
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	refute grep -q "gres" <<<"$stderr"
+	b=$(config_batch)
+	[ "$b" -gt 8 ]
+	tasks_on_nodes "$b" 1 node1 node2
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+}
 
 @test "--export=NONE: the decision reaches the tasks of every node" {
 	run --separate-stderr srun_t -N3 --ntasks-per-node=1 --export=NONE --autobatch=0.8 \

@@ -127,3 +127,39 @@ teardown() { reset_plugstack; }
 	grep -q "^sleeps left: 0$" <<<"$output" || { echo "$output" >&2; return 1; }
 	none_left 'autobatch-probe|toy_train'
 }
+
+# GPU-OPTION...: a step of 2 nodes x 2 tasks with that GPU request, each of whose tasks, in
+# each trial step and in the real step, notes its rank, node and GPUs (CUDA_VISIBLE_DEVICES
+# and SLURM_STEP_GPUS, which Slurm sets from the step's GRES): the same in both. The trial
+# steps get the real step's request (its record in slurmctld): without it they got the job's
+# default, all of a node's GPUs in every task.
+gpus_seen() {
+	cp "$SRCDIR/contrib/examples/toy.yaml" cfg.yaml
+	cat >gpus.sh <<-'EOF2'
+	#!/bin/sh
+	f=real
+	[ -z "$AUTOBATCH_TRIAL" ] || f=trial
+	echo "$SLURM_PROCID $SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES-unset} ${SLURM_STEP_GPUS-unset}" >>"$SEEN.$f"
+	exec toy_train --config "$1"
+	EOF2
+	chmod +x gpus.sh
+	SEEN=$PWD/seen run --separate-stderr timeout 300 srun -N2 -w node1,node2 --ntasks-per-node=2 "$@" \
+		--autobatch=0.5 --autobatch-config=cfg.yaml ./gpus.sh cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	grep -q "autobatch: chose batch .*trials of the whole step, 2 nodes x 2 tasks" <<<"$stderr"
+	echo "# $*: real $(sort -u seen.real | tr '\n' ';') trials $(sort -u seen.trial | tr '\n' ';')" >&3
+	[ "$(sort -u seen.real | wc -l)" -eq 4 ]
+	diff <(sort -u seen.real) <(sort -u seen.trial)
+}
+
+@test "each task of a whole-step trial sees the GPUs its task of the real step sees (--gpus-per-task=1)" {
+	gpus_seen --gpus-per-task=1
+}
+
+@test "each task of a whole-step trial sees the GPUs its task of the real step sees (--gres=gpu:big:1)" {
+	gpus_seen --gres=gpu:big:1
+}
+
+@test "each task of a whole-step trial sees the GPUs its task of the real step sees (--gpus=2)" {
+	gpus_seen --gpus=2
+}

@@ -7,7 +7,7 @@ trap 'rm -rf "$dir"' EXIT
 printf '# run\ntrain:\n  micro_batch_size: 4   # per GPU\n  gradient_accumulation_steps: 8\n' >"$dir/axo.yaml"
 cp "$dir/axo.yaml" "$dir/orig.yaml"
 
-echo "1..14"
+echo "1..16"
 check "--version prints the package version" \
 	sh -c "'$probe' --version | grep -qx 'autobatch-probe $PACKAGE_VERSION'"
 check "-V is --version" sh -c "'$probe' -V | grep -q '^autobatch-probe '"
@@ -44,4 +44,17 @@ check "run --node-memory: a malformed table is named, one without --step-nodes r
 	         grep -q \"autobatch-probe: --node-memory: '' is no node name\" &&
 	       '$probe' run --device host --node-memory 12:a -- true 2>&1 |
 	         grep -q 'autobatch-probe: --node-memory holds a trial step.s ranks to their nodes. memory: give --step-nodes LIST too'"
+# the real step's GPU request, handed to srun by the trial step's launcher: only the options
+# and values ab_step_gpus_from_tres makes, never another option or a shell word
+check "run --step-option: one that is not a GPU request is refused, one without --step-nodes too" \
+	sh -c "'$probe' run --device host --step-nodes a --ranks 2 --step-option=--uid=0 -- true 2>&1 |
+	         grep -q 'autobatch-probe: --step-option --uid=0: one of --gpus-per-task=, --gres=, --gpus=, --gpu-bind=, --cpus-per-gpu= with a GRES value' &&
+	       '$probe' run --device host --step-nodes a --ranks 2 '--step-option=--gres=gpu:1 x' -- true 2>&1 |
+	         grep -q 'autobatch-probe: --step-option --gres=gpu:1 x: one of' &&
+	       '$probe' run --device host --step-option=--gpus-per-task=1 -- true 2>&1 |
+	         grep -q 'autobatch-probe: --step-option shapes a trial step: give --step-nodes LIST too'"
+AUTOBATCH_TRIAL_REPORT=$dir/r AUTOBATCH_BATCH_SIZE=4 "$probe" ranks 2 --nodes a --srun-option '--gres=gpu:1;id' -- true \
+	>/dev/null 2>"$dir/ranks.err"
+check "ranks --srun-option: a value that is no GRES is a usage error, exit 2, nothing run" \
+	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe ranks N' '$dir/ranks.err'"
 exit $failed

@@ -18,11 +18,24 @@ dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
-echo "1..11"
+echo "1..12"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"
 check "a bad capacity is refused with the usage, exit 2" \
-	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe task \[--capacity BYTES\] \[--node-memory TABLE\] \[--stop-on-eof\] -- COMMAND' '$dir/usage.err'"
+	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe task \[--capacity BYTES\] \[--gpu\] \[--node-memory TABLE\] \[--stop-on-eof\] -- COMMAND' '$dir/usage.err'"
+
+# --gpu where NVML is not (this machine has no NVIDIA driver; tests/gpu runs it where one is):
+# the task says which node lacks what, runs nothing, and fails, which ends the trial step
+if [ -e /dev/nvidiactl ]; then
+	n=$((n + 1))
+	echo "ok $n # SKIP an NVIDIA driver is here"
+else
+	SLURMD_NODENAME=node7 "$probe" task --gpu -- touch "$dir/ran" >"$dir/gpu.out" 2>"$dir/gpu.err"
+	rc=$?
+	check "--gpu without NVML: one line naming the node and the library, exit 1, the command not run" \
+		sh -c "[ $rc -eq 1 ] && [ ! -e '$dir/ran' ] &&
+		       grep -qx 'autobatch-probe task: --gpu on node7: NVML (libnvidia-ml.so.1) is not installed' '$dir/gpu.err'"
+fi
 
 # --node-memory: the task on node7 is held to node7's memory (64 MiB) where --capacity
 # (1 GiB) is another node's; a node the table does not name keeps --capacity; a bad table

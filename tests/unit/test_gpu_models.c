@@ -12,6 +12,7 @@
 #include <errno.h>
 
 #include "gpu_models.h"
+#include "step_gpus.h"
 
 static void collect(const char *type, void *arg)
 {
@@ -140,6 +141,56 @@ static void node_memory(void **state)
 	assert_int_equal(ab_gpu_models_node_memory(&u, spec, sizeof(spec)), -ENODATA);
 }
 
+/* A step's GPU request as its record holds it (22.05's forms as measured on the testbed,
+ * later releases' "gres/" and "=") and the srun options its trial steps get. */
+static void step_options(void **state)
+{
+	struct ab_step_gpus g;
+	char err[256], all[1024];
+
+	(void)state;
+	struct {
+		const char *task, *node, *step, *bind, *cpus, *want;
+	} cases[] = {
+		{"gres:gpu:1", NULL, "cpu:4", "gpu:closest", "gres:gpu:1",
+		 "--gpus-per-task=1 --cpus-per-gpu=1 --gpu-bind=closest"},
+		{"cpu=2,gres/gpu=1", "", "", "gres/gpu:map_gpu:0,1", NULL,
+		 "--gpus-per-task=1 --gpu-bind=map_gpu:0,1"},
+		{NULL, "gres:gpu:big:2", "cpu:4", NULL, NULL, "--gres=gpu:big:2"},
+		{NULL, "gres/gpu:big:1,gres/nic:1", NULL, NULL, NULL, "--gres=gpu:big:1,nic:1"},
+		{NULL, NULL, "cpu:4,gres:gpu:3", NULL, NULL, "--gpus=3"},
+		{"gres:gpu:a100:2", NULL, NULL, "verbose,gpu:closest", NULL,
+		 "--gpus-per-task=a100:2 --gpu-bind=closest"},
+		{"gres:nic:1", NULL, "cpu:8", "", "", ""}, /* no GPU: the job's default */
+		{NULL, NULL, NULL, NULL, NULL, ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = 0;
+
+		assert_int_equal(ab_step_gpus_from_tres(cases[i].task, cases[i].node, cases[i].step,
+							cases[i].bind, cases[i].cpus, &g, err,
+							sizeof(err)),
+				 0);
+		all[0] = '\0';
+		for (int k = 0; k < g.n; k++) {
+			len += (size_t)snprintf(all + len, sizeof(all) - len, "%s%s", k ? " " : "",
+						g.opt[k]);
+			assert_true(ab_step_option_ok(g.opt[k]));
+		}
+		assert_string_equal(all, cases[i].want);
+	}
+	/* what srun must never be handed: a value that is not a GRES, another option */
+	assert_int_equal(ab_step_gpus_from_tres("gres:gpu:1;rm", NULL, NULL, NULL, NULL, &g, err,
+						sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "gres:gpu:1;rm"));
+	assert_false(ab_step_option_ok("--gpus-per-task=1 --uid=0"));
+	assert_false(ab_step_option_ok("--uid=0"));
+	assert_false(ab_step_option_ok("--gpus-per-task="));
+	assert_false(ab_step_option_ok("--gres=gpu:1$(id)"));
+	assert_true(ab_step_option_ok("--gres=gpu:big:2"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -147,6 +198,7 @@ int main(void)
 		cmocka_unit_test(keys),
 		cmocka_unit_test(smallest),
 		cmocka_unit_test(node_memory),
+		cmocka_unit_test(step_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

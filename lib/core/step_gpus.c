@@ -1,0 +1,99 @@
+/* step_gpus.c - a step's GPU request as srun options for its trial steps. */
+#include "step_gpus.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+static const char *const options[] = {"--gpus-per-task=", "--gres=", "--gpus=", "--gpu-bind=",
+				      "--cpus-per-gpu="};
+
+#define VALUE_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:,.-"
+
+bool ab_step_option_ok(const char *opt)
+{
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		size_t n = strlen(options[i]);
+
+		if (!strncmp(opt, options[i], n))
+			return opt[n] && strlen(opt) < AB_STEP_OPTION_LEN &&
+			       strspn(opt + n, VALUE_CHARS) == strlen(opt + n);
+	}
+	return false;
+}
+
+/* One TRES entry without its "gres:" or "gres/" prefix ("gpu:a100:2"), or NULL for one that
+ * is not a GRES ("cpu:4", "mem=2G"). */
+static const char *gres_of(const char *entry)
+{
+	return !strncmp(entry, "gres:", 5) || !strncmp(entry, "gres/", 5) ? entry + 5 : NULL;
+}
+
+/* Appends "--OPTION=VALUE" built from the entries of list (comma separated) that are GRES,
+ * GPUs only unless any_gres: "gpu:a100:2" gives "a100:2" (gpu_value) or "gpu:a100:2". */
+static int add(struct ab_step_gpus *out, int which, const char *list, bool any_gres,
+	       bool gpu_value, char *err, size_t errlen)
+{
+	char copy[AB_STEP_OPTION_LEN], value[AB_STEP_OPTION_LEN] = "", *save = NULL;
+	size_t len = 0;
+
+	if (!list || !*list)
+		return 0;
+	if (strlen(list) >= sizeof(copy))
+		return ab_fail(err, errlen, E2BIG, "the step's GPU request is too long (%s)", list);
+	snprintf(copy, sizeof(copy), "%s", list);
+	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		const char *g;
+		bool gpu;
+
+		/* "gres/gpu=2" (a form of later releases) as "gres/gpu:2" */
+		for (char *eq = strchr(e, '='); eq; eq = strchr(eq, '='))
+			*eq = ':';
+		g = gres_of(e);
+		gpu = g && (!strncmp(g, "gpu:", 4) || !strcmp(g, "gpu"));
+
+		if (!g || (!gpu && !any_gres))
+			continue;
+		ab_append(value, sizeof(value), &len, "%s%s", len ? "," : "",
+			  gpu && gpu_value ? g + 3 + (g[3] == ':') : g);
+	}
+	if (!len)
+		return 0;
+	if (snprintf(out->opt[out->n], AB_STEP_OPTION_LEN, "%s%s", options[which], value) >=
+		    AB_STEP_OPTION_LEN ||
+	    !ab_step_option_ok(out->opt[out->n]))
+		return ab_fail(err, errlen, EINVAL, "the step's GPU request %s is not one srun "
+						    "takes back as %s",
+			       list, options[which]);
+	out->n++;
+	return 0;
+}
+
+int ab_step_gpus_from_tres(const char *per_task, const char *per_node, const char *per_step,
+			   const char *bind, const char *cpus_per_tres, struct ab_step_gpus *out,
+			   char *err, size_t errlen)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = add(out, 0, per_task, false, true, err, errlen)) < 0 ||
+	    (rc = add(out, 1, per_node, true, false, err, errlen)) < 0 ||
+	    (rc = add(out, 2, per_step, false, true, err, errlen)) < 0 ||
+	    (rc = add(out, 4, cpus_per_tres, false, true, err, errlen)) < 0)
+		return rc;
+	/* "gpu:closest" (22.05), "gres/gpu:closest" (later), maybe "verbose,gpu:..." */
+	if (bind && *bind) {
+		const char *b = strstr(bind, "gpu:");
+
+		if (b && snprintf(out->opt[out->n], AB_STEP_OPTION_LEN, "%s%s", options[3], b + 4) <
+				 AB_STEP_OPTION_LEN &&
+		    ab_step_option_ok(out->opt[out->n]))
+			out->n++;
+		else if (b)
+			return ab_fail(err, errlen, EINVAL, "the step's GPU binding %s is not one srun "
+							    "takes back as --gpu-bind", bind);
+	}
+	return 0;
+}
