@@ -75,14 +75,14 @@ static void add_site_args(struct argv_builder *b, char *copy)
 		add(b, w);
 }
 
-/* True when the job's GPUs were asked for the whole job (--gpus=N): a step of it then gets
- * GPUs only as --gpus=K; with --gres=gpu:1, or none, it is "Invalid generic resource (gres)
- * specification", and no probe ran (measured on 22.05). The call's form changed in 26.05
- * with the step calls'. */
-static bool job_gpus_per_job(uint32_t jobid)
+/* The job's nodes when its GPUs were asked for as a whole (--gpus=N), else 0. A step of such
+ * a job over fewer nodes than it holds gets GPUs only as --gpus=K: with --gres=gpu:1, or no
+ * GPU option, it is "Invalid generic resource (gres) specification" and no probe ran
+ * (measured on 22.05). The call's form changed in 26.05 with the step calls'. */
+static uint32_t gpus_per_job_nodes(uint32_t jobid)
 {
 	job_info_msg_t *msg = NULL;
-	bool per_job = false;
+	uint32_t nodes = 0;
 #ifdef HAVE_SLURM_SIGNAL_STEP_ID
 	slurm_step_id_t id = {.job_id = jobid, .step_id = NO_VAL, .step_het_comp = NO_VAL};
 	int rc = slurm_load_job(&msg, id, SHOW_ALL);
@@ -90,10 +90,28 @@ static bool job_gpus_per_job(uint32_t jobid)
 	int rc = slurm_load_job(&msg, jobid, SHOW_ALL);
 #endif
 
-	if (rc == SLURM_SUCCESS && msg && msg->record_count > 0 && msg->job_array[0].tres_per_job)
-		per_job = strstr(msg->job_array[0].tres_per_job, "gpu") != NULL;
+	if (rc == SLURM_SUCCESS && msg && msg->record_count > 0 && msg->job_array[0].tres_per_job &&
+	    strstr(msg->job_array[0].tres_per_job, "gpu"))
+		nodes = msg->job_array[0].num_nodes ? msg->job_array[0].num_nodes : 1;
 	slurm_free_job_info_msg(msg);
-	return per_job;
+	return nodes;
+}
+
+/* The probe step's GPUs: one (--gres=gpu:1), or for parallel trials none named, which gives
+ * a step all of the job's GPUs on the node (srun(1), --gres) and the probe one trial per GPU.
+ * In a job of --gpus=N, --gpus=1; there the parallel rounds keep all of the node's GPUs only
+ * when the job holds that node alone (a step of one node of several must name a count). */
+static const char *probe_step_gpus(const struct ab_probe_job *job)
+{
+	const struct ab_site *site = &job->ctx->site;
+	bool gpu = ab_probe_args_gpu(site->probe_args);
+	uint32_t per_job = gpus_per_job_nodes(job->jobid);
+
+	if (per_job > 1 || (per_job && gpu && !site->parallel))
+		return "--gpus=1";
+	if (!per_job && gpu && !site->parallel)
+		return "--gres=gpu:1";
+	return NULL;
 }
 
 /* The nested srun's options and the probe up to its own options: a step of one task on the
@@ -102,7 +120,7 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 		      char *err, size_t errlen)
 {
 	const struct ab_site *site = &job->ctx->site;
-	bool gpu = ab_probe_args_gpu(site->probe_args);
+	const char *gpus;
 	char node[256];
 
 	if (on_node)
@@ -120,13 +138,8 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 	add(b, "--mem=0");
 	add(b, "--quit-on-interrupt"); /* one Ctrl-C cancels the probe step */
 	add(b, "--job-name=autobatch-probe");
-	/* Parallel trials: a step that asks for no GRES gets all of the job's GPUs on the node
-	 * (srun(1), --gres), and the probe runs one trial per GPU. Otherwise one GPU. In a job
-	 * of --gpus=N a step must say how many it takes, even where the probe needs none: one. */
-	if (job_gpus_per_job(job->jobid))
-		add(b, "--gpus=1");
-	else if (gpu && !site->parallel)
-		add(b, "--gres=gpu:1");
+	if ((gpus = probe_step_gpus(job)))
+		add(b, gpus);
 	add(b, site->probe);
 	add(b, "run");
 	add(b, "--json");
