@@ -52,7 +52,10 @@ no_cores() {
 	[ "$status" -eq 0 ]
 	for pid in $pids; do refute kill -0 "$pid" 2>/dev/null; done
 	no_cores # shutting down unloads the plugin: no crash there either
-	refute pgrep_here -f "slurmstepd" >/dev/null
+	if pgrep_here -f "slurmstepd" >/dev/null; then
+		ps -o pid,ppid,stat,etime,args -p "$(pgrep_here -d, -f slurmstepd)" >&2
+		return 1
+	fi
 	refute pgrep_here -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
 	wait || true # the srun that testbed down ended: its status is not the test's
 	run "$TESTBED" up
