@@ -32,8 +32,11 @@ steps_on() { grep -o "launch task StepId=$1\.[0-9]*" "$(node_log "$2")" | sed 's
 	run --separate-stderr srun_t -N1 -n2 -w node3 --autobatch=0.8 --autobatch-config=alone.yaml \
 		--autobatch-trial-command="toy_train --config alone.yaml" true
 	[ "$status" -eq 0 ]
-	[ "$(config_batch alone.yaml)" -le "$b" ]
-	[ "$(config_batch alone.yaml)" -ge $((b * 95 / 100)) ]
+	# within 5% of each other; one sample apart is noise: the same batch peaked 97.9 and
+	# 98.1 MiB in two runs against a 98.4 MiB limit (b 95, alone 96 in local CI run 31)
+	alone=$(config_batch alone.yaml)
+	[ "$alone" -le $((b + 1 + b / 50)) ] || { echo "alone $alone, step $b" >&2; return 1; }
+	[ "$alone" -ge $((b * 95 / 100)) ]
 	run --separate-stderr srun_t -N1 -n2 -w node1 --autobatch=0.8 --autobatch-config=orig.yaml \
 		--autobatch-trial-command="toy_train --config orig.yaml" true
 	[ "$(config_batch orig.yaml)" -gt $((b * 3 / 2)) ]
