@@ -120,7 +120,6 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 		      char *err, size_t errlen)
 {
 	const struct ab_site *site = &job->ctx->site;
-	const char *gpus;
 	char node[256];
 
 	if (on_node)
@@ -138,8 +137,8 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 	add(b, "--mem=0");
 	add(b, "--quit-on-interrupt"); /* one Ctrl-C cancels the probe step */
 	add(b, "--job-name=autobatch-probe");
-	if ((gpus = probe_step_gpus(job)))
-		add(b, gpus);
+	if (job->probe_gpus)
+		add(b, job->probe_gpus);
 	add(b, site->probe);
 	add(b, "run");
 	add(b, "--json");
@@ -217,11 +216,9 @@ static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps);
  * slurmctld, for the trial steps: each task of a trial sees the GPUs its task of the real
  * step sees (CUDA_VISIBLE_DEVICES), where the job's default would give it all of its node's.
  * Unreadable (slurmctld busy): none, the job's default, which srun -v says. */
-static int add_step_gpus(const struct ab_probe_job *job, struct argv_builder *b, char *err,
-			 size_t errlen)
+static int read_step_gpus(struct ab_probe_job *job, char *err, size_t errlen)
 {
 	job_step_info_response_msg_t *steps = NULL;
-	struct ab_step_gpus g = {.n = 0};
 	int rc = 0;
 
 	if (list_steps(job->jobid, &steps) != SLURM_SUCCESS || !steps) {
@@ -233,14 +230,14 @@ static int add_step_gpus(const struct ab_probe_job *job, struct argv_builder *b,
 	for (uint32_t i = 0; i < steps->job_step_count; i++) {
 		const job_step_info_t *s = &steps->job_steps[i];
 
-		if (s->step_id.step_id == job->stepid)
+		if (s->step_id.step_id == job->stepid) {
 			rc = ab_step_gpus_from_tres(s->tres_per_task, s->tres_per_node,
 						    s->tres_per_step, s->tres_bind,
-						    s->cpus_per_tres, &g, err, errlen);
+						    s->cpus_per_tres, &job->step_gpus, err, errlen);
+			break;
+		}
 	}
 	slurm_free_job_step_info_response_msg(steps);
-	for (int i = 0; rc == 0 && i < g.n; i++)
-		addf(b, "--step-option=%s", g.opt[i]);
 	return rc;
 }
 
@@ -252,13 +249,13 @@ static int add_shape(const struct ab_probe_job *job, struct argv_builder *b, cha
 	unsigned per_node = 0;
 	bool whole = false;
 	char first[256];
-	int rc, ranks = trial_ranks(job, &per_node, &whole, err, errlen);
+	int ranks = trial_ranks(job, &per_node, &whole, err, errlen);
 
 	if (ranks <= 0)
 		return ranks;
 	addf(b, "--ranks=%d", ranks);
-	if ((rc = add_step_gpus(job, b, err, errlen)) < 0)
-		return rc;
+	for (int i = 0; i < job->step_gpus.n; i++)
+		addf(b, "--step-option=%s", job->step_gpus.opt[i]);
 	if (whole) {
 		char memory[AB_GPU_MODELS_MAX * (AB_GPU_NODES_MAX + 24)];
 
@@ -537,6 +534,13 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 			 "ZeRO): --autobatch-trial-shape=step tries the step itself",
 			 job->ntasks, c->req.trial_command[0] ? "--autobatch-trial-command"
 							      : "--autobatch-trial-shape=gpu");
+}
+
+int ab_probe_read_job(struct ab_probe_job *job, char *err, size_t errlen)
+{
+	job->probe_gpus = probe_step_gpus(job);
+	job->step_gpus.n = 0;
+	return trial_ranks_of(job) > 0 ? read_step_gpus(job, err, errlen) : 0;
 }
 
 int ab_probe_run(const struct ab_probe_job *job, const char *phase,

@@ -12,6 +12,7 @@
 #include "context.h"
 #include "decision.h"
 #include "gpu_models.h"
+#include "step_gpus.h"
 
 /* What the probe step needs to know of the step srun is about to launch. */
 struct ab_probe_job {
@@ -19,6 +20,9 @@ struct ab_probe_job {
 	const char *srun;       /* this srun's own binary */
 	unsigned jobid;
 	unsigned stepid;        /* the real step's: its GPU request shapes the trial steps */
+	/* what ab_probe_read_job read of the job from slurmctld, once per probing */
+	const char *probe_gpus; /* the probe step's GPU option, or NULL */
+	struct ab_step_gpus step_gpus; /* the real step's GPU request, for its trial steps */
 	unsigned ntasks;        /* the data-parallel width for a global batch */
 	unsigned nnodes;        /* the step's nodes: how many */
 	const char *nodelist;   /* the step's nodes; the probe runs on the first */
@@ -38,6 +42,11 @@ struct ab_probe_job {
 	void (*tick)(void *arg); /* called every 0.2 s while the probe step runs; or NULL */
 	void *tick_arg;
 };
+
+/* Reads from slurmctld what every probe step of this srun needs (the job's GPU request, the
+ * real step's for trial steps), before ab_probe_run and ab_probe_device; 0, or a negative
+ * errno with err when the step's GPU request is none srun takes back. */
+int ab_probe_read_job(struct ab_probe_job *job, char *err, size_t errlen);
 
 /* Runs the probe step; 0 with the result (and its JSON in *json, malloc'ed, when json is not
  * NULL), or a negative errno with one sentence naming the cause. Once *stop is set (srun is

@@ -31,6 +31,17 @@ static const char *gres_of(const char *entry)
 	return !strncmp(entry, "gres:", 5) || !strncmp(entry, "gres/", 5) ? entry + 5 : NULL;
 }
 
+/* out's next option, options[which] and value, when srun may be handed it. */
+static bool put(struct ab_step_gpus *out, int which, const char *value)
+{
+	if (snprintf(out->opt[out->n], AB_STEP_OPTION_LEN, "%s%s", options[which], value) >=
+		    AB_STEP_OPTION_LEN ||
+	    !ab_step_option_ok(out->opt[out->n]))
+		return false;
+	out->n++;
+	return true;
+}
+
 /* Appends "--OPTION=VALUE" built from the entries of list (comma separated) that are GRES,
  * GPUs only unless any_gres: "gpu:a100:2" gives "a100:2" (gpu_value) or "gpu:a100:2". */
 static int add(struct ab_step_gpus *out, int which, const char *list, bool any_gres,
@@ -59,22 +70,19 @@ static int add(struct ab_step_gpus *out, int which, const char *list, bool any_g
 		ab_append(value, sizeof(value), &len, "%s%s", len ? "," : "",
 			  gpu && gpu_value ? g + 3 + (g[3] == ':') : g);
 	}
-	if (!len)
+	if (!len || put(out, which, value))
 		return 0;
-	if (snprintf(out->opt[out->n], AB_STEP_OPTION_LEN, "%s%s", options[which], value) >=
-		    AB_STEP_OPTION_LEN ||
-	    !ab_step_option_ok(out->opt[out->n]))
-		return ab_fail(err, errlen, EINVAL, "the step's GPU request %s is not one srun "
-						    "takes back as %s",
-			       list, options[which]);
-	out->n++;
-	return 0;
+	return ab_fail(err, errlen, EINVAL, "the step's GPU request %s is not one srun takes back "
+					    "as %s",
+		       list, options[which]);
 }
 
 int ab_step_gpus_from_tres(const char *per_task, const char *per_node, const char *per_step,
 			   const char *bind, const char *cpus_per_tres, struct ab_step_gpus *out,
 			   char *err, size_t errlen)
 {
+	/* "gpu:closest" (22.05), "gres/gpu:closest" (later), maybe "verbose,gpu:..." */
+	const char *b = bind ? strstr(bind, "gpu:") : NULL;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -83,17 +91,9 @@ int ab_step_gpus_from_tres(const char *per_task, const char *per_node, const cha
 	    (rc = add(out, 2, per_step, false, true, err, errlen)) < 0 ||
 	    (rc = add(out, 4, cpus_per_tres, false, true, err, errlen)) < 0)
 		return rc;
-	/* "gpu:closest" (22.05), "gres/gpu:closest" (later), maybe "verbose,gpu:..." */
-	if (bind && *bind) {
-		const char *b = strstr(bind, "gpu:");
-
-		if (b && snprintf(out->opt[out->n], AB_STEP_OPTION_LEN, "%s%s", options[3], b + 4) <
-				 AB_STEP_OPTION_LEN &&
-		    ab_step_option_ok(out->opt[out->n]))
-			out->n++;
-		else if (b)
-			return ab_fail(err, errlen, EINVAL, "the step's GPU binding %s is not one srun "
-							    "takes back as --gpu-bind", bind);
-	}
-	return 0;
+	if (!b || put(out, 3, b + 4))
+		return 0;
+	return ab_fail(err, errlen, EINVAL, "the step's GPU binding %s is not one srun takes back "
+					    "as --gpu-bind",
+		       bind);
 }
