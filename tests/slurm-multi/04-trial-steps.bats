@@ -69,9 +69,16 @@ teardown() { reset_plugstack; }
 		sleep 0.5
 	done
 	# SIGKILL leaves no launcher to end its step: the srun that probed cancels what is left
-	# of the trial steps its probe started (autobatch-trial.PID)
+	# of the trial steps its probe started (autobatch-trial.PID). The launcher is killed once
+	# its step runs: killed before it had made one (CI run 33, 26.05 root: 1 s in), there
+	# was nothing to cancel and nothing to test
 	run --separate-stderr timeout 90 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
-		(for i in $(seq 120); do pkill -9 -f "[a]utobatch-probe.* ranks 4" && break; sleep 0.5; done) &
+		(for i in $(seq 120); do
+			squeue -h -s -j "$SLURM_JOB_ID" -o %j | grep -q "^autobatch-trial\." &&
+				pgrep -f "[s]leep 100" >/dev/null &&
+				pkill -9 -f "[a]utobatch-probe.* ranks 4" && break
+			sleep 0.5
+		done) &
 		timeout 60 srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
 		wait
 		for i in $(seq 40); do
