@@ -11,6 +11,7 @@
 #include "decision.h"
 #include "hostlist.h"
 #include "model.h"
+#include "number.h"
 #include "settings.h"
 #include "sim.h"
 #include "size.h"
