@@ -75,6 +75,30 @@ static void add_site_args(struct argv_builder *b, char *copy)
 		add(b, w);
 }
 
+/* The job's steps, and one killed (a step ends with its tasks): the calls' forms changed in
+ * Slurm 26.05. */
+static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps)
+{
+#ifdef HAVE_SLURM_SIGNAL_STEP_ID
+	slurm_step_id_t id = {.job_id = jobid, .step_id = NO_VAL, .step_het_comp = NO_VAL};
+
+	return slurm_get_job_steps(&id, steps, SHOW_ALL);
+#else
+	return slurm_get_job_steps((time_t)0, jobid, NO_VAL, steps, SHOW_ALL);
+#endif
+}
+
+static int kill_step(const job_step_info_t *s)
+{
+#ifdef HAVE_SLURM_SIGNAL_STEP_ID
+	slurm_step_id_t id = s->step_id;
+
+	return slurm_signal_job_step(&id, SIGKILL);
+#else
+	return slurm_signal_job_step(s->step_id.job_id, s->step_id.step_id, SIGKILL);
+#endif
+}
+
 /* The job's nodes when its GPUs were asked for as a whole (--gpus=N), else 0. A step of such
  * a job over fewer nodes than it holds gets GPUs only as --gpus=K: with --gres=gpu:1, or no
  * GPU option, it is "Invalid generic resource (gres) specification" and no probe ran
@@ -209,8 +233,6 @@ bool ab_probe_per_rank_limits(const struct ab_probe_job *job)
 	return job->models && trial_ranks(job, &per_node, &whole, err, sizeof(err)) > 0 && whole &&
 	       ab_gpu_models_node_memory(job->models, memory, sizeof(memory)) != -ENODATA;
 }
-
-static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps);
 
 /* The real step's GPU request (--gpus-per-task, --gres, --gpu-bind...), from its record in
  * slurmctld, for the trial steps: each task of a trial sees the GPUs its task of the real
@@ -476,30 +498,6 @@ static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
  * (ranks closes its tasks' standard input), but a cancelled probe step (Ctrl-C,
  * probe_timeout, a lost node) or a launcher killed outright takes the srun that ran the trial
  * step with it, and a step whose srun is gone keeps its tasks running until the job ends. */
-/* The job's steps, and one killed (a step ends with its tasks): the calls' forms changed in
- * Slurm 26.05. */
-static int list_steps(uint32_t jobid, job_step_info_response_msg_t **steps)
-{
-#ifdef HAVE_SLURM_SIGNAL_STEP_ID
-	slurm_step_id_t id = {.job_id = jobid, .step_id = NO_VAL, .step_het_comp = NO_VAL};
-
-	return slurm_get_job_steps(&id, steps, SHOW_ALL);
-#else
-	return slurm_get_job_steps((time_t)0, jobid, NO_VAL, steps, SHOW_ALL);
-#endif
-}
-
-static int kill_step(const job_step_info_t *s)
-{
-#ifdef HAVE_SLURM_SIGNAL_STEP_ID
-	slurm_step_id_t id = s->step_id;
-
-	return slurm_signal_job_step(&id, SIGKILL);
-#else
-	return slurm_signal_job_step(s->step_id.job_id, s->step_id.step_id, SIGKILL);
-#endif
-}
-
 static void cancel_trial_steps(const struct ab_probe_job *job)
 {
 	job_step_info_response_msg_t *steps = NULL;
