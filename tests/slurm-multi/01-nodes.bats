@@ -91,7 +91,7 @@ EOF
 }
 
 @test "Ctrl-C while probing a 3-node step: no task runs anywhere, no step is left, nothing of ours runs" {
-	run --separate-stderr timeout -s INT 6 srun -N3 --ntasks-per-node=1 --autobatch=0.8 \
+	run --separate-stderr ctrl_c_when autobatch-probe srun -N3 --ntasks-per-node=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
 	[ "$status" -ne 0 ]
 	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
@@ -99,13 +99,19 @@ EOF
 	nothing_left
 }
 
-# A two-node step of one GPU model (the probe runs on node1) where something of NODE dies four
-# seconds into probing (testbed WHAT: kill-node, the node and all on it; kill-slurmd, its
-# slurmd only, after which slurmctld declares the node failed and cancels the job's steps):
-# one autobatch line, and nothing changed or left. Prints what the tasks printed.
+# A two-node step of one GPU model (the probe runs on node1) where something of NODE dies two
+# seconds after its probe step is listed (testbed WHAT: kill-node, the node and all on it;
+# kill-slurmd, its slurmd only, after which slurmctld declares the node failed and cancels the
+# job's steps): one autobatch line, and nothing changed or left. Prints what the tasks
+# printed. (A fixed delay from srun's start could come before the probe step under load.)
 node_dies() {
 	local what=$1 node=$2 trial=${3:-sleep 100}
-	( sleep 4; "$TESTBED" "$what" "$node" >/dev/null 2>&1 ) &
+	( for i in $(seq 600); do
+		squeue -h -s -o %j | grep -q '^autobatch-probe' && break
+		sleep 0.1
+	  done
+	  sleep 2
+	  "$TESTBED" "$what" "$node" >/dev/null 2>&1 ) &
 	run --separate-stderr srun_t -N2 -w node1,node2 --ntasks-per-node=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="$trial" bash -c "$TASK"
 	wait

@@ -41,8 +41,9 @@ teardown() { reset_plugstack; }
 	chmod +x hang.sh
 	# inside an allocation the job outlives the srun: a trial step whose srun died with the
 	# cancelled probe step would run on until the job ends
-	run --separate-stderr timeout 90 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
-		timeout -s INT 8 srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
+	export -f ctrl_c_when
+	run --separate-stderr timeout 150 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
+		ctrl_c_when autobatch-trial. srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
 		sleep 3
 		echo "sleeps left: $(pgrep -c -f "[s]leep 100")"
 		# the plugin cancelled the trial step; Slurm lists it while its nodes clean up, which
@@ -71,12 +72,17 @@ teardown() { reset_plugstack; }
 	# SIGKILL leaves no launcher to end its step: the srun that probed cancels what is left
 	# of the trial steps its probe started (autobatch-trial.PID). The launcher is killed once
 	# its step runs: killed before it had made one (CI run 33, 26.05 root: 1 s in), there
-	# was nothing to cancel and nothing to test
+	# was nothing to cancel and nothing to test. Its tasks are stopped (SIGSTOP) first, as
+	# tasks stuck in the kernel or a driver would be: running, they end at the end of their
+	# input, which the launcher's death brings, and in local CI run 40 (26.05 root) they had
+	# ended before srun looked, so it had nothing to cancel either
 	run --separate-stderr timeout 90 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
 		(for i in $(seq 120); do
-			squeue -h -s -j "$SLURM_JOB_ID" -o %j | grep -q "^autobatch-trial\." &&
-				pgrep -f "[s]leep 100" >/dev/null &&
-				pkill -9 -f "[a]utobatch-probe.* ranks 4" && break
+			if squeue -h -s -j "$SLURM_JOB_ID" -o %j | grep -q "^autobatch-trial\." &&
+				[ "$(pgrep -c -f "[s]leep 100")" -eq 4 ]; then
+				pkill -STOP -f "^[^ ]*[a]utobatch-probe[^ ]* task " &&
+					pkill -9 -f "[a]utobatch-probe.* ranks 4" && break
+			fi
 			sleep 0.5
 		done) &
 		timeout 60 srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh

@@ -41,26 +41,21 @@ tasks_on_nodes() {
 	done
 }
 
-# none_left PATTERN: no process matching PATTERN runs on any node (given 10 s to end), and no
-# step of the job is left
+# none_left PATTERN: no process matching PATTERN runs on any node, and no step of the job is
+# left (given 30 s to end: Slurm lists a cancelled step while its nodes clean up)
 none_left() {
 	local i
-	for i in $(seq 20); do
-		pgrep_here -f "$1" >/dev/null || break
+	for i in $(seq 60); do
+		if ! pgrep_here -f "$1" >/dev/null && [ -z "$(squeue -h -s -o %i)" ]; then break; fi
 		sleep 0.5
 	done
 	refute pgrep_here -fl "$1"
 	[ -z "$(squeue -h -s -o '%i %j %N')" ]
 }
 
-# nothing of ours runs on any node, no step of the job is left (given 10 s to end), the
+# nothing of ours runs on any node, no step of the job is left (given 30 s to end), the
 # config is as it was
 nothing_left() {
-	local i
-	for i in $(seq 20); do
-		[ -z "$(squeue -h -s -o %i)" ] && break
-		sleep 0.5
-	done
 	none_left 'autobatch-probe|toy_train|sleep 100'
 	cmp -s cfg.yaml orig.yaml
 	[ ! -e cfg.yaml.autobatch~ ]

@@ -98,7 +98,7 @@ expect_failure() {
 
 @test "Ctrl-C while probing cancels the probe step and changes nothing" {
 	set_plugstack ""
-	run --separate-stderr timeout -s INT 4 srun -N1 -n1 --gpus=1 --autobatch=0.8 \
+	run --separate-stderr ctrl_c_when autobatch-probe srun -N1 -n1 --gpus=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
 	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
 	# never a launch after a Ctrl-C, whatever srun does with the probe step's exit status

@@ -69,7 +69,13 @@ unchanged() {
 
 @test "slurmd restarted while probing: the probe step runs on and the decision applies" {
 	set_plugstack ""
-	( sleep 2; "$TESTBED" restart-slurmd >/dev/null 2>&1 ) &
+	# restarted once the probe step runs, while its trial sleeps: before it, a restart would
+	# meet srun's launch of the probe step, not the probing
+	( for i in $(seq 600); do
+		squeue -h -s -o %j | grep -q autobatch-probe && break
+		sleep 0.1
+	  done
+	  "$TESTBED" restart-slurmd >/dev/null 2>&1 ) &
 	run --separate-stderr srun_t -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.yaml \
 		--autobatch-trial-command='sleep 1; exec toy_train --config "$AUTOBATCH_CONFIG"' \
 		toy_train --config cfg.yaml

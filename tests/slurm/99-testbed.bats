@@ -46,7 +46,13 @@ no_cores() {
 
 @test "testbed down stops every daemon and step it started" {
 	srun_t sleep 300 &
-	sleep 2
+	# a step to stop: under load a fixed delay could come before it runs, and down had
+	# nothing of it to stop
+	for i in $(seq 100); do
+		squeue -h -s -o %j | grep -qx sleep && break
+		sleep 0.2
+	done
+	squeue -h -s -o %j | grep -qx sleep
 	pids="$(cat "$AUTOBATCH_TESTBED"/run/*.pid "$AUTOBATCH_TESTBED/munge/munged.pid")"
 	run "$TESTBED" down
 	[ "$status" -eq 0 ]

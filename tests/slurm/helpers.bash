@@ -33,6 +33,25 @@ bats_require_minimum_version 1.5.0
 # srun with a bounded wait, so a hang fails the test instead of CI.
 srun_t() { timeout 120 srun "$@"; }
 
+# ctrl_c_when STEP CMD...: CMD (an srun) gets a Ctrl-C's SIGINT a second after squeue lists a
+# step named STEP (autobatch-probe, autobatch-trial.), 120 s at most. A fixed delay could
+# come before the allocation or the step on a loaded machine, when nothing is probed yet.
+# timeout relays the signal as it does a Ctrl-C's, to srun and its process group; it also
+# gives srun a SIGINT that is not ignored, as a background command of a script's is.
+ctrl_c_when() {
+	local step=$1 pid i
+	shift
+	timeout -s INT 300 "$@" &
+	pid=$!
+	for i in $(seq 1200); do
+		squeue -h -s -o %j | grep -q "^$step" && break
+		sleep 0.1
+	done
+	sleep 1
+	kill -INT "$pid"
+	wait "$pid"
+}
+
 # refute CMD...: fails when CMD succeeds. A bare "! CMD" asserts nothing in bats unless it
 # is a test's last line (errexit ignores negated commands); tests/check-bats-asserts
 # rejects it.
