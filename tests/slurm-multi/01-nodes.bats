@@ -106,12 +106,7 @@ EOF
 # printed. (A fixed delay from srun's start could come before the probe step under load.)
 node_dies() {
 	local what=$1 node=$2 trial=${3:-sleep 100}
-	( for i in $(seq 600); do
-		squeue -h -s -o %j | grep -q '^autobatch-probe' && break
-		sleep 0.1
-	  done
-	  sleep 2
-	  "$TESTBED" "$what" "$node" >/dev/null 2>&1 ) &
+	( wait_for_step autobatch-probe; sleep 2; "$TESTBED" "$what" "$node" >/dev/null 2>&1 ) &
 	run --separate-stderr srun_t -N2 -w node1,node2 --ntasks-per-node=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="$trial" bash -c "$TASK"
 	wait

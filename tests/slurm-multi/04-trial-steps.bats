@@ -41,7 +41,7 @@ teardown() { reset_plugstack; }
 	chmod +x hang.sh
 	# inside an allocation the job outlives the srun: a trial step whose srun died with the
 	# cancelled probe step would run on until the job ends
-	export -f ctrl_c_when
+	export -f ctrl_c_when wait_for_step
 	run --separate-stderr timeout 150 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
 		ctrl_c_when autobatch-trial. srun -N2 --ntasks-per-node=2 --autobatch=0.5 ./hang.sh
 		sleep 3

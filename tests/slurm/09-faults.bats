@@ -71,11 +71,7 @@ unchanged() {
 	set_plugstack ""
 	# restarted once the probe step runs, while its trial sleeps: before it, a restart would
 	# meet srun's launch of the probe step, not the probing
-	( for i in $(seq 600); do
-		squeue -h -s -o %j | grep -q autobatch-probe && break
-		sleep 0.1
-	  done
-	  "$TESTBED" restart-slurmd >/dev/null 2>&1 ) &
+	( wait_for_step autobatch-probe; "$TESTBED" restart-slurmd >/dev/null 2>&1 ) &
 	run --separate-stderr srun_t -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.yaml \
 		--autobatch-trial-command='sleep 1; exec toy_train --config "$AUTOBATCH_CONFIG"' \
 		toy_train --config cfg.yaml
@@ -92,11 +88,7 @@ unchanged() {
 	set_plugstack ""
 	# drained once the probe step runs: a drain before srun's allocation (the previous job's
 	# steps still completing on a loaded machine) would only keep the job pending
-	( for i in $(seq 100); do
-		squeue -h -s -o %j | grep -q autobatch-probe && break
-		sleep 0.1
-	  done
-	  scontrol update nodename=node1 state=drain reason=autobatch-test ) &
+	( wait_for_step autobatch-probe; scontrol update nodename=node1 state=drain reason=autobatch-test ) &
 	run --separate-stderr srun_t -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.yaml \
 		--autobatch-trial-command='sleep 2; exec toy_train --config "$AUTOBATCH_CONFIG"' \
 		toy_train --config cfg.yaml

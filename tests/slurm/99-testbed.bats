@@ -48,11 +48,7 @@ no_cores() {
 	srun_t sleep 300 &
 	# a step to stop: under load a fixed delay could come before it runs, and down had
 	# nothing of it to stop
-	for i in $(seq 100); do
-		squeue -h -s -o %j | grep -qx sleep && break
-		sleep 0.2
-	done
-	squeue -h -s -o %j | grep -qx sleep
+	wait_for_step sleep
 	pids="$(cat "$AUTOBATCH_TESTBED"/run/*.pid "$AUTOBATCH_TESTBED/munge/munged.pid")"
 	run "$TESTBED" down
 	[ "$status" -eq 0 ]

@@ -33,20 +33,28 @@ bats_require_minimum_version 1.5.0
 # srun with a bounded wait, so a hang fails the test instead of CI.
 srun_t() { timeout 120 srun "$@"; }
 
-# ctrl_c_when STEP CMD...: CMD (an srun) gets a Ctrl-C's SIGINT a second after squeue lists a
-# step named STEP (autobatch-probe, autobatch-trial.), 120 s at most. A fixed delay could
-# come before the allocation or the step on a loaded machine, when nothing is probed yet.
-# timeout relays the signal as it does a Ctrl-C's, to srun and its process group; it also
-# gives srun a SIGINT that is not ignored, as a background command of a script's is.
+# wait_for_step NAME: until squeue lists a step whose name begins with NAME (autobatch-probe,
+# autobatch-trial.), 120 s at most. What a test does to a running probe waits for it: a fixed
+# delay could come before the allocation or the step on a loaded machine.
+wait_for_step() {
+	local i
+	for i in $(seq 1200); do
+		squeue -h -s -o %j | grep -q "^$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ctrl_c_when STEP CMD...: CMD (an srun) gets a Ctrl-C's SIGINT a second after its step STEP
+# runs (wait_for_step). timeout relays the signal as it does a Ctrl-C's, to srun and its
+# process group; it also gives srun a SIGINT that is not ignored, as a background command of
+# a script's is.
 ctrl_c_when() {
-	local step=$1 pid i
+	local step=$1 pid
 	shift
 	timeout -s INT 300 "$@" &
 	pid=$!
-	for i in $(seq 1200); do
-		squeue -h -s -o %j | grep -q "^$step" && break
-		sleep 0.1
-	done
+	wait_for_step "$step"
 	sleep 1
 	kill -INT "$pid"
 	wait "$pid"
