@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,13 +197,21 @@ static double longest_step(const struct ab_trial_report *rep)
 	return m;
 }
 
-/* What a measured step may take after the warm-up: --trial-seconds, or twice the slowest step
- * seen when that is longer (a large model, a long accumulation), up to --max-trial-seconds. */
-static double step_window(const struct ab_exec *x, double longest)
+/* What a step of BATCH should take at the pace of the largest batch an earlier trial ran. */
+static double predicted_step(const struct ab_exec *x, long batch)
 {
-	double w = 2 * longest < x->max_trial_seconds ? 2 * longest : x->max_trial_seconds;
+	return x->pace_batch > 0 ? x->pace_step_s * (double)batch / (double)x->pace_batch : 0;
+}
 
-	return w > x->trial_seconds ? w : x->trial_seconds;
+/* What a measured step of BATCH may take after the warm-up: --trial-seconds, or twice the
+ * slowest step seen, or twice what the earlier trials' pace predicts at this batch, when that
+ * is longer (a large model, a long accumulation, a batch several times the last one's; a
+ * step on a loaded machine that took twice the warm-up's), up to --max-trial-seconds. */
+static double step_window(const struct ab_exec *x, long batch, double longest)
+{
+	double w = 2 * fmax(longest, predicted_step(x, batch));
+
+	return fmax(fmin(w, x->max_trial_seconds), x->trial_seconds);
 }
 
 /* What the trial's watch keeps between samples. */
@@ -232,7 +241,7 @@ static enum ending deadline(const struct watching *t, double elapsed)
 	longest = longest_step(&t->w->rep);
 	if (t->w->rep.steps >= AB_TRIAL_MIN_STEPS && since + longest > x->trial_seconds)
 		return ENDED_DONE;
-	return since > step_window(x, longest) ? ENDED_STEPS : ENDED_ITSELF;
+	return since > step_window(x, t->batch, longest) ? ENDED_STEPS : ENDED_ITSELF;
 }
 
 static void progress_note(const struct ab_exec *x, long batch, double elapsed, size_t steps)
@@ -246,6 +255,26 @@ static void progress_note(const struct ab_exec *x, long batch, double elapsed, s
 		     steps, x->steps + 1, elapsed);
 }
 
+/* Once the warm-up step is seen: a window longer than --trial-seconds, and why. */
+static void tell_window(struct watching *t)
+{
+	const struct ab_exec *x = t->x;
+	double longest = longest_step(&t->w->rep), window = step_window(x, t->batch, longest);
+
+	t->told_window = true;
+	if (window <= x->trial_seconds)
+		return;
+	if (longest >= predicted_step(x, t->batch))
+		note(x, "trial %d (batch %ld): its warm-up step took %.0f s; a measured step gets "
+			"up to %.0f s (twice that, beyond --trial-seconds %.0f)",
+		     x->count, t->batch, longest, window, x->trial_seconds);
+	else
+		note(x, "trial %d (batch %ld): at the earlier trials' pace a step takes about "
+			"%.0f s at this batch; a measured step gets up to %.0f s (twice that, beyond "
+			"--trial-seconds %.0f)",
+		     x->count, t->batch, predicted_step(x, t->batch), window, x->trial_seconds);
+}
+
 /* Every POLL_MS while the trial runs: its memory, its report, its deadlines. */
 static bool watch_trial(void *arg, pid_t pid, double elapsed)
 {
@@ -257,14 +286,8 @@ static bool watch_trial(void *arg, pid_t pid, double elapsed)
 		t->first = elapsed;
 	if (t->w->rep.steps >= (size_t)t->x->steps + 1 && t->done == 0)
 		t->done = elapsed;
-	if (t->first > 0 && !t->told_window &&
-	    step_window(t->x, longest_step(&t->w->rep)) > t->x->trial_seconds) {
-		note(t->x, "trial %d (batch %ld): its warm-up step took %.0f s; a measured step gets "
-			   "up to %.0f s (twice that, beyond --trial-seconds %.0f)",
-		     t->x->count, t->batch, longest_step(&t->w->rep),
-		     step_window(t->x, longest_step(&t->w->rep)), t->x->trial_seconds);
-		t->told_window = true;
-	}
+	if (t->first > 0 && !t->told_window)
+		tell_window(t);
 	t->o->ending = over ? ENDED_MEMORY : deadline(t, elapsed);
 	if (t->o->ending != ENDED_ITSELF)
 		return true;
@@ -295,7 +318,7 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 	ab_report_watch_read(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = t.first;
-	o->window_s = step_window(x, longest_step(&w->rep));
+	o->window_s = step_window(x, batch, longest_step(&w->rep));
 	o->rss_peak = ab_group_peak_bytes(&o->group, (uint64_t)proc->ru.ru_maxrss * 1024);
 }
 
@@ -376,9 +399,9 @@ static int no_evidence(const struct ab_exec *x, long batch, const struct outcome
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "trial %d (batch %ld) did not finish its steps: after its warm-up "
 			       "step (%.0f s from the start), no measured step came within %.0f s "
-			       "(--trial-seconds %.0f, or twice the warm-up step up to "
-			       "--max-trial-seconds %.0f); it was stopped. Raise --trial-seconds or "
-			       "check the command",
+			       "(--trial-seconds %.0f, or twice the slowest step seen or the step the "
+			       "earlier trials' pace predicts, up to --max-trial-seconds %.0f); it was "
+			       "stopped. Raise --trial-seconds or check the command",
 			       x->count, batch, o->first_step_s, o->window_s, x->trial_seconds,
 			       x->max_trial_seconds);
 	if (steps == 1)
@@ -491,6 +514,15 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	return 0;
 }
 
+void ab_exec_learn_pace(struct ab_exec *x, const struct ab_trial *t)
+{
+	if (!t->has_step || !(t->step_s > 0) || t->batch < x->pace_batch)
+		return;
+	if (t->batch > x->pace_batch || t->step_s > x->pace_step_s)
+		x->pace_step_s = t->step_s;
+	x->pace_batch = t->batch;
+}
+
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen)
 {
 	struct ab_exec *x = ctx;
@@ -530,6 +562,8 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	else
 		rc = judge(x, batch, &o, &w->rep, log, len, out, err, errlen);
 	out->host_bytes = o.rss_peak;
+	if (rc == 0)
+		ab_exec_learn_pace(x, out);
 done:
 	if (w && w->fd >= 0)
 		close(w->fd);

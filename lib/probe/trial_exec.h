@@ -67,6 +67,11 @@ struct ab_exec {
 	void *note_arg;
 	/* internal */
 	int count;
+	/* the measured step of the largest batch an earlier trial ran (0: none yet): a measured
+	 * step of another batch gets twice what that pace, per sample, predicts for it (more than
+	 * it will take: a step's fixed cost is counted per sample) */
+	long pace_batch;
+	double pace_step_s;
 	char workdir[PATH_MAX]; /* where trial directories go; created, then removed */
 	int workdir_lock;       /* held while the probe runs, once workdir is set */
 };
@@ -77,5 +82,9 @@ void ab_exec_cleanup(struct ab_exec *x);
 
 /* The trial function: ctx is a struct ab_exec. */
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen);
+
+/* Keeps a finished trial's pace for the step windows of the trials after it (ab_exec_trial
+ * does for its own; a parallel round, whose trials run in workers, for each result). */
+void ab_exec_learn_pace(struct ab_exec *x, const struct ab_trial *t);
 
 #endif

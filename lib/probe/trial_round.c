@@ -154,8 +154,10 @@ static int collect(struct ab_exec_round *r, struct running *w, size_t n, struct 
 			rc = m.rc;
 			ab_copy(err, errlen, m.err);
 		}
-		if (m.rc == 0)
+		if (m.rc == 0) {
 			out[w[i].index] = m.t;
+			ab_exec_learn_pace(r->x, &m.t);
+		}
 	}
 	return rc;
 }

@@ -574,12 +574,47 @@ static void slow_steps_get_a_window(void **state)
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
 	assert_true(ab_now() - t0 >= 3.9 && ab_now() - t0 < 10);
 	assert_contains(err, "no measured step came within 3 s (--trial-seconds 1, or twice the "
-			     "warm-up step up to --max-trial-seconds 1800)");
+			     "slowest step seen or the step the earlier trials' pace predicts, up to "
+			     "--max-trial-seconds 1800)");
 	ab_exec_cleanup(&x);
 
 	exec_init(&x, slow_argv(one), AB_PEAK_FROM_RSS, GiB, 1);
 	x.max_trial_seconds = 2;
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_contains(err, "no measured step came within 2 s");
+	ab_exec_cleanup(&x);
+}
+
+/* A larger batch's step is as slow as the earlier trials' pace predicts, more than twice its
+ * warm-up step (a loaded machine, data loading that the warm-up's prefetched batches hid):
+ * its measured step is waited for; without that pace the same trial is stopped. */
+static void steps_get_the_earlier_pace(void **state)
+{
+	/* batch 2: steps of 1 s; batch 8: a warm-up of 1 s, then a measured step of 3 s */
+	const char *script =
+		"R=$AUTOBATCH_TRIAL_REPORT; if [ \"$AUTOBATCH_BATCH_SIZE\" -le 2 ]; then "
+		"for i in 1 2 3 4; do sleep 1; echo '{\"step_s\": 1.0}' >>$R; done; exit 0; fi; "
+		"sleep 1; echo '{\"step_s\": 1.0}' >>$R; sleep 3; echo '{\"step_s\": 3.0}' >>$R; "
+		"sleep 100";
+	struct ab_exec x;
+	struct ab_trial tr;
+
+	(void)state;
+	exec_init(&x, slow_argv(script), AB_PEAK_FROM_RSS, GiB, 1);
+	x.note = keep_note;
+	if (ab_exec_trial(&x, 2, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	if (ab_exec_trial(&x, 8, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	assert_contains(noted, "trial 2 (batch 8): at the earlier trials' pace a step takes about "
+			       "4 s at this batch; a measured step gets up to 8 s (twice that, beyond "
+			       "--trial-seconds 1)");
+	ab_exec_cleanup(&x);
+
+	exec_init(&x, slow_argv(script), AB_PEAK_FROM_RSS, GiB, 1);
+	assert_int_equal(ab_exec_trial(&x, 8, &tr, err, sizeof(err)), -ETIMEDOUT);
 	assert_contains(err, "no measured step came within 2 s");
 	ab_exec_cleanup(&x);
 }
@@ -637,8 +672,9 @@ static void hung_trial_killed(void **state)
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
 	assert_contains(err, "trial 1 (batch 4) did not finish its steps: after its warm-up "
 			     "step (0 s from the start), no measured step came within 1 s "
-			     "(--trial-seconds 1, or twice the warm-up step up to "
-			     "--max-trial-seconds 1800); it was stopped");
+			     "(--trial-seconds 1, or twice the slowest step seen or the step the "
+			     "earlier trials' pace predicts, up to --max-trial-seconds 1800); it was "
+			     "stopped");
 	assert_int_equal(trialprogs_alive(), 0);
 	ab_exec_cleanup(&x);
 }
@@ -1003,6 +1039,7 @@ int main(void)
 		cmocka_unit_test(nvml_absent),
 		cmocka_unit_test(stale_workdirs_removed),
 		cmocka_unit_test(slow_steps_get_a_window),
+		cmocka_unit_test(steps_get_the_earlier_pace),
 		cmocka_unit_test(trials_accumulate_one),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
