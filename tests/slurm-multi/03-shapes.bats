@@ -34,8 +34,10 @@ setup() {
 	export MASTER_ADDR=node1 MASTER_PORT=29511 GLOO_SOCKET_IFNAME=eth0
 	# Debian's PyTorch 2 is built without libuv, which its TCPStore asks for by default
 	export USE_LIBUV=0
-	# resident memory follows live tensors, as GPU memory does
+	# resident memory follows live tensors, as GPU memory does; no program here forks
+	# DataLoader workers (torchrun's and accelerate's start theirs afresh)
 	. "$BATS_TEST_DIRNAME/../python/gpu-like-memory.sh"
+	huge_pages
 	# the testbed's probe arguments (its step hook) on a larger host than its simulated GPUs:
 	# PyTorch alone holds about 270 MiB
 	# (the build's step hook, or none where the testbed runs the installed package, whose hook

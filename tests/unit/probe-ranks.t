@@ -15,6 +15,7 @@ dir=$(mktemp -d /tmp/autobatch-probe-ranks.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
+huge_pages # the DDP program forks no DataLoader workers
 # json FILE KEY: a top-level number of a report
 json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
 echo "1..8"
