@@ -18,11 +18,28 @@ setup_file() {
 
 # A task's view, minus what differs from one step to the next anyway (SLURM_JOB_SLUID: a
 # new id per job from Slurm 26.05 on; srun's word that the job waited for the node, which the
-# job before it may still hold: CI run 13, 24.11).
+# job before it may still hold: CI run 13, 24.11), with srun's exit lines one per task: srun
+# says "tasks 0-1: Exited" for tasks whose ends reach it together and a line each otherwise
+# (local CI run 42, 24.11: one line without the plugin, two with it, as the tasks' timing had it).
 task_view() {
 	SLURM_CONF=$1 timeout 60 srun -n2 --gres=gpu:2 bash -c 'env; echo "args: $*"; exit 3' _ a "b c" 2>&1 |
 		grep -vE '^SLURM_(JOB_ID|JOBID|JOB_SLUID|STEP_ID|STEPID|TASK_PID|LAUNCH_NODE_IPADDR|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_START_TIME|JOB_END_TIME|CONF)=|^_=|^srun: job [0-9]+ (queued and waiting for resources|has been allocated resources)$' |
-		sort
+		one_line_per_task | sort
+}
+# "srun: error: NODE: tasks 0-1,3: WHAT" as "srun: error: NODE: task 0: WHAT" and so on
+one_line_per_task() {
+	awk 'match($0, /^srun: error: [^ ]+: tasks? [0-9,-]+: /) {
+		head = substr($0, 1, RSTART + RLENGTH - 1); rest = substr($0, RSTART + RLENGTH)
+		sub(/tasks? [0-9,-]+: $/, "", head)
+		list = substr($0, length(head) + 1); sub(/^tasks? /, "", list); sub(/: .*/, "", list)
+		n = split(list, parts, ",")
+		for (i = 1; i <= n; i++) {
+			if (split(parts[i], r, "-") == 1) r[2] = r[1]
+			for (t = r[1]; t <= r[2]; t++) print head "task " t ": " rest
+		}
+		next
+	}
+	{ print }'
 }
 
 @test "task environment, arguments, output and exit status are identical with and without the plugin" {
