@@ -755,7 +755,9 @@ static void group_sampling_rereads(void **state)
 
 	(void)state;
 	g.leader = cow_family(go, done);
-	for (k = 0; k < 200 && (g.n < 1 || before < (60u << 20)); k++) {
+	/* up to 30 s for the family to write its 64 MiB and fork: 2 s was too short under ASan
+	 * beside CI's other stages (local CI run 42) */
+	for (k = 0; k < 3000 && (g.n < 1 || before < (60u << 20)); k++) {
 		before = ab_group_sample(&g);
 		usleep(10000);
 	}
