@@ -28,14 +28,12 @@ task_view() {
 }
 # "srun: error: NODE: tasks 0-1,3: WHAT" as "srun: error: NODE: task 0: WHAT" and so on
 one_line_per_task() {
-	awk 'match($0, /^srun: error: [^ ]+: tasks? [0-9,-]+: /) {
-		head = substr($0, 1, RSTART + RLENGTH - 1); rest = substr($0, RSTART + RLENGTH)
-		sub(/tasks? [0-9,-]+: $/, "", head)
-		list = substr($0, length(head) + 1); sub(/^tasks? /, "", list); sub(/: .*/, "", list)
-		n = split(list, parts, ",")
+	awk '/^srun: error: [^ ]+: tasks? [0-9,-]+: / {
+		what = $0; for (i = 1; i <= 5; i++) sub(/^[^ ]+ /, "", what)
+		n = split(substr($5, 1, length($5) - 1), parts, ",")
 		for (i = 1; i <= n; i++) {
 			if (split(parts[i], r, "-") == 1) r[2] = r[1]
-			for (t = r[1]; t <= r[2]; t++) print head "task " t ": " rest
+			for (t = r[1]; t <= r[2]; t++) print "srun: error: " $3 " task " t ": " what
 		}
 		next
 	}

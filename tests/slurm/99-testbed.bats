@@ -48,7 +48,7 @@ no_cores() {
 	srun_t sleep 300 &
 	# a step to stop: under load a fixed delay could come before it runs, and down had
 	# nothing of it to stop
-	wait_for_step sleep
+	wait_for_step 'sleep$'
 	pids="$(cat "$AUTOBATCH_TESTBED"/run/*.pid "$AUTOBATCH_TESTBED/munge/munged.pid")"
 	run "$TESTBED" down
 	[ "$status" -eq 0 ]
