@@ -426,6 +426,39 @@ static int cancelled(char *err, size_t errlen)
 					       "cancelled");
 }
 
+static int timed_out(const struct ab_site *site, char *err, size_t errlen)
+{
+	return ab_fail(err, errlen, ETIMEDOUT,
+		       "the probe step did not finish within probe_timeout=%us and was cancelled",
+		       site->probe_timeout);
+}
+
+static int lost_node(const struct relay *r, char *err, size_t errlen)
+{
+	return ab_fail(err, errlen, EHOSTDOWN, "the job lost a node while probing, and Slurm "
+					       "cancelled the probe step (%s)",
+		       r->node_failure);
+}
+
+/* A Ctrl-C ended the step: the step's srun exits as its SIGINT says, or, where it has no
+ * answer of its own (answered false), its lines say it was interrupted. No srun passes the
+ * probe's 130 on after a --quit-on-interrupt Ctrl-C: 22.05 lets the task end, waits ("Timed
+ * out waiting for job step to complete") and exits 0; 26.05 kills the step at once and exits
+ * 137 (measured on both). srun's "forcing job termination" tells where the probe was killed
+ * before it answered. */
+static bool ended_by_ctrl_c(const struct ab_subprocess *p, const struct relay *r, bool answered)
+{
+	return (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 130) ||
+	       (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGINT) ||
+	       (!answered && r->interrupted);
+}
+
+int ab_probe_interrupted(char *err, size_t errlen)
+{
+	return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe step was "
+					   "cancelled");
+}
+
 static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 		 const struct relay *r, struct ab_result *res, char *err, size_t errlen)
 {
@@ -435,26 +468,14 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 	if (p->stopped)
 		return cancelled(err, errlen);
 	if (p->timed_out)
-		return ab_fail(err, errlen, ETIMEDOUT,
-			       "the probe step did not finish within probe_timeout=%us and was "
-			       "cancelled",
-			       site->probe_timeout);
+		return timed_out(site, err, errlen);
 	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
 	if (r->node_failure[0] && !(parsed && res->ok))
-		return ab_fail(err, errlen, EHOSTDOWN, "the job lost a node while probing, and Slurm "
-						       "cancelled the probe step (%s)",
-			       r->node_failure);
-	/* a report wins over srun's "interrupt" lines, not over the probe's own exit by SIGINT
-	 * or its report saying so. No srun passes the probe's 130 on after a --quit-on-interrupt
-	 * Ctrl-C: 22.05 lets the task end, waits ("Timed out waiting for job step to complete")
-	 * and exits 0; 26.05 kills the step at once and exits 137 (measured on both). The
-	 * report's "interrupted" tells, or srun's "forcing job termination" where the probe was
-	 * killed before it wrote one. */
-	if ((parsed && res->interrupted) ||
-	    (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 130) ||
-	    (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGINT) || (!parsed && r->interrupted))
-		return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe "
-						   "step was cancelled");
+		return lost_node(r, err, errlen);
+	/* a report wins over srun's "interrupt" lines (a trial step the probe stopped says them
+	 * too), not over the probe's own exit by SIGINT or its report saying so */
+	if ((parsed && res->interrupted) || ended_by_ctrl_c(p, r, parsed))
+		return ab_probe_interrupted(err, errlen);
 	if (parsed)
 		return res->ok ? 0 : ab_fail(err, errlen, ENOSPC, "the probe failed: %s",
 					    res->error);
@@ -585,10 +606,18 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 	if ((rc = build_device(job, node, args, &b, err, errlen)) < 0 ||
 	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
 		goto done;
+	/* the same ends as the probe step's: a Ctrl-C here stops the probing, whatever the
+	 * step printed before it */
 	if (p.stopped)
 		rc = cancelled(err, errlen);
+	else if (p.timed_out)
+		rc = timed_out(&job->ctx->site, err, errlen);
+	else if (ended_by_ctrl_c(&p, &relay, false))
+		rc = ab_probe_interrupted(err, errlen);
 	else if ((rc = ab_device_parse(p.out, p.out_len, name, namelen, total, err, errlen)) ==
-			 -EPROTO && relay.last[0])
+			 -EPROTO && relay.node_failure[0])
+		rc = lost_node(&relay, err, errlen);
+	else if (rc == -EPROTO && relay.last[0])
 		rc = ab_fail(err, errlen, EPROTO, "the probe printed no device (it said: %s)",
 			     relay.last);
 done:

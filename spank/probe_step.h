@@ -61,6 +61,9 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 		    const volatile sig_atomic_t *stop, char *name, size_t namelen, uint64_t *total,
 		    char *err, size_t errlen);
 
+/* The one error a Ctrl-C while probing gives (-EINTR), whichever step it stopped. */
+int ab_probe_interrupted(char *err, size_t errlen);
+
 /* True when each trial is the whole step over GPU models of different memory: each rank is
  * then held to its own GPU's (--node-memory), not all to the smallest's. */
 bool ab_probe_per_rank_limits(const struct ab_probe_job *job);

@@ -112,6 +112,9 @@ int ab_srun_smallest_gpu(struct ab_plan *pl, const volatile sig_atomic_t *stop, 
 	for (size_t i = 0; i < m->n; i++) {
 		rc = ab_probe_device(&pl->job, m->v[i].node, stop, name, sizeof(name),
 				     &m->v[i].total_bytes, why, sizeof(why));
+		/* a Ctrl-C, or srun ending, is said as it is for the probe step */
+		if (rc == -EINTR || rc == -ECANCELED)
+			return ab_fail(err, errlen, -rc, "%s", why);
 		if (rc < 0)
 			return ab_fail(err, errlen, -rc,
 				       "the step spans %zu GPU models, and the memory of %s on %s "

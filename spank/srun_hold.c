@@ -13,19 +13,24 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <slurm/slurm.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "srun_hold.h"
 
 #include "clock.h"
 #include "error.h"
+#include "probe_step.h"
 #include "srun.h"
 #include "srun_cache.h"
 #include "srun_gpus.h"
+#include "subprocess.h"
 
 #define SERVE_S 300.0   /* after the decision, for the tasks still starting to ask */
 #define GATHER_S 300.0  /* after the decision, for tasks that have not said hello yet */
@@ -35,6 +40,9 @@
 struct ab_deferred {
 	volatile sig_atomic_t stopping; /* srun is ending: stop probing, stop serving */
 	volatile sig_atomic_t halt;     /* stop probing: srun is ending, or a task is gone */
+	volatile sig_atomic_t ctrl_c;   /* the user's Ctrl-C reached srun's process group */
+	struct ab_proc sentinel;        /* the process that hears it (ctrl_c_watch) */
+	pthread_t watcher;
 	struct ab_plan *pl;
 	struct ab_cache cache;
 	char entry[AB_CACHE_NAME_MAX];
@@ -128,6 +136,68 @@ static void gather(void *arg)
 		d->halt = 1;
 }
 
+/* ---- a Ctrl-C while probing -------------------------------------------------------
+ * A Ctrl-C reaches srun's process group: srun, which only prints the step's status on the
+ * first (its tasks wait in task_init), and the srun of the probe's step of the moment, which
+ * cancels it (--quit-on-interrupt). Between two such steps (the GPU models' measurements, the
+ * probe, the eval probe) there is none to hear it, and a Ctrl-C the step took for a failure
+ * launched the tasks with the original settings. A child of srun in its process group, with
+ * SIGINT's default action, hears it whenever it comes: its end by SIGINT stops the probing. */
+
+/* srun's descriptors closed: a copy of a socket here would keep its peer from seeing srun
+ * close it. */
+static void sentinel_body(void *arg)
+{
+	(void)arg;
+	if (syscall(SYS_close_range, 0u, ~0u, 0u) < 0)
+		for (long fd = 0, max = sysconf(_SC_OPEN_MAX); fd < max && fd < 65536; fd++)
+			close((int)fd);
+	for (;;)
+		pause();
+}
+
+static void *ctrl_c_watch(void *arg)
+{
+	struct ab_deferred *d = arg;
+	siginfo_t si = {0};
+
+	/* not reaped here: its pid stays ours until ctrl_c_end, which kills it */
+	while (waitid(P_PID, (id_t)d->sentinel.pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+		;
+	if (si.si_pid == d->sentinel.pid && si.si_code == CLD_KILLED && si.si_status == SIGINT) {
+		d->ctrl_c = 1;
+		d->halt = 1;
+	}
+	return NULL;
+}
+
+/* Where no sentinel can be started, the probing goes on as it did without it. */
+static void ctrl_c_start(struct ab_deferred *d)
+{
+	char err[AB_ERR_MAX];
+
+	if (ab_proc_start(&d->sentinel, AB_PROC_PDEATHSIG, sentinel_body, NULL, err,
+			  sizeof(err)) < 0) {
+		d->sentinel.pid = 0;
+		return;
+	}
+	if (pthread_create(&d->watcher, NULL, ctrl_c_watch, d) != 0) {
+		kill(d->sentinel.pid, SIGKILL);
+		waitpid(d->sentinel.pid, NULL, 0);
+		d->sentinel.pid = 0;
+	}
+}
+
+static void ctrl_c_end(struct ab_deferred *d)
+{
+	if (d->sentinel.pid <= 0)
+		return;
+	kill(d->sentinel.pid, SIGKILL); /* a zombie once it ended: the pid is still its own */
+	pthread_join(d->watcher, NULL);
+	waitpid(d->sentinel.pid, NULL, 0);
+	d->sentinel.pid = 0;
+}
+
 /* What the user reads when a held task went away before the decision. */
 static int task_gone(const struct ab_hold_server *s, char *err, size_t errlen)
 {
@@ -211,6 +281,8 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 		}
 	}
 	pl->cached = hit;
+	if (d->ctrl_c) /* whatever the step it stopped said of its end */
+		rc = ab_probe_interrupted(err, errlen);
 	if (rc == -EHOSTDOWN)
 		settle_lost(d);
 	if (d->server.nlost && !d->stopping) /* what stopped the probe, or what followed it */
@@ -231,7 +303,10 @@ static void *deferred_main(void *arg)
 	char err[2 * AB_ERR_MAX];
 	int rc;
 
-	if ((rc = decide(d, &answer, err, sizeof(err))) < 0 && !d->stopping) {
+	ctrl_c_start(d);
+	rc = decide(d, &answer, err, sizeof(err));
+	ctrl_c_end(d);
+	if (rc < 0 && !d->stopping) {
 		ab_srun_policy(d->pl->ctx, err, rc, &answer.verdict);
 		snprintf(answer.message, sizeof(answer.message), "%s",
 			 rc == -EINTR ? "probing was interrupted"

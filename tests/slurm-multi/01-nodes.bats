@@ -93,8 +93,27 @@ EOF
 @test "Ctrl-C while probing a 3-node step: no task runs anywhere, no step is left, nothing of ours runs" {
 	run --separate-stderr ctrl_c_when autobatch-probe srun -N3 --ntasks-per-node=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
-	[ "$status" -ne 0 ]
+	[ "$status" -ne 0 ] || { echo "srun exited 0; it said: $stderr; the tasks: $output" >&2; return 1; }
 	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
+	refute grep -q "toy_train:" <<<"$output"
+	nothing_left
+}
+
+# A step over two GPU models: before the probe step, a step on a node of each model measures
+# its memory (--describe-device). A Ctrl-C there stops the probing as one in the probe step
+# does. (In CI's 24.11 root under load, the Ctrl-C of the test above landed there; it was
+# taken for a failed measurement, and the tasks ran with the original settings.) The probe
+# here is the real one, slow to describe its device.
+@test "Ctrl-C while the GPU models of a step over two are measured: no task runs, nothing is left" {
+	printf '#!/bin/sh\ncase " $* " in *" --describe-device "*) sleep 100 ;; esac\nexec %s "$@"\n' \
+		"$(command -v autobatch-probe)" >probe
+	chmod 0755 probe
+	set_plugstack "probe=$PWD/probe"
+	run --separate-stderr ctrl_c_when autobatch-probe srun -N3 --ntasks-per-node=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" toy_train --config cfg.yaml
+	[ "$status" -ne 0 ] || { echo "srun exited 0; it said: $stderr; the tasks: $output" >&2; return 1; }
+	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
+	refute grep -q "could not be measured" <<<"$stderr"
 	refute grep -q "toy_train:" <<<"$output"
 	nothing_left
 }

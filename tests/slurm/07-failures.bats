@@ -110,6 +110,40 @@ expect_failure() {
 	no_probe_step_left
 }
 
+# A Ctrl-C while no step of the probe runs reaches no srun of ours but the user's, which only
+# prints its step's status on a first Ctrl-C: here, an srun waiting for an identical srun's
+# decision (the cache entry's lock). The plugin hears it itself (a child of srun in its
+# process group) and stops that srun; the other probes on and launches.
+@test "Ctrl-C while waiting for an identical srun's decision stops that srun alone" {
+	set_plugstack ""
+	printf '#!/bin/sh\nsleep 4\nexec toy_train --config "$1"\n' >slow.sh
+	chmod 0755 slow.sh
+	local args=(-N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml
+		--autobatch-trial-command="$PWD/slow.sh cfg.yaml" toy_train --config cfg.yaml)
+	local a b n
+	timeout 180 srun "${args[@]}" >out.a 2>err.a &
+	a=$!
+	wait_for_step autobatch-probe
+	timeout -s INT 300 srun "${args[@]}" >out.b 2>err.b &
+	b=$!
+	# the second srun's task is held (its step runs) while the first one's probe step runs
+	for i in $(seq 100); do
+		[ "$(squeue -h -s -o %j | grep -c '^toy_train$')" -lt 2 ] || break
+		sleep 0.1
+	done
+	sleep 1
+	[ "$(squeue -h -s -o %j | grep -c '^autobatch-probe')" -eq 1 ]
+	kill -INT "$b"
+	wait "$b" && { echo "the interrupted srun exited 0: $(cat err.b out.b)" >&2; return 1; }
+	wait "$a" || { echo "the other srun failed: $(cat err.a)" >&2; return 1; }
+	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$(cat err.b)"
+	refute grep -q "autobatch: trial 1" err.b
+	refute grep -q "toy_train:" out.b
+	n=$(config_batch)
+	assert_line_in "toy_train: batch $n from cfg.yaml, AUTOBATCH_BATCH_SIZE=$n" "$(cat out.a)"
+	no_probe_step_left
+}
+
 @test "a report that says interrupted is a cancel whatever the exit status (Slurm 26.05 loses 130)" {
 	# what srun 26.05 hands back when the probe step outlives its wait after a Ctrl-C: the
 	# probe's report, and not the probe's exit status 130
