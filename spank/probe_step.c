@@ -502,6 +502,9 @@ static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
 	char guard[64], **env;
 	int rc;
 
+	/* srun is ending, or a Ctrl-C came between two steps: none is started */
+	if (stop && *stop)
+		return cancelled(err, errlen);
 	if (!(env = probe_env(job->env, guard, sizeof(guard))))
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
 	/* it dies with srun: its own srun's shepherd then cancels the probe step */
@@ -612,12 +615,12 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 		rc = cancelled(err, errlen);
 	else if (p.timed_out)
 		rc = timed_out(&job->ctx->site, err, errlen);
+	else if (relay.node_failure[0])
+		rc = lost_node(&relay, err, errlen);
 	else if (ended_by_ctrl_c(&p, &relay, false))
 		rc = ab_probe_interrupted(err, errlen);
 	else if ((rc = ab_device_parse(p.out, p.out_len, name, namelen, total, err, errlen)) ==
-			 -EPROTO && relay.node_failure[0])
-		rc = lost_node(&relay, err, errlen);
-	else if (rc == -EPROTO && relay.last[0])
+			 -EPROTO && relay.last[0])
 		rc = ab_fail(err, errlen, EPROTO, "the probe printed no device (it said: %s)",
 			     relay.last);
 done:

@@ -145,10 +145,12 @@ static void gather(void *arg)
  * SIGINT's default action, hears it whenever it comes: its end by SIGINT stops the probing. */
 
 /* srun's descriptors closed: a copy of a socket here would keep its peer from seeing srun
- * close it. */
+ * close it. A Ctrl-\ is srun's to handle (it ends the step), and would dump this copy of
+ * srun's memory. */
 static void sentinel_body(void *arg)
 {
 	(void)arg;
+	signal(SIGQUIT, SIG_IGN);
 	if (syscall(SYS_close_range, 0u, ~0u, 0u) < 0)
 		for (long fd = 0, max = sysconf(_SC_OPEN_MAX); fd < max && fd < 65536; fd++)
 			close((int)fd);
@@ -171,7 +173,8 @@ static void *ctrl_c_watch(void *arg)
 	return NULL;
 }
 
-/* Where no sentinel can be started, the probing goes on as it did without it. */
+/* Where no sentinel can be started, the probing goes on as it did without it. Ended by
+ * ctrl_c_end, which decide calls once, before applying. */
 static void ctrl_c_start(struct ab_deferred *d)
 {
 	char err[AB_ERR_MAX];
@@ -228,7 +231,8 @@ static int all_tasks_here(struct ab_deferred *d, char *err, size_t errlen)
 	struct ab_hold_server *s = &d->server;
 	double end = ab_now() + GATHER_S;
 
-	while (ab_hold_gather(s) < s->expected && ab_now() < end && !d->stopping && !s->nlost)
+	while (ab_hold_gather(s) < s->expected && ab_now() < end && !d->stopping && !s->nlost &&
+	       !d->ctrl_c)
 		poll(NULL, 0, 100);
 	if (s->nlost)
 		return task_gone(s, err, errlen);
@@ -256,6 +260,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	int rc = 0, lock = -1;
 	bool hit = false;
 
+	ctrl_c_start(d);
 	if (d->entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
 		lock = ab_cache_lock(&d->cache, d->entry, pl->ctx->site.probe_timeout + 60.0,
@@ -265,7 +270,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	}
 	if (hit) {
 		eval_batch = res.eval_batch;
-	} else {
+	} else if (!d->ctrl_c) { /* a Ctrl-C can end the wait for the lock */
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
 		if ((rc = ab_probe_read_job(&pl->job, err, errlen)) == 0 &&
 		    (rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
@@ -281,14 +286,17 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 		}
 	}
 	pl->cached = hit;
-	if (d->ctrl_c) /* whatever the step it stopped said of its end */
-		rc = ab_probe_interrupted(err, errlen);
 	if (rc == -EHOSTDOWN)
 		settle_lost(d);
 	if (d->server.nlost && !d->stopping) /* what stopped the probe, or what followed it */
 		rc = task_gone(&d->server, err, errlen);
 	if (rc == 0)
 		rc = all_tasks_here(d, err, errlen);
+	/* a Ctrl-C sent by now is the sentinel's end, which the joined watcher has seen; it
+	 * wins over whatever the step it stopped, or a task it ended, said */
+	ctrl_c_end(d);
+	if (d->ctrl_c)
+		rc = ab_probe_interrupted(err, errlen);
 	if (rc == 0 && (rc = ab_apply(pl, &res, eval_batch, json, vars, err, errlen)) == 0 && !hit)
 		ab_srun_cache_store(pl, &d->cache, d->entry, json, eval_batch);
 	ab_cache_unlock(lock);
@@ -303,10 +311,7 @@ static void *deferred_main(void *arg)
 	char err[2 * AB_ERR_MAX];
 	int rc;
 
-	ctrl_c_start(d);
-	rc = decide(d, &answer, err, sizeof(err));
-	ctrl_c_end(d);
-	if (rc < 0 && !d->stopping) {
+	if ((rc = decide(d, &answer, err, sizeof(err))) < 0 && !d->stopping) {
 		ab_srun_policy(d->pl->ctx, err, rc, &answer.verdict);
 		snprintf(answer.message, sizeof(answer.message), "%s",
 			 rc == -EINTR ? "probing was interrupted"

@@ -27,6 +27,7 @@
 int ab_proc_start(struct ab_proc *p, unsigned flags, void (*body)(void *arg), void *arg,
 		  char *err, size_t errlen)
 {
+	pid_t parent = getpid();
 	sigset_t none;
 
 	memset(p, 0, sizeof(*p));
@@ -42,8 +43,8 @@ int ab_proc_start(struct ab_proc *p, unsigned flags, void (*body)(void *arg), vo
 		setpgid(0, 0);
 	if (flags & AB_PROC_PDEATHSIG) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (getppid() == 1)
-			_exit(126); /* the parent died before prctl */
+		if (getppid() != parent)
+			_exit(126); /* the parent died before prctl (init or a subreaper has us) */
 	}
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);

@@ -116,25 +116,31 @@ expect_failure() {
 # process group) and stops that srun; the other probes on and launches.
 @test "Ctrl-C while waiting for an identical srun's decision stops that srun alone" {
 	set_plugstack ""
-	printf '#!/bin/sh\nsleep 4\nexec toy_train --config "$1"\n' >slow.sh
+	# each trial of the first srun takes 8 s: its probe outlasts the second srun's start
+	printf '#!/bin/sh\nsleep 8\nexec toy_train --config "$1"\n' >slow.sh
 	chmod 0755 slow.sh
 	local args=(-N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml
 		--autobatch-trial-command="$PWD/slow.sh cfg.yaml" toy_train --config cfg.yaml)
-	local a b n
+	local a b n watchdog
 	timeout 180 srun "${args[@]}" >out.a 2>err.a &
 	a=$!
 	wait_for_step autobatch-probe
-	timeout -s INT 300 srun "${args[@]}" >out.b 2>err.b &
+	# the second srun leads a process group, as a shell's foreground job does: one SIGINT to
+	# the group is one Ctrl-C (timeout would send srun a second one)
+	setsid srun "${args[@]}" >out.b 2>err.b &
 	b=$!
-	# the second srun's task is held (its step runs) while the first one's probe step runs
-	for i in $(seq 100); do
-		[ "$(squeue -h -s -o %j | grep -c '^toy_train$')" -lt 2 ] || break
+	(sleep 180 && kill -KILL -- "-$b") >/dev/null 2>&1 &
+	watchdog=$!
+	# it waits for the first one's decision: the cache entry's lock is open in it
+	for n in $(seq 300); do
+		ls -l "/proc/$b/fd" 2>/dev/null | grep -q '\.lock$' && break
 		sleep 0.1
 	done
-	sleep 1
+	ls -l "/proc/$b/fd" | grep -q '\.lock$' || { echo "the second srun never waited for the lock" >&2; return 1; }
 	[ "$(squeue -h -s -o %j | grep -c '^autobatch-probe')" -eq 1 ]
-	kill -INT "$b"
+	kill -INT -- "-$b"
 	wait "$b" && { echo "the interrupted srun exited 0: $(cat err.b out.b)" >&2; return 1; }
+	kill "$watchdog"
 	wait "$a" || { echo "the other srun failed: $(cat err.a)" >&2; return 1; }
 	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$(cat err.b)"
 	refute grep -q "autobatch: trial 1" err.b
