@@ -75,13 +75,23 @@ teardown() { reset_plugstack; }
 	# was nothing to cancel and nothing to test. Its tasks are stopped (SIGSTOP) first, as
 	# tasks stuck in the kernel or a driver would be: running, they end at the end of their
 	# input, which the launcher's death brings, and in local CI run 40 (26.05 root) they had
-	# ended before srun looked, so it had nothing to cancel either
+	# ended before srun looked, so it had nothing to cancel either. The trial step's srun and
+	# its shepherd (srun's child that cancels the step when srun dies) are killed with the
+	# launcher, as a cancelled probe step kills them all: with the shepherd alive, it
+	# cancelled the step before the probe ended in 26.05 (local CI run 44), and there was
+	# nothing left for srun to cancel. They are stopped before the launcher is killed (its
+	# death kills srun, whose shepherd would act), and killed after it (killed first, srun
+	# told the launcher, which ended by itself before it could be killed)
 	run --separate-stderr timeout 90 salloc -N2 -w node1,node2 --ntasks-per-node=2 bash -c '
 		(for i in $(seq 120); do
 			if squeue -h -s -j "$SLURM_JOB_ID" -o %j | grep -q "^autobatch-trial\." &&
 				[ "$(pgrep -c -f "[s]leep 100")" -eq 4 ]; then
 				pkill -STOP -f "^[^ ]*[a]utobatch-probe[^ ]* task " &&
-					pkill -9 -f "[a]utobatch-probe.* ranks 4" && break
+					pkill -STOP -f "^[s]run --overlap .*--job-name=autobatch-trial\." &&
+					pkill -9 -f "[a]utobatch-probe.* ranks 4" && {
+					pkill -9 -f "^[s]run --overlap .*--job-name=autobatch-trial\."
+					break
+				}
 			fi
 			sleep 0.5
 		done) &
