@@ -141,13 +141,16 @@ fits_plain() {
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
 	grep -q "trials of the whole step, 2 nodes x 2 tasks" <<<"$stderr"
 	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
-	# the plain step at the choice fits, leaving at most 10% of the limit; a third more goes over
+	# the plain step at the choice fits, leaving at most 10% of the limit; a third more goes
+	# over the limit less the 5% margin a rank trial keeps. (Over the limit itself held on
+	# PyTorch 1.13; with 2.14's 2.7 MB a sample, 58 still fit where 44 was chosen: 1056 and
+	# 1018 MB of 1074.)
 	p=$(plain "$b") over=$(plain $((b * 4 / 3)))
 	echo "# plain step at $b: ${p:-failed} of $LIMIT; at $((b * 4 / 3)): ${over:-failed}" >&3
 	[ -n "$p" ]
 	[ "$p" -le "$LIMIT" ]
 	[ "$p" -ge $((LIMIT * 9 / 10)) ]
-	[ -z "$over" ] || [ "$over" -gt "$LIMIT" ]
+	[ -z "$over" ] || [ "$over" -gt $((LIMIT * 95 / 100)) ]
 	none_left 'autobatch-probe|ddp_train'
 }
 
