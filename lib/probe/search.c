@@ -467,9 +467,11 @@ static int settle_noise(struct run *r, struct ab_decision *out)
 		struct bracket k;
 		long b;
 
-		if (!t->helpers)
+		/* a step down is a new trial: it stands only once it fits too (a repeat or a
+		 * step down that ran out of memory was chosen before the search fuzzer) */
+		if (!t->helpers && search_fits(r, t))
 			break;
-		if (!spread_known(r) && (rc = repeat(r, out->chosen)) < 0)
+		if (t->helpers && !spread_known(r) && (rc = repeat(r, out->chosen)) < 0)
 			return rc;
 		t = &r->trials->v[out->chosen];
 		if (r->limit == 0)
@@ -523,9 +525,13 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 	for (int extra = 0; extra < THROUGHPUT_EXTRA_TRIALS && (int)r->new_rounds < r->budget;
 	     extra++) {
 		const struct ab_trial *best = fastest(r), *below = NULL;
-		double top = best->samples_per_s, target;
+		double top, target;
 		long next;
 		int rc;
+
+		if (!best) /* a trial with helpers raised the margin over every fit */
+			break;
+		top = best->samples_per_s;
 
 		for (size_t i = 0; i < r->trials->n; i++) {
 			const struct ab_trial *t = &r->trials->v[i];
@@ -548,8 +554,12 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 			return rc;
 	}
 	const struct ab_trial *best = fastest(r);
+	int rc;
 
-	if (!best || best->samples_per_s <= 0)
+	/* the margin a trial here raised is kept as the memory search's: step down under it */
+	if (!best && ((rc = settle_noise(r, out)) < 0 || !(best = fastest(r))))
+		return rc < 0 ? rc : ab_fail(r->err, r->errlen, ENOSPC, "no batch fits");
+	if (best->samples_per_s <= 0)
 		return ab_fail(r->err, r->errlen, EINVAL,
 			       "the throughput objective needs step times, and the trials reported "
 			       "none: report {\"step_s\": S, \"samples\": N} per step, or use "
@@ -621,6 +631,7 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)
 		rc = throughput_search(&r, out);
 	if (rc == 0) {
+		out->margin_bytes = r.target - r.limit; /* a throughput trial may have raised it */
 		out->grad_accum = p->global_batch ? p->global_batch / p->devices / out->batch : 1;
 		out->start_batch = p->start;
 	}

@@ -63,13 +63,16 @@ const struct ab_trial *search_partner(const struct run *r, const struct ab_trial
 	return far ? far : near;
 }
 
-/* Where the line through lo and its partner reaches the limit. */
+/* Where the line through lo and its partner reaches the limit; INFINITY without a partner
+ * (one fit, then an OOM near the line's crossing: issue 40's SIGSEGV). */
 double search_line_pred(const struct run *r, const struct bracket *k)
 {
 	const struct ab_trial *q = search_partner(r, k->lo);
-	double plo = (double)k->lo->peak_bytes;
-	double slope = (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch);
+	double plo = (double)k->lo->peak_bytes, slope;
 
+	if (!q)
+		return INFINITY;
+	slope = (plo - (double)q->peak_bytes) / (double)(k->lo->batch - q->batch);
 	return slope > 0 ? (double)k->lo->batch + ((double)r->limit - plo) / slope : INFINITY;
 }
 

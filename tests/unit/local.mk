@@ -73,7 +73,8 @@ tests_unit_test_model_SOURCES = tests/unit/test_model.c tests/unit/unit.h
 tests_unit_test_model_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_model_LDADD = $(UNIT_LDADD)
 
-tests_unit_test_search_SOURCES = tests/unit/test_search.c tests/unit/unit.h
+tests_unit_test_search_SOURCES = tests/unit/test_search.c tests/unit/unit.h \
+	tests/unit/search_check.c tests/unit/search_check.h
 tests_unit_test_search_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_search_LDADD = $(UNIT_LDADD)
 

@@ -789,7 +789,10 @@ static void group_sampling_rereads(void **state)
 	waitpid(g.leader, NULL, 0);
 	for (int i = 0; i < 2; i++)
 		close(go[i]), close(done[i]);
-	assert_int_equal(members, 1); /* the worker, found by a scan of /proc */
+	if (members != 1) /* the worker, found by a scan of /proc */
+		fail_msg("the group found %zu members, not the one worker, after %d samples (%llu "
+			 "MiB read over the %llu MiB inherited)",
+			 members, k, (unsigned long long)(before >> 20), (unsigned long long)(base >> 20));
 	if (before < base + (60u << 20) || before >= base + (100u << 20)) /* shared once */
 		fail_msg("before the worker wrote, the group read %llu MiB, not 64 over the %llu "
 			 "MiB it inherited",

@@ -11,10 +11,12 @@
 #include <fcntl.h>
 #include <math.h>
 #include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "search.h"
+#include "search_check.h"
 #include "sim.h"
 #include "size.h"
 
@@ -763,6 +765,96 @@ static void sizes(void **state)
 	assert_string_equal(ab_format_size(900, buf, sizeof(buf)), "900 B");
 }
 
+/* One fit (11.4 GiB of a 15.2 GiB limit), then an OOM at batch 4 whose message said only
+ * "Tried to allocate 2.00 GiB": the line through one fit has no partner, and the search
+ * dereferenced the missing one (SIGSEGV, issue 40). It must go on below the OOM. */
+static int one_fit_then_short_oom(void *ctx, long b, struct ab_trial *t, char *e, size_t n)
+{
+	(void)ctx, (void)e, (void)n;
+	memset(t, 0, sizeof(*t));
+	if (b == 1 || b == 2) {
+		t->has_peak = true, t->steps = 4;
+		t->peak_bytes = (uint64_t)((b == 1 ? 11.4 : 13.0) * GiB);
+	} else {
+		t->oom = true, t->floor_bytes = (uint64_t)(2 * GiB);
+	}
+	return 0;
+}
+
+static void oom_floor_below_a_fit(void **state)
+{
+	struct ab_search_params p = {.total_bytes = (uint64_t)(16 * GiB), .fraction = 0.95};
+	struct ab_trials t = {0};
+	struct ab_decision d;
+
+	(void)state;
+	assert_int_equal(ab_search(&p, &t, one_fit_then_short_oom, NULL, &d, err, sizeof(err)), 0);
+	assert_int_equal(d.batch, 2);
+	assert_int_equal(t.v[0].batch, 1);
+	assert_int_equal(t.v[1].batch, 4);
+	ab_trials_free(&t);
+}
+
+/* What the property check (below, and the fuzzer) found, each kept as it was found:
+ * - a choice with helpers ran again and ran out of memory; the step down below it ran out of
+ *   memory too, and was chosen (a batch measured not to fit);
+ * - the throughput objective's extra trial had helpers: the margin it raised left no fit
+ *   under the limit, and the search dereferenced the missing fastest one (SIGSEGV). */
+static void search_findings(void **state)
+{
+	static const char *const found[] = {
+		"56a12b5e3440daa731e5b17ab9f5a8c46f2fbcd6dbdead213ea0add5d2cfb1f49f7ae08f03c7f86de"
+		"fb750419cc49a6fc7f171b71f2a01c0d9190d99a648a2df7120a6851e3c87ec39b5a0afc19a64f77"
+		"68d3c6bdaa12bde26285b2b",
+		"37b071c2e06958f37acad2722c0a90b49cbcbd8e61c4bf64e03213315dc9f8aa53159e32174d21ce"
+		"c481d32059611be27c40f5b6b823f926411b31db102c345db9d52ba274f5385550c03e",
+	};
+	uint8_t buf[256];
+	char why[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(found) / sizeof(found[0]); i++) {
+		size_t n = 0;
+
+		for (const char *h = found[i]; h[0] && h[1] && n < sizeof(buf); h += 2) {
+			unsigned x;
+
+			assert_int_equal(sscanf(h, "%2x", &x), 1);
+			buf[n++] = (uint8_t)x;
+		}
+		if (search_check(buf, n, why, sizeof(why)) < 0)
+			fail_msg("finding %zu: %s", i, why);
+	}
+}
+
+/* Any evidence at all (tests/unit/search_check.c): generated inputs, each a search with
+ * its constraints and every trial's outcome drawn from bytes; the fuzzer (tests/fuzz) runs
+ * the same check on inputs it grows. AUTOBATCH_SEARCH_RUNS sets how many: by default a
+ * million (3 s), 100000 in the quick passes (AUTOBATCH_QUICK_CHECK: ASan, distcheck). */
+static void any_evidence(void **state)
+{
+	const char *env = getenv("AUTOBATCH_SEARCH_RUNS");
+	long runs = env ? atol(env) : getenv("AUTOBATCH_QUICK_CHECK") ? 100000 : 1000000;
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	uint8_t buf[160];
+	char why[512];
+
+	(void)state;
+	for (long i = 0; i < runs; i++) {
+		size_t len = 12 + i % (sizeof(buf) - 12);
+
+		for (size_t j = 0; j < len; j++) { /* xorshift64 */
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			buf[j] = (uint8_t)(x >> 32);
+		}
+		if (search_check(buf, len, why, sizeof(why)) < 0) {
+			for (size_t j = 0; j < len; j++)
+				fprintf(stderr, "%02x", buf[j]);
+			fail_msg("input %ld (hex above): %s", i, why);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -774,6 +866,8 @@ int main(void)
 		cmocka_unit_test(throughput),
 		cmocka_unit_test(several_fractions), cmocka_unit_test(sim_specs),
 		cmocka_unit_test(sim_curve_file),   cmocka_unit_test(sizes),
+		cmocka_unit_test(oom_floor_below_a_fit), cmocka_unit_test(any_evidence),
+		cmocka_unit_test(search_findings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
