@@ -208,11 +208,20 @@ bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double 
 
 bool ab_text_says_oom(const char *text, size_t len)
 {
+	/* What each layer prints when device (or host) memory runs out, from their sources:
+	 * the CUDA driver and runtime; the CUDA libraries a framework calls first at a larger
+	 * batch (cuBLAS's handle and workspace, cuDNN, cuFFT, cuSOLVER, cuSPARSE, cuRAND);
+	 * NCCL's buffers ("Failed to CUDA calloc", or "Cuda failure 2 'out of memory'");
+	 * ROCm's HSA runtime; XLA and its BFC allocator (JAX, TensorFlow); PyTorch's
+	 * allocators; the C++ and Python runtimes; the kernel's ENOMEM. */
 	static const char *const needles[] = {
 		"CUDA out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation",
-		"RESOURCE_EXHAUSTED", "OutOfMemoryError", "OOM when allocating",
-		"DefaultCPUAllocator: can't allocate memory", "std::bad_alloc", "MemoryError",
-		"out of memory",
+		"CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUFFT_ALLOC_FAILED",
+		"CUSOLVER_STATUS_ALLOC_FAILED", "CUSPARSE_STATUS_ALLOC_FAILED",
+		"CURAND_STATUS_ALLOCATION_FAILED", "Failed to CUDA calloc", "hipErrorOutOfMemory",
+		"HSA_STATUS_ERROR_OUT_OF_RESOURCES", "RESOURCE_EXHAUSTED", "ResourceExhaustedError",
+		"OutOfMemoryError", "OOM when allocating", "DefaultCPUAllocator: can't allocate memory",
+		"std::bad_alloc", "MemoryError", "Cannot allocate memory", "out of memory",
 	};
 
 	for (size_t i = 0; i < sizeof(needles) / sizeof(needles[0]); i++)
@@ -289,8 +298,15 @@ uint64_t ab_text_oom_floor(const char *text, size_t len)
 	at = 0; /* PyTorch on the CPU */
 	for (uint64_t tried; (tried = size_after(text, len, "you tried to allocate", &at));)
 		best = tried > best ? tried : best;
-	at = 0; /* XLA */
-	for (uint64_t tried; (tried = size_after(text, len, "while trying to allocate", &at));)
-		best = tried > best ? tried : best;
+	/* XLA, its BFC allocator, NCCL's buffers: the request alone */
+	static const char *const requests[] = {"while trying to allocate",
+					       "ran out of memory trying to allocate",
+					       "Failed to CUDA calloc"};
+
+	for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+		at = 0;
+		for (uint64_t tried; (tried = size_after(text, len, requests[i], &at));)
+			best = tried > best ? tried : best;
+	}
 	return best;
 }

@@ -874,11 +874,48 @@ static void oom_messages(void **state)
 		"tensorflow ResourceExhaustedError: OOM when allocating tensor with shape",
 		"RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate",
 		"terminate called after throwing an instance of 'std::bad_alloc'",
+		/* cuBLAS and cuDNN at a larger batch, as PyTorch prints them */
+		"RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+		"`cublasCreate(handle)`",
+		"RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+		"RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED",
+		"RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
+		"`cusolverDnCreate(handle)`",
+		"RuntimeError: CUDA error: CUSPARSE_STATUS_ALLOC_FAILED when calling "
+		"`cusparseCreate(handle)`",
+		"curandGenerate failed: CURAND_STATUS_ALLOCATION_FAILED",
+		/* NCCL's buffers: through PyTorch, and its own warning */
+		"torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:317, unhandled "
+		"cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+		"ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
+		"Failed to CUDA calloc 536870912 bytes",
+		"node1:1234:1240 [0] include/alloc.h:125 NCCL WARN Cuda failure 2 'out of memory'",
+		/* ROCm, XLA's allocator, TensorFlow, the kernel */
+		"hipErrorOutOfMemory: out of memory",
+		"HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary "
+		"resources.",
+		"W external/xla/xla/tsl/framework/bfc_allocator.cc:482] Allocator (GPU_0_bfc) ran "
+		"out of memory trying to allocate 2.00GiB (rounded to 2147483648)requested by op",
+		"tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate",
+		"OSError: [Errno 12] Cannot allocate memory",
+	};
+	/* failures of the same libraries that memory does not explain */
+	static const char *const not_oom[] = {
+		"ValueError: shapes",
+		"RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
+		"`cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+		"RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if "
+		"you passed in a non-contiguous input.",
+		"torch.distributed.DistBackendError: NCCL error: unhandled system error",
+		"RuntimeError: CUDA error: an illegal memory access was encountered",
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(oom) / sizeof(oom[0]); i++)
-		assert_true(ab_text_says_oom(oom[i], strlen(oom[i])));
-	assert_false(ab_text_says_oom("ValueError: shapes", 18));
+		if (!ab_text_says_oom(oom[i], strlen(oom[i])))
+			fail_msg("not read as an OOM: %s", oom[i]);
+	for (size_t i = 0; i < sizeof(not_oom) / sizeof(not_oom[0]); i++)
+		if (ab_text_says_oom(not_oom[i], strlen(not_oom[i])))
+			fail_msg("read as an OOM: %s", not_oom[i]);
 }
 
 /* What an OOM message says the failed peak was at least: PyTorch 2 on CUDA (allocated by
@@ -903,6 +940,10 @@ static void oom_floors(void **state)
 	static const char xla[] =
 		"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
 		"trying to allocate 17179869184 bytes.";
+	static const char bfc[] =
+		"Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.00GiB (rounded to "
+		"2147483648)requested by op";
+	static const char nccl[] = "NCCL WARN Failed to CUDA calloc 536870912 bytes";
 	/* PyTorch 2.11 on an H200 (tests/gpu/device-check, bench/results/gpu-h200.jsonl) */
 	static const char h200[] =
 		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 918.00 MiB. GPU 0 has "
@@ -922,6 +963,8 @@ static void oom_floors(void **state)
 			 (uint64_t)(138.11 * 1073741824.0) + 918ULL * 1048576);
 	assert_int_equal(ab_text_oom_floor(cpu, strlen(cpu)), 6815744000ULL);
 	assert_int_equal(ab_text_oom_floor(xla, strlen(xla)), 17179869184ULL);
+	assert_int_equal(ab_text_oom_floor(bfc, strlen(bfc)), 2ULL * 1073741824);
+	assert_int_equal(ab_text_oom_floor(nccl, strlen(nccl)), 536870912ULL);
 	snprintf(both, sizeof(both), "%s%s", torch113, torch2);
 	assert_int_equal(ab_text_oom_floor(both, strlen(both)),
 			 (uint64_t)(75.30 * 1073741824.0) + 2ULL * 1073741824);
