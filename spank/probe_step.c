@@ -191,7 +191,8 @@ static int build_device(const struct ab_probe_job *job, const char *node, char *
 
 /* How many ranks each trial runs, and where (--autobatch-trial-shape): the whole step's
  * tasks over its nodes, or its first node's, each trial a step of the job; 0 for a trial of
- * one process (the gpu shape, a step of one task, model mode). */
+ * one process (the gpu shape, a step of one task, model mode, a site's simulated device,
+ * which measures one process: the decision line says so). */
 static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool *whole,
 		       char *err, size_t errlen)
 {
@@ -202,7 +203,7 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 	bool launcher = !c->req.trial_command[0] && ab_launcher_name(job->argc, job->argv);
 
 	if ((job->ntasks < 2 && !launcher) || c->eff.shape == AB_SHAPE_GPU ||
-	    c->req.mode == AB_MODE_MODEL)
+	    c->req.mode == AB_MODE_MODEL || ab_probe_args_sim(c->site.probe_args))
 		return 0;
 	*whole = c->eff.shape == AB_SHAPE_STEP && nodes > 1;
 	*per_node = job->ntasks % nodes ? 0 : job->ntasks / nodes;

@@ -225,8 +225,12 @@ static void shape_text(const struct ab_plan *pl, const struct ab_result *res, ch
 			  ab_launcher_name(pl->job.argc, pl->job.argv)
 				  ? ab_launcher_name(pl->job.argc, pl->job.argv) : "its launcher");
 	else if (pl->job.ntasks > 1)
-		ab_append(line, size, len, "; trials of one process of the step's %u tasks",
-			  pl->job.ntasks);
+		ab_append(line, size, len, "; trials of one process of the step's %u tasks%s",
+			  pl->job.ntasks,
+			  ab_probe_args_sim(pl->job.ctx->site.probe_args) &&
+					  pl->job.ctx->eff.shape != AB_SHAPE_GPU
+				  ? " (the site's simulated device measures one process)"
+				  : "");
 }
 
 static void decision_line(const struct ab_plan *pl, const struct ab_result *res, long eval_batch,

@@ -13,7 +13,8 @@
  * memory does not depend on K, the time of a step does.
  *
  * Under a trial (AUTOBATCH_TRIAL=1) it runs AUTOBATCH_TRIAL_STEPS steps after a warm-up and
- * appends {"step_s": S, "samples": B} lines to $AUTOBATCH_TRIAL_REPORT; otherwise it trains
+ * appends {"step_s": S, "samples": B, "peak_bytes": P} lines to $AUTOBATCH_TRIAL_REPORT (P:
+ * the bytes it allocated); otherwise it trains
  * for max_steps and prints the loss.
  */
 #include <math.h>
@@ -118,6 +119,7 @@ int main(int argc, char **argv)
 	long step_ms = config ? config_value(config, "step_ms", 0) : 0;
 	float *x, *h1, *h2, *y;
 	char *saved;
+	size_t held;
 
 	if (!config) {
 		fprintf(stderr, "usage: toy_train --config FILE\n");
@@ -135,6 +137,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "RuntimeError: DefaultCPUAllocator: can't allocate memory\n");
 		return 1;
 	}
+	held = sizeof(float) * ((size_t)IN * n.width + (size_t)n.width * n.width + n.width +
+				(size_t)B * IN + 2 * (size_t)B * n.width + B) +
+	       (size_t)B * (size_t)act_bytes;
 	if (!trial)
 		printf("toy_train: batch %ld from %s, AUTOBATCH_BATCH_SIZE=%s\n", B, config,
 		       getenv("AUTOBATCH_BATCH_SIZE") ? getenv("AUTOBATCH_BATCH_SIZE") : "(unset)");
@@ -154,7 +159,10 @@ int main(int argc, char **argv)
 		}
 
 		if (rep) { /* as it happens: the probe watches the steps come */
-			fprintf(rep, "{\"step_s\": %.6f, \"samples\": %ld}\n", now() - t0, B);
+			/* and what it holds, as a step hook reports its framework's peak: what a
+			 * simulated device (sim:total=SIZE) measures it by */
+			fprintf(rep, "{\"step_s\": %.6f, \"samples\": %ld, \"peak_bytes\": %zu}\n",
+				now() - t0, B, held);
 			fflush(rep);
 		}
 		else if (!trial)

@@ -314,7 +314,8 @@ int ab_site_describe(const struct ab_site *site, char *buf, size_t buflen)
 			 site->max_trial_seconds, site->trial_cap);
 }
 
-bool ab_probe_args_gpu(const char *probe_args)
+/* The last --device the probe arguments name (dev, devlen), or dev NULL. */
+static void probe_args_device(const char *probe_args, const char **out, size_t *outlen)
 {
 	const char *p = probe_args ? probe_args : "", *dev = NULL;
 	size_t devlen = 0;
@@ -333,8 +334,26 @@ bool ab_probe_args_gpu(const char *probe_args)
 			dev = p + 9, devlen = n - 9;
 		p += n;
 	}
+	*out = dev, *outlen = devlen;
+}
+
+bool ab_probe_args_gpu(const char *probe_args)
+{
+	const char *dev;
+	size_t devlen;
+
+	probe_args_device(probe_args, &dev, &devlen);
 	if (!dev)
 		return true;
 	return !((devlen == 4 && !strncmp(dev, "host", 4)) ||
 		 (devlen > 5 && !strncmp(dev, "host:", 5)) || (devlen > 4 && !strncmp(dev, "sim:", 4)));
+}
+
+bool ab_probe_args_sim(const char *probe_args)
+{
+	const char *dev;
+	size_t devlen;
+
+	probe_args_device(probe_args, &dev, &devlen);
+	return dev && devlen > 4 && !strncmp(dev, "sim:", 4);
 }

@@ -56,6 +56,9 @@ int ab_site_parse(struct ab_site *site, int argc, char *const argv[], char *err,
  * takes cuda:0), or one that is neither the host nor the simulator. The last --device counts,
  * as for the probe's own options; nothing else in them (a path with "host" in it) does. */
 bool ab_probe_args_gpu(const char *probe_args);
+/* Whether they leave it on a simulated device (the last --device is sim:SPEC), whose trials
+ * are one process each: a step's tasks cannot each be measured on it. */
+bool ab_probe_args_sim(const char *probe_args);
 
 /* "key=value" lines of the site's settings, for srun -v; the first gives the bounds. */
 int ab_site_describe(const struct ab_site *site, char *buf, size_t buflen);

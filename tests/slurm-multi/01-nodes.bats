@@ -16,6 +16,21 @@ load helpers
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
 }
 
+@test "a site's simulated device over three nodes: one-process trials, said so; every task gets the batch" {
+	set_plugstack 'probe_args="--device=sim:total=256MiB"'
+	run --separate-stderr srun_t -N3 --ntasks-per-node=2 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		bash -c "$TASK"
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(config_batch)
+	[ "$b" -gt 100 ]
+	# the trials are the step's command itself: no trial-ran files to count
+	for n in node1 node2 node3; do
+		[ "$(grep -c "^task on $n after 0 trials: toy_train: batch $b from cfg.yaml, AUTOBATCH_BATCH_SIZE=$b\$" <<<"$output")" -eq 2 ] ||
+			{ echo "want 2 tasks on $n at batch $b in: $output" >&2; return 1; }
+	done
+	assert_line_in "trials of one process of the step's 6 tasks (the site's simulated device measures one process)" "$stderr"
+}
+
 @test "the probe step runs on the step's first node only and holds that node's GPUs only" {
 	run --separate-stderr srun_t -N2 -w node1,node2 --ntasks-per-node=1 --gpus-per-node=2 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="$TRIAL" \

@@ -42,6 +42,20 @@ config_rewritten() {
 	no_probe_step_left
 }
 
+@test "a site's simulated device: a step of two tasks decides on one-process trials and says why" {
+	# sim:total gives the capacity; toy_train reports what it holds, as a step hook would
+	set_plugstack 'probe_args="--device=sim:total=256MiB"'
+	run --separate-stderr srun_t -N1 -n2 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	[ "$b" -gt 100 ]
+	tasks_agree "$b" 2
+	config_rewritten "$b"
+	assert_line_in "trials of one process of the step's 2 tasks (the site's simulated device measures one process)" "$stderr"
+	run ! grep -q 'not on a simulated device' <<<"$stderr"
+}
+
 @test "inside salloc: four tasks, one decision, each trial the whole step" {
 	run --separate-stderr timeout 120 salloc -N1 -n4 --gpus=4 srun --autobatch=0.8 \
 		--autobatch-config=cfg.yaml toy_train --config cfg.yaml

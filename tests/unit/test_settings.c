@@ -619,6 +619,12 @@ static void probe_args_device(void **state)
 	assert_true(ab_probe_args_gpu("--device hostile"));
 	/* the last --device counts, as for the probe's getopt */
 	assert_true(ab_probe_args_gpu("--device host --device cuda:0"));
+	assert_true(ab_probe_args_sim("--device=sim:total=80GiB"));
+	assert_true(ab_probe_args_sim("--trial-seconds 1 --device sim:total=1GiB,base=1MiB"));
+	assert_false(ab_probe_args_sim("--device sim:total=1GiB --device host"));
+	assert_false(ab_probe_args_sim("--hook-dir /opt/sim:1"));
+	assert_false(ab_probe_args_sim(""));
+	assert_false(ab_probe_args_sim("--device simulated"));
 	assert_false(ab_probe_args_gpu("--device cuda:0 --device=host"));
 }
 
