@@ -52,10 +52,22 @@ setup() {
 
 teardown() { reset_plugstack; }
 
-# the minutes-long DDP searches: once per CI run, on the host's Slurm
+# ddp_here WHERE: the minutes-long PyTorch cases run once per CI run, each where it proves
+# most: on the host's Slurm (host; tests/slurm-release sets AUTOBATCH_DDP_CASES=host in the
+# roots, where they skip), on one release (26.05: a launcher's workers through its srun), or
+# only when asked (all: what another case already proves, a launcher that works as torchrun
+# does, today's way of sizing). AUTOBATCH_DDP_CASES=all runs every one anywhere; naming the
+# file (tests/slurm-release RELEASE TARBALL tests/slurm-multi) runs the host's there too.
 ddp_here() {
-	[ "${AUTOBATCH_DDP_CASES:-}" != host ] ||
-		skip "minutes of PyTorch on two cores, run once per CI run on the host's Slurm (tests/slurm-release RELEASE TARBALL tests/slurm-multi runs them here)"
+	local release
+	[ "${AUTOBATCH_DDP_CASES:-}" = all ] && return 0
+	release=$(slurmd -V 2>/dev/null | awk '{ print $2 }' | cut -d. -f1-2)
+	case $1 in
+	host) [ "${AUTOBATCH_DDP_CASES:-}" != host ] && return 0 ;;
+	all) skip "minutes of PyTorch on two cores that another case proves: run with AUTOBATCH_DDP_CASES=all" ;;
+	*) [ "$release" = "$1" ] && return 0 ;;
+	esac
+	skip "minutes of PyTorch on two cores, run once per CI run${1:+ on Slurm $1} (AUTOBATCH_DDP_CASES=all runs it here)"
 }
 
 cfg_batch() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["batch_size"])' "$1"; }
@@ -102,7 +114,7 @@ fits_plain() {
 }
 
 @test "a DDP step over 2 nodes x 2 tasks: each trial is the whole step; the choice fits a plain run of the step, 1/6 more does not" {
-	ddp_here
+	ddp_here host
 	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" ddp_train.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
@@ -118,7 +130,7 @@ fits_plain() {
 }
 
 @test "a sharded program (ZeRO over 4 ranks) whose model state alone does not fit one GPU: one-process trials say why; the step's trials choose, within 10% of the limit" {
-	ddp_here
+	ddp_here host
 	"$PY" -c 'from torch.distributed.optim import ZeroRedundancyOptimizer' 2>/dev/null ||
 		skip "no ZeroRedundancyOptimizer in this PyTorch"
 	# 45 M parameters, Adam's three states sharded over the ranks: about 1.2 GB alone, 0.78
@@ -155,7 +167,7 @@ fits_plain() {
 }
 
 @test "srun torchrun --nproc_per_node=2, no trial command: each trial is the step, torchrun's workers each measured" {
-	ddp_here
+	ddp_here 26.05
 	# torchrun itself, with the test environment's fixes for two bugs of Debian's builds that
 	# keep it from starting a worker (tests/python/torchrun-fixes: 1.13 under Python 3.11,
 	# and 2.x without libuv); autobatch runs it as it is
@@ -180,6 +192,7 @@ fits_plain() {
 }
 
 @test "a Hugging Face Trainer under accelerate launch, 2 processes, no trial command: each trial is the step; the choice fits a plain run, 1/6 more does not" {
+	ddp_here all
 	"$PY" -c 'import transformers, accelerate' 2>/dev/null ||
 		skip "no Transformers and Accelerate beside this Slurm's PyTorch (the 26.05 root has them: tests/slurm-release 26.05 TARBALL tests/slurm-multi)"
 	command -v accelerate >/dev/null || skip "no accelerate command"
@@ -214,7 +227,7 @@ fits_plain() {
 }
 
 @test "today's way, the script alone as a one-GPU trial (--autobatch-trial-command), chooses a batch whose plain step goes over" {
-	ddp_here
+	ddp_here all
 	run --separate-stderr timeout 900 srun -N2 --ntasks-per-node=2 --autobatch=0.5 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size \
 		--autobatch-trial-command="$PY ddp_train.py \"\$AUTOBATCH_CONFIG\"" "$PY" ddp_train.py cfg.json
