@@ -214,6 +214,58 @@ static void build_cases(void)
 		snprintf(c.name, sizeof(c.name), "%s 80GiB f0.85 hard", models[m].name);
 		add(c);
 	}
+	/* Large models whose samples are a small share of the GPU: a 32B-class model at
+	 * sequence 4096 sharded over 16 GPUs (FSDP/ZeRO-3: 16 bytes a parameter / 16 = 32 GB,
+	 * and the gathered layer), full recomputation (a layer's input kept per layer, one
+	 * layer's activations live), on an 80 GiB H100 at fractions 0.6-0.9: the answer is a
+	 * few samples to a few dozen. Plain, with 1% jitter, with a workspace jump. */
+	for (int i = 0; i < 24; i++) {
+		struct curve_case c = {0};
+		static const double fr[] = {0.6, 0.7, 0.8, 0.9};
+		static const double shard[] = {16, 32, 64}; /* GPUs the states are sharded over */
+		double layers = 64, s = 4096, h = 5120;
+
+		c.total = 80 * GiB;
+		c.fraction = fr[i % 4];
+		c.model_states = 16 * 32e9 / shard[(i / 4) % 3];
+		c.base = c.model_states + 2 * 2 * 32e9 / layers + 1.5 * GiB;
+		c.per_sample = layers * s * h * 2 + s * h * 34;
+		c.granule = 20 * MiB;
+		c.step_s = 4;
+		c.saturate = 2;
+		if (i >= 12) {
+			c.jitter = 0.01;
+			if (i >= 18) {
+				c.jump = 2 * GiB;
+				c.jump_at = floor(0.5 * (c.fraction * c.total - c.base) / c.per_sample);
+			}
+		}
+		snprintf(c.name, sizeof(c.name), "32B s4096 /%.0f f%.1f%s%s", shard[(i / 4) % 3],
+			 c.fraction, c.jitter > 0 ? " jitter" : "", c.jump > 0 ? " jump" : "");
+		add(c);
+	}
+	/* The same, with the samples an even smaller share: the fixed part 70-95% of the limit
+	 * (states, gathered layers, NCCL and allocator reserves), the limit crossed at batch 24,
+	 * 96 or 384, so that batches 1 and 4 differ by less than a peak's noise; plain and with
+	 * 1% jitter. */
+	for (int i = 0; i < 36; i++) {
+		struct curve_case c = {0};
+		static const double bf[] = {0.7, 0.85, 0.95}, bx[] = {24, 96, 384};
+		double L;
+
+		c.total = 80 * GiB;
+		c.fraction = i % 2 ? 0.9 : 0.6;
+		L = c.fraction * c.total;
+		c.base = c.model_states = bf[(i / 2) % 3] * L;
+		c.per_sample = (1 - bf[(i / 2) % 3]) * L / bx[(i / 6) % 3];
+		c.granule = 2 * MiB;
+		c.step_s = 2;
+		c.saturate = 8;
+		c.jitter = i >= 18 ? 0.01 : 0;
+		snprintf(c.name, sizeof(c.name), "large fixed %.0f%% f%.1f x%.0f%s",
+			 100 * bf[(i / 2) % 3], c.fraction, bx[(i / 6) % 3], c.jitter > 0 ? " jitter" : "");
+		add(c);
+	}
 	/* Nothing fits: the model states alone exceed the limit. */
 	for (int i = 0; i < 2; i++) {
 		struct curve_case c = {0};
