@@ -25,6 +25,13 @@
 #define HELLO_MAX 128
 #define REPLY_MAX (AB_HOLD_VARS_MAX * (AB_HOLD_NAME_MAX + AB_HOLD_VALUE_MAX + 2) + 2 * AB_ERR_MAX)
 #define PER_CONN_S 2.0   /* a task's hello arrives with its connection; no task stalls srun */
+/* Connections that have not said hello yet: anyone may open them. A source keeps this many
+ * (a node's tasks all starting at once), all sources this many; each pass accepts at most
+ * this many new ones. */
+#define PENDING_PER_SOURCE 64
+#define PENDING_MAX 256
+#define ACCEPTS_PER_PASS 64
+#define RETRY_MS 200 /* a connection srun closed before its first line: soon again */
 #define CONNECT_TRY_S 5.0
 #define CONNECT_FOR_S 120.0 /* a task that cannot reach srun says so after this */
 #define WAIT_MAX_S 604800L  /* a week: beyond any probe_timeout */
@@ -249,8 +256,10 @@ int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, unsigned 
 	s->maxconns = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur != RLIM_INFINITY
 			      ? (size_t)(rl.rlim_cur - 128) / 2
 			      : 64;
-	if (lo) /* sruns started together spread over the range */
-		start = (unsigned)(((unsigned char)s->client_token[0] << 8) | s->client_token[1]);
+	/* sruns started together spread over the range; from a draw of its own, so that the
+	 * port tells nothing of a token */
+	if (lo && getrandom(&start, sizeof(start), 0) != (ssize_t)sizeof(start))
+		start = (unsigned)getpid();
 	for (unsigned i = 0; i < n && fd == -EADDRINUSE; i++)
 		fd = listen_any(lo ? lo + (start + i) % n : 0);
 	if (fd < 0) {
@@ -316,6 +325,20 @@ static bool hello_ok(const struct ab_hold_server *s, struct ab_hold_conn *c)
 	return true;
 }
 
+/* Whether two peers are one host (the address, not the port). */
+static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+	return false;
+}
+
 static void drop(struct ab_hold_server *s, size_t i)
 {
 	s->nheld -= s->conns[i].held;
@@ -323,7 +346,8 @@ static void drop(struct ab_hold_server *s, size_t i)
 	s->conns[i] = s->conns[--s->nconns];
 }
 
-/* A connection's hello, as far as it has come: 1 complete (and ours), 0 not yet, -1 bad. */
+/* A connection's hello, as far as it has come: 1 complete (and ours), 0 not yet, -1 gone or
+ * too long, -2 complete and not ours. */
 static int read_hello(const struct ab_hold_server *s, struct ab_hold_conn *c)
 {
 	ssize_t n = recv(c->fd, c->hello + c->len, sizeof(c->hello) - 1 - c->len, MSG_DONTWAIT);
@@ -335,7 +359,17 @@ static int read_hello(const struct ab_hold_server *s, struct ab_hold_conn *c)
 	c->hello[c->len] = '\0';
 	if (!memchr(c->hello, '\n', c->len))
 		return c->len + 1 >= sizeof(c->hello) ? -1 : 0;
-	return hello_ok(s, c) ? 1 : -1;
+	return hello_ok(s, c) ? 1 : -2;
+}
+
+/* To a hello that is not this step's (a stale ticket, another task id): one line, so that
+ * the task fails at once; a connection closed without it may be a flood's casualty, which
+ * tries again. Best effort: the connection is dropped either way. */
+static void refuse(int fd)
+{
+	static const char line[] = MAGIC "REFUSED\n";
+
+	(void)!send(fd, line, sizeof(line) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* To a held task, which has the server's token already: the verdict. */
@@ -397,17 +431,59 @@ static void lost(struct ab_hold_server *s, const struct ab_hold_conn *c)
 	}
 }
 
+/* The oldest connection that has not said hello, of one source (from NULL: of any); the
+ * index, or nconns when there is none. */
+static size_t oldest_silent(const struct ab_hold_server *s, const struct sockaddr_storage *from,
+			    size_t *count)
+{
+	size_t oldest = s->nconns;
+
+	*count = 0;
+	for (size_t i = 0; i < s->nconns; i++) {
+		const struct ab_hold_conn *c = &s->conns[i];
+
+		if (c->held || (from && !same_source(&c->peer, from)))
+			continue;
+		++*count;
+		if (oldest == s->nconns || c->since < s->conns[oldest].since)
+			oldest = i;
+	}
+	return oldest;
+}
+
+/* Makes room for a connection from `from`: a source may keep PENDING_PER_SOURCE silent
+ * connections and all sources together PENDING_MAX (at most what srun may hold); beyond,
+ * the oldest silent one goes, never a held task's. A flood of idle connections then pushes
+ * out its own, and a task's, whose hello comes with its connection, is read in the pass
+ * that accepts it (or retries, see ab_hold_wait). */
+static void room_for(struct ab_hold_server *s, const struct sockaddr_storage *from)
+{
+	size_t max = s->maxconns < PENDING_MAX ? s->maxconns : PENDING_MAX, n, i;
+
+	if ((i = oldest_silent(s, from, &n)) < s->nconns && n >= PENDING_PER_SOURCE)
+		drop(s, i);
+	if ((i = oldest_silent(s, NULL, &n)) < s->nconns && n >= max)
+		drop(s, i);
+}
+
+/* New connections, at most ACCEPTS_PER_PASS a pass: the hellos of those accepted are read
+ * before a flood can push them out. */
 static void accept_new(struct ab_hold_server *s)
 {
-	int c;
+	for (int k = 0; k < ACCEPTS_PER_PASS; k++) {
+		struct sockaddr_storage from;
+		socklen_t len = sizeof(from);
+		int c = accept4(s->fd, (struct sockaddr *)&from, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-	while ((c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-		if (s->nconns >= s->maxconns + 16 || grow(s) < 0) { /* hellos pending beyond */
+		if (c < 0)
+			break;
+		room_for(s, &from);
+		if (grow(s) < 0) {
 			close(c);
 			continue;
 		}
 		keep_alive(c);
-		s->conns[s->nconns++] = (struct ab_hold_conn){.fd = c, .since = ab_now()};
+		s->conns[s->nconns++] = (struct ab_hold_conn){.fd = c, .since = ab_now(), .peer = from};
 	}
 }
 
@@ -434,6 +510,8 @@ static void take_hellos(struct ab_hold_server *s, const char *v, size_t len)
 			continue;
 		}
 		if (r < 0) {
+			if (r == -2)
+				refuse(c->fd);
 			drop(s, i);
 			continue;
 		}
@@ -671,6 +749,10 @@ static int ask(const char *host, const struct ab_hold_ticket *t, double connect_
 	rc = send_all(fd, hello, strlen(hello), until);
 	while (rc == 0 && !body) {
 		if ((rc = recv_some(fd, reply, REPLY_MAX, &len, until)) == 0 && strchr(reply, '\n')) {
+			if (!strcmp(reply, MAGIC "REFUSED\n")) {
+				close(fd);
+				return -EPIPE; /* srun read our hello and refused it */
+			}
 			if ((rc = check_server(reply, t)) == 0)
 				body = strchr(reply, '\n') + 1;
 		}
@@ -678,6 +760,10 @@ static int ask(const char *host, const struct ab_hold_ticket *t, double connect_
 	while (rc == 0 && strcmp(body, "LATER\n") != 0 && !ends_with(reply, len, "\nEND\n"))
 		rc = recv_some(fd, reply, REPLY_MAX, &len, until);
 	close(fd);
+	/* closed before srun's first line: anyone could have made room by flooding the port
+	 * (srun drops the oldest silent connection), so this says nothing of srun yet */
+	if (!body && (rc == -EPIPE || rc == -ECONNRESET))
+		return -ENOTCONN;
 	return rc < 0 ? rc : parse_answer(body, a);
 }
 
@@ -690,6 +776,8 @@ int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hol
 
 	if (!reply)
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	double closed_until = 0; /* the first connection closed unanswered, and CONNECT_FOR_S */
+
 	while (rc == -EAGAIN && ab_now() + 1.0 < until) {
 		double connect_until = ab_now() + CONNECT_FOR_S;
 
@@ -697,6 +785,13 @@ int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hol
 			 errlen);
 		if (rc == -EAGAIN) /* srun holds as many as it may: a little later */
 			poll(NULL, 0, 2000);
+		if (rc == -ENOTCONN) { /* closed before srun spoke: again, for as long as a connect */
+			if (!closed_until)
+				closed_until = ab_now() + CONNECT_FOR_S;
+			rc = ab_now() < closed_until ? -EAGAIN : -EPIPE;
+			if (rc == -EAGAIN)
+				poll(NULL, 0, RETRY_MS + (int)(ab_now() * 1000) % RETRY_MS);
+		}
 	}
 	free(reply);
 	if (rc == -ECONNREFUSED)

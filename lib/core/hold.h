@@ -24,6 +24,7 @@
 #define AUTOBATCH_HOLD_H
 
 #include <limits.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,6 +73,7 @@ struct ab_hold_conn {
 	char node[AB_HOLD_NODE_MAX]; /* the task's node, as its hello names it */
 	size_t len;
 	char hello[128];
+	struct sockaddr_storage peer; /* its source: silent ones are bounded per source */
 };
 
 struct ab_hold_server {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -376,6 +377,112 @@ static void beyond_what_srun_holds(void **state)
 	gather_and_answer(5, 2);
 }
 
+/* Another user floods srun's port: FLOOD_CONNS connections held open without a word, each
+ * opened again as soon as srun closes it, from a process of another uid (nobody, when the
+ * tests run as root). Every task of the step still gets its decision. Before, a full table
+ * closed each new connection at once, and a task took that for srun's end (issue 40: 250
+ * idle connections made a task with a valid ticket fail). */
+#define FLOOD_CONNS 1000
+
+static int flood_connect(unsigned port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The flooder: opens FLOOD_CONNS, says on ready once it has, keeps them open, reopens what
+ * srun closes; until killed. */
+static void flooder(unsigned port, int ready)
+{
+	static struct pollfd p[FLOOD_CONNS];
+	struct rlimit rl;
+	size_t opened = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < FLOOD_CONNS + 64) {
+		rl.rlim_cur = rl.rlim_max < FLOOD_CONNS + 64 ? rl.rlim_max : FLOOD_CONNS + 64;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (getuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+		_exit(3);
+	for (size_t i = 0; i < FLOOD_CONNS; i++) {
+		p[i].fd = flood_connect(port);
+		p[i].events = POLLIN;
+		opened += p[i].fd >= 0;
+	}
+	if (write(ready, &opened, sizeof(opened)) < 0)
+		_exit(2);
+	for (;;) {
+		if (poll(p, FLOOD_CONNS, 100) < 0)
+			continue;
+		for (size_t i = 0; i < FLOOD_CONNS; i++)
+			if (p[i].fd < 0 || (p[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+				if (p[i].fd >= 0)
+					close(p[i].fd);
+				p[i].fd = flood_connect(port);
+			}
+	}
+}
+
+static void flood_of_idle_connections(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct ab_hold_answer a;
+	struct task tasks[4];
+	char out[8192];
+	size_t opened = 0;
+	unsigned seen, answered;
+	int ready[2];
+	pid_t flood;
+	double end;
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 4, err, sizeof(err)), 0);
+	s.maxconns = 448; /* what srun holds at the usual 1024 descriptors: (1024 - 128) / 2 */
+	ticket_of(&s, 60, &t);
+	assert_int_equal(pipe(ready), 0);
+	if ((flood = fork()) == 0) {
+		close(ready[0]);
+		close(s.fd);
+		flooder(s.port, ready[1]);
+	}
+	close(ready[1]);
+	/* srun gathers while the flood builds, as it does while it probes */
+	for (end = ab_now() + 30; ab_now() < end; usleep(10 * 1000)) {
+		struct pollfd p = {.fd = ready[0], .events = POLLIN};
+
+		ab_hold_gather(&s);
+		if (poll(&p, 1, 0) == 1 && read(ready[0], &opened, sizeof(opened)) > 0)
+			break;
+	}
+	close(ready[0]);
+	if (opened < FLOOD_CONNS / 2)
+		fail_msg("the flooder opened %zu connections of %d", opened, FLOOD_CONNS);
+	for (unsigned i = 0; i < 4; i++)
+		start_task(&tasks[i], &t, i);
+	for (end = ab_now() + 60; ab_hold_gather(&s) < 4 && ab_now() < end;)
+		usleep(10 * 1000);
+	decided_answer(&a);
+	seen = s.nseen;
+	answered = ab_hold_serve(&s, &a, 30.0, NULL);
+	kill(flood, SIGKILL);
+	waitpid(flood, NULL, 0);
+	ab_hold_close(&s);
+	for (unsigned i = 0; i < 4; i++) {
+		end_task(&tasks[i], out, sizeof(out));
+		assert_contains(out, "0|0|||AUTOBATCH_BATCH_SIZE=96;");
+	}
+	assert_int_equal(seen, 4);
+	assert_int_equal(answered, 4);
+}
+
 /* A stop (srun ending) ends the serving at once. */
 static void stop_ends_serving(void **state)
 {
@@ -464,6 +571,7 @@ int main(void)
 		cmocka_unit_test(many_tasks_queued),
 		cmocka_unit_test(beyond_what_srun_holds),
 		cmocka_unit_test(stop_ends_serving),
+		cmocka_unit_test(flood_of_idle_connections),
 		cmocka_unit_test(task_gone_while_held),
 		cmocka_unit_test(port_range),
 	};
