@@ -198,20 +198,27 @@ static void write_peaks(const struct ranks *rs)
 	dprintf(rs->out, "}\n");
 }
 
-/* The steps every rank has taken, each as long as its slowest rank's. */
+/* The steps every rank has taken, each as long as its slowest rank's and of the samples of
+ * every rank (each its own report's, else the batch): the whole step's throughput, which the
+ * throughput objective ranks a distributed step's batches by. */
 static void merge_steps(struct ranks *rs)
 {
 	size_t common = SIZE_MAX, before = rs->merged;
+	double batch = strtod(rs->batch, NULL);
 
 	for (int i = 0; i < rs->n; i++)
 		common = rs->r[i].w.rep.steps < common ? rs->r[i].w.rep.steps : common;
 	for (; rs->merged < common; rs->merged++) {
-		double slowest = 0;
+		double slowest = 0, samples = 0;
 
-		for (int i = 0; i < rs->n; i++)
-			if (rs->r[i].w.rep.step_s[rs->merged] > slowest)
-				slowest = rs->r[i].w.rep.step_s[rs->merged];
-		dprintf(rs->out, "{\"step_s\": %.9f, \"samples\": %s}\n", slowest, rs->batch);
+		for (int i = 0; i < rs->n; i++) {
+			const struct ab_trial_report *rep = &rs->r[i].w.rep;
+
+			if (rep->step_s[rs->merged] > slowest)
+				slowest = rep->step_s[rs->merged];
+			samples += rep->samples[rs->merged] > 0 ? rep->samples[rs->merged] : batch;
+		}
+		dprintf(rs->out, "{\"step_s\": %.9f, \"samples\": %.0f}\n", slowest, samples);
 	}
 	if (rs->merged > before)
 		write_peaks(rs);

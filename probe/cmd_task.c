@@ -278,13 +278,19 @@ static void relay_workers(struct task *t, int final)
 		}
 	}
 	for (; t->nworkers && t->merged < common; t->merged++) {
-		double slowest = 0;
+		double slowest = 0, samples = 0;
 
-		for (size_t i = 0; i < t->nworkers; i++)
+		/* the task's step is every worker's: their samples add up (0, unknown, when one
+		 * worker's report has none: the launcher then counts the batch) */
+		for (size_t i = 0; i < t->nworkers; i++) {
+			double n = t->workers[i].w.rep.samples[t->merged];
+
 			if (t->workers[i].w.rep.step_s[t->merged] > slowest)
 				slowest = t->workers[i].w.rep.step_s[t->merged];
+			samples = samples >= 0 && n > 0 ? samples + n : -1;
+		}
 		say("%s {\"step_s\": %.9f, \"samples\": %.0f}", AB_TASK_REPORT, slowest,
-		    t->workers[0].w.rep.samples[t->merged]);
+		    samples > 0 ? samples : 0);
 	}
 }
 

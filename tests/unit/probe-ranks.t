@@ -18,7 +18,7 @@ trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 huge_pages # the DDP program forks no DataLoader workers
 # json FILE KEY: a top-level number of a report
 json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
-echo "1..8"
+echo "1..10"
 
 "$probe" run --device sim:total=1GiB --ranks 2 -- true >/dev/null 2>"$dir/sim.err"
 check "--ranks on a simulated device is refused, saying why" \
@@ -37,8 +37,25 @@ fi
 check "--ranks with --parallel is refused" \
 	grep -q "failed: --ranks and --parallel: a trial of several ranks takes the node" "$dir/par.err"
 
+# a distributed step's throughput is the whole step's: every rank's samples over the slowest
+# rank's step (trialprog: a step of 0.01 s a sample from 16 on, so one process does 100
+# samples/s there and 2 ranks 200), and the throughput objective ranks batches by it
+trialprog=${TRIALPROG:-tests/helpers/trialprog}
+rates() { "$py" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print(r["batch_size"], " ".join("%d:%.0f" % (t["batch"], t["samples_per_s"] or 0) for t in r["trials"]))' "$1"; }
+"$probe" run --device host:capacity=1GiB --fraction 0.5 --json "$dir/one.json" -- \
+	"$trialprog" alloc 10 2 2000 2>/dev/null
+"$probe" run --device host:capacity=1GiB --fraction 0.5 --ranks 2 --objective throughput \
+	--json "$dir/tp.json" -- "$trialprog" alloc 10 2 2000 2>"$dir/tp.err"
+one=$(rates "$dir/one.json") tp=$(rates "$dir/tp.json")
+check "a 2-rank trial's samples/s are both ranks' ($tp), twice one process's ($one)" \
+	sh -c "echo '$one' | grep -qE ' 1:6 .* [0-9]+:100( |\$)' && echo '$tp' | grep -qE ' 1:12 .* [0-9]+:200( |\$)' &&
+	       ! echo '$tp' | grep -qE ':100( |\$)' && grep -q '^autobatch: trial 2: batch [0-9]* fits, .*, 200 samples/s\$' '$dir/tp.err'"
+check "the throughput objective picks on them: the smallest batch at the top rate (${tp%% *}), not the largest that fits" \
+	sh -c "test ${tp%% *} -ge 16 && test ${tp%% *} -lt 100 && echo '$tp' | grep -qE ' ${tp%% *}:200( |\$)'"
+
 python_or_skip "$py" 'import torch.distributed as d; assert d.is_available()' \
-	"PyTorch with torch.distributed" 4 8
+	"PyTorch with torch.distributed" 6 10
 
 # plain RANKS BATCH: the program's plain run with RANKS ranks (each measured by peakrun as the
 # probe measures a host trial); prints the largest rank's peak, or nothing when a rank failed
