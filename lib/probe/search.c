@@ -325,6 +325,30 @@ static bool go_on(struct run *r, const struct bracket *k, int trial_cap, bool *t
 	return true;
 }
 
+/* A smaller batch that did not fit below the one that did: memory that does not grow with
+ * the batch alone (a data-dependent peak, another process's memory, an OOM of something
+ * else). The choice stands on its own trial, but the user is told, once. */
+static void contradiction(const struct run *r, const struct bracket *k)
+{
+	char line[256];
+
+	for (size_t i = 0; r->p->note && i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+
+		if (t->batch < k->lo->batch && !search_fits(r, t) && (t->oom || t->has_peak) &&
+		    t->steps >= AB_TRIAL_MIN_STEPS - (t->oom ? AB_TRIAL_MIN_STEPS : 0)) {
+			snprintf(line, sizeof(line),
+				 "the trials contradict each other: batch %ld %s, below batch %ld, "
+				 "which fit; memory here depends on more than the batch (the data, "
+				 "other processes), so the choice stands on its own trial alone",
+				 t->batch, t->oom ? "ran out of memory" : "went over the limit",
+				 k->lo->batch);
+			r->p->note(r->p->progress_arg, line);
+			return;
+		}
+	}
+}
+
 static int memory_search(struct run *r, struct ab_decision *out)
 {
 	int rc;
@@ -381,6 +405,7 @@ static int memory_search(struct run *r, struct ab_decision *out)
 		}
 	}
 	free(v);
+	contradiction(r, &k);
 	out->batch = k.lo->batch;
 	out->chosen = (size_t)(k.lo - r->trials->v);
 	/* past the budget the best fit seen stands, not shown to be the best */

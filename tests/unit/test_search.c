@@ -795,6 +795,53 @@ static void oom_floor_below_a_fit(void **state)
 	ab_trials_free(&t);
 }
 
+/* Batch 4 runs out of memory, batch 8 fits: the search chooses what it measured to fit and
+ * says, once, that the trials contradict each other. */
+static int oom_below_a_fit(void *ctx, long b, struct ab_trial *t, char *e, size_t n)
+{
+	(void)ctx, (void)e, (void)n;
+	memset(t, 0, sizeof(*t));
+	t->steps = 4;
+	t->oom = b == 4;
+	t->has_peak = !t->oom;
+	t->peak_bytes = (uint64_t)((b >= 16 ? 20 : 1) * GiB);
+	return 0;
+}
+
+static char noted[512];
+static int notes;
+
+static void keep_note(void *arg, const char *line)
+{
+	(void)arg;
+	if (strstr(line, "contradict")) {
+		notes++;
+		snprintf(noted, sizeof(noted), "%s", line);
+	}
+}
+
+static void contradicting_trials(void **state)
+{
+	struct ab_search_params p = {.total_bytes = (uint64_t)(16 * GiB), .fraction = 0.9,
+				     .start = 8, .note = keep_note};
+	struct ab_trials t = {0};
+	struct ab_decision d;
+
+	(void)state;
+	notes = 0;
+	/* 4 ran out of memory before (a trial shared with another fraction's search); 8 fits */
+	struct ab_trial planted = {.batch = 4, .oom = true, .steps = 4, .runs = 1};
+	t.v = calloc(16, sizeof(*t.v));
+	t.cap = 16;
+	t.v[t.n++] = planted;
+	assert_int_equal(ab_search(&p, &t, oom_below_a_fit, NULL, &d, err, sizeof(err)), 0);
+	assert_true(d.batch >= 8 && d.batch < 16);
+	assert_true(ab_trial_fits(&t.v[d.chosen], d.limit_bytes, p.total_bytes));
+	assert_int_equal(notes, 1);
+	assert_contains(noted, "the trials contradict each other: batch 4 ran out of memory, below batch");
+	ab_trials_free(&t);
+}
+
 /* What the property check (below, and the fuzzer) found, each kept as it was found:
  * - a choice with helpers ran again and ran out of memory; the step down below it ran out of
  *   memory too, and was chosen (a batch measured not to fit);
@@ -868,6 +915,7 @@ int main(void)
 		cmocka_unit_test(sim_curve_file),   cmocka_unit_test(sizes),
 		cmocka_unit_test(oom_floor_below_a_fit), cmocka_unit_test(any_evidence),
 		cmocka_unit_test(search_findings),
+		cmocka_unit_test(contradicting_trials),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
