@@ -772,12 +772,11 @@ int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hol
 {
 	double until = ab_now() + t->wait_s;
 	char *reply = malloc(REPLY_MAX);
+	double closed_until = 0; /* the first connection closed unanswered, and CONNECT_FOR_S */
 	int rc = -EAGAIN;
 
 	if (!reply)
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
-	double closed_until = 0; /* the first connection closed unanswered, and CONNECT_FOR_S */
-
 	while (rc == -EAGAIN && ab_now() + 1.0 < until) {
 		double connect_until = ab_now() + CONNECT_FOR_S;
 

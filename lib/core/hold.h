@@ -24,10 +24,10 @@
 #define AUTOBATCH_HOLD_H
 
 #include <limits.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "error.h"
 

@@ -335,8 +335,8 @@ static void contradiction(const struct run *r, const struct bracket *k)
 	for (size_t i = 0; r->p->note && i < r->trials->n; i++) {
 		const struct ab_trial *t = &r->trials->v[i];
 
-		if (t->batch < k->lo->batch && !search_fits(r, t) && (t->oom || t->has_peak) &&
-		    t->steps >= AB_TRIAL_MIN_STEPS - (t->oom ? AB_TRIAL_MIN_STEPS : 0)) {
+		if (t->batch < k->lo->batch && !search_fits(r, t) &&
+		    (t->oom || (t->has_peak && t->steps >= AB_TRIAL_MIN_STEPS))) {
 			snprintf(line, sizeof(line),
 				 "the trials contradict each other: batch %ld %s, below batch %ld, "
 				 "which fit; memory here depends on more than the batch (the data, "
