@@ -264,7 +264,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	if (d->entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
 		lock = ab_cache_lock(&d->cache, d->entry, pl->ctx->site.probe_timeout + 60.0,
-				     &d->halt);
+				     &d->halt, gather, d);
 		hit = ab_srun_cache_lookup(pl, &d->cache, d->entry, sizeof(d->entry), &res,
 					   &json) == 0;
 	}

@@ -149,7 +149,7 @@ int ab_cache_store(const struct ab_cache *c, const char *name, const char *json,
 }
 
 int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s,
-		  const volatile sig_atomic_t *stop)
+		  const volatile sig_atomic_t *stop, void (*tick)(void *), void *tick_arg)
 {
 	struct timespec pause = {0, 50 * 1000 * 1000};
 	char lock[AB_CACHE_NAME_MAX + 8];
@@ -171,6 +171,8 @@ int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s,
 			return -ETIMEDOUT;
 		}
 		nanosleep(&pause, NULL);
+		if (tick)
+			tick(tick_arg);
 	}
 	return fd;
 }

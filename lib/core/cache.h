@@ -51,10 +51,11 @@ int ab_cache_store(const struct ab_cache *c, const char *name, const char *json,
 		   size_t errlen);
 
 /* Takes the entry's lock (NAME.lock), waiting up to timeout_s or until *stop (may be NULL)
- * is set: concurrent identical sruns then probe once, and the others find the decision in
- * the cache. A file descriptor, or a negative errno (the caller then probes without it). */
+ * is set, calling tick(tick_arg) (when not NULL) between tries: concurrent identical sruns
+ * then probe once, and the others find the decision in the cache (and answer their tasks
+ * meanwhile). A file descriptor, or a negative errno (the caller then probes without it). */
 int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s,
-		  const volatile sig_atomic_t *stop);
+		  const volatile sig_atomic_t *stop, void (*tick)(void *), void *tick_arg);
 void ab_cache_unlock(int fd);
 
 #endif

@@ -20,9 +20,10 @@
 #include "hostlist.h"
 #include "number.h"
 #include "protocol.h"
+#include "siphash.h"
 
-#define MAGIC "AUTOBATCH-HOLD 1 "
-#define HELLO_MAX 128
+#define MAGIC "AUTOBATCH-HOLD 2 "
+#define HELLO_MAX 192
 #define REPLY_MAX (AB_HOLD_VARS_MAX * (AB_HOLD_NAME_MAX + AB_HOLD_VALUE_MAX + 2) + 2 * AB_ERR_MAX)
 #define PER_CONN_S 2.0   /* a task's hello arrives with its connection; no task stalls srun */
 /* Connections that have not said hello yet: anyone may open them. A source keeps this many
@@ -34,6 +35,9 @@
 #define RETRY_MS 200 /* a connection srun closed before its first line: soon again */
 #define CONNECT_TRY_S 5.0
 #define CONNECT_FOR_S 120.0 /* a task that cannot reach srun says so after this */
+/* srun answers a hello at its next pass: between the probe's polls, while it waits for the
+ * cache's lock, and while it serves; a minute of silence is not srun */
+#define FIRST_LINE_S 60.0
 #define WAIT_MAX_S 604800L  /* a week: beyond any probe_timeout */
 
 /* the decision's variables (spank/srun_apply.c exports them) and their SLURM_ twins */
@@ -96,23 +100,53 @@ static int draw_token(char *hex)
 	return 0;
 }
 
-static bool token_shaped(const char *s, size_t len)
+static bool hex_shaped(const char *s, size_t len)
 {
-	if (len != AB_HOLD_TOKEN_HEX)
-		return false;
 	for (size_t i = 0; i < len; i++)
-		if (!strchr("0123456789abcdef", s[i]) || !s[i])
+		if (!s[i] || !strchr("0123456789abcdef", s[i]))
 			return false;
 	return true;
 }
 
-/* A comparison whose time does not tell how much of a guess was right. */
-static bool token_equal(const char *a, const char *b)
+static bool token_shaped(const char *s, size_t len)
 {
+	return len == AB_HOLD_TOKEN_HEX && hex_shaped(s, len);
+}
+
+static unsigned nibble(char c)
+{
+	return c <= '9' ? (unsigned)(c - '0') : (unsigned)(c - 'a' + 10);
+}
+
+int ab_hold_proof(const char *token, const char *role, const char *nonce, unsigned task,
+		  char *proof)
+{
+	unsigned char key[AB_HOLD_TOKEN_HEX / 2];
+	char msg[2 * AB_HOLD_TOKEN_HEX];
+	int len;
+
+	if (!token_shaped(token, strlen(token)))
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (unsigned char)(nibble(token[2 * i]) << 4 | nibble(token[2 * i + 1]));
+	len = snprintf(msg, sizeof(msg), "%s %s %u", role, nonce, task);
+	snprintf(proof, AB_HOLD_PROOF_HEX + 1, "%016llx",
+		 (unsigned long long)ab_siphash24(key, msg, (size_t)len));
+	return 0;
+}
+
+/* Whether text starts with the proof the holder of token gives; its time tells nothing of
+ * how much of a guess was right. */
+static bool proof_equal(const char *text, const char *token, const char *role,
+			const char *nonce, unsigned task)
+{
+	char want[AB_HOLD_PROOF_HEX + 1];
 	unsigned char diff = 0;
 
-	for (size_t i = 0; i < AB_HOLD_TOKEN_HEX; i++)
-		diff |= (unsigned char)(a[i] ^ b[i]);
+	if (ab_hold_proof(token, role, nonce, task, want) < 0 || !hex_shaped(text, AB_HOLD_PROOF_HEX))
+		return false;
+	for (size_t i = 0; i < AB_HOLD_PROOF_HEX; i++)
+		diff |= (unsigned char)(text[i] ^ want[i]);
 	return diff == 0;
 }
 
@@ -276,7 +310,7 @@ int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, unsigned 
 int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char *buf,
 			  size_t buflen)
 {
-	return ab_format(buf, buflen, "1:%u:%u:%s:%s", s->port, wait_s, s->client_token,
+	return ab_format(buf, buflen, "2:%u:%u:%s:%s", s->port, wait_s, s->client_token,
 			 s->server_token);
 }
 
@@ -300,27 +334,27 @@ static bool node_ok(const char *s, size_t len)
 	return len < AB_HOLD_NODE_MAX && ab_hostname_ok(s, len);
 }
 
-/* "AUTOBATCH-HOLD 1 <client token> <task>[ <node>]\n" with our token and a task of this step */
+/* "AUTOBATCH-HOLD 2 <nonce> <task>[ <node>] <proof>\n": a task of this step, whose proof
+ * says it holds the client token */
 static bool hello_ok(const struct ab_hold_server *s, struct ab_hold_conn *c)
 {
-	const char *hello = c->hello, *p;
-	size_t m = strlen(MAGIC), idlen, nodelen;
-	char id[16];
+	char line[HELLO_MAX], *f[5], *save = NULL;
+	size_t m = strlen(MAGIC), n = 0;
 	long v;
 
-	if (strncmp(hello, MAGIC, m) != 0 || strlen(hello) < m + AB_HOLD_TOKEN_HEX + 3 ||
-	    hello[m + AB_HOLD_TOKEN_HEX] != ' ' || !token_equal(hello + m, s->client_token))
+	if (strncmp(c->hello, MAGIC, m) != 0)
 		return false;
-	p = hello + m + AB_HOLD_TOKEN_HEX + 1;
-	idlen = strcspn(p, " \n");
-	snprintf(id, sizeof(id), "%.*s", (int)idlen, p);
-	if (ab_parse_whole(id, 0, (long)s->expected - 1, &v) < 0)
+	snprintf(line, sizeof(line), "%.*s", (int)strcspn(c->hello + m, "\n"), c->hello + m);
+	for (char *w = strtok_r(line, " ", &save); w && n < 5; w = strtok_r(NULL, " ", &save))
+		f[n++] = w;
+	if (n < 3 || n > 4 || !token_shaped(f[0], strlen(f[0])) ||
+	    strlen(f[n - 1]) != AB_HOLD_PROOF_HEX ||
+	    ab_parse_whole(f[1], 0, (long)s->expected - 1, &v) < 0 ||
+	    (n == 4 && !node_ok(f[2], strlen(f[2]))) ||
+	    !proof_equal(f[n - 1], s->client_token, "task", f[0], (unsigned)v))
 		return false;
-	p += idlen;
-	nodelen = *p == ' ' ? strcspn(p + 1, "\n") : 0;
-	if (*p == ' ' && !node_ok(p + 1, nodelen))
-		return false;
-	snprintf(c->node, sizeof(c->node), "%.*s", (int)nodelen, *p == ' ' ? p + 1 : p);
+	memcpy(c->nonce, f[0], sizeof(c->nonce));
+	snprintf(c->node, sizeof(c->node), "%s", n == 4 ? f[2] : "");
 	c->task = (unsigned)v;
 	return true;
 }
@@ -372,20 +406,23 @@ static void refuse(int fd)
 	(void)!send(fd, line, sizeof(line) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* To a held task, which has the server's token already: the verdict. */
+/* To a held task, which has had srun's proof already: the verdict. */
 static bool say_verdict(int fd, const char *v, size_t len)
 {
 	return send_all(fd, v, len, ab_now() + PER_CONN_S) == 0;
 }
 
-/* The server's token and a word: WAIT, LATER, or the verdict that follows. */
-static bool say(const struct ab_hold_server *s, int fd, const char *what, size_t len)
+/* srun's proof, which answers the task's nonce, and a word: WAIT, LATER, or the verdict. */
+static bool say(const struct ab_hold_server *s, const struct ab_hold_conn *c, const char *what,
+		size_t len)
 {
-	char head[sizeof(MAGIC) + AB_HOLD_TOKEN_HEX + 2];
+	char head[sizeof(MAGIC) + AB_HOLD_PROOF_HEX + 2], proof[AB_HOLD_PROOF_HEX + 1];
 
-	snprintf(head, sizeof(head), MAGIC "%s\n", s->server_token);
-	return send_all(fd, head, strlen(head), ab_now() + PER_CONN_S) == 0 &&
-	       send_all(fd, what, len, ab_now() + PER_CONN_S) == 0;
+	if (ab_hold_proof(s->server_token, "srun", c->nonce, c->task, proof) < 0)
+		return false;
+	snprintf(head, sizeof(head), MAGIC "%s\n", proof);
+	return send_all(c->fd, head, strlen(head), ab_now() + PER_CONN_S) == 0 &&
+	       send_all(c->fd, what, len, ab_now() + PER_CONN_S) == 0;
 }
 
 /* Room for one more connection, 64 at a time. */
@@ -518,15 +555,15 @@ static void take_hellos(struct ab_hold_server *s, const char *v, size_t len)
 		if (!s->seen[c->task]) /* a task told LATER comes back: it is counted once */
 			s->nseen++, s->seen[c->task] = 1;
 		if (v) {
-			if (say(s, c->fd, v, len) && s->seen[c->task] < 2)
+			if (say(s, c, v, len) && s->seen[c->task] < 2)
 				s->nanswered++, s->seen[c->task] = 2;
 			drop(s, i);
-		} else if (s->nheld < s->maxconns && say(s, c->fd, "WAIT\n", 5)) {
+		} else if (s->nheld < s->maxconns && say(s, c, "WAIT\n", 5)) {
 			c->held = true;
 			s->nheld++;
 			i++;
 		} else {
-			say(s, c->fd, "LATER\n", 6);
+			say(s, c, "LATER\n", 6);
 			drop(s, i);
 		}
 	}
@@ -608,13 +645,19 @@ int ab_hold_ticket_parse(const char *value, struct ab_hold_ticket *t, char *err,
 	memset(t, 0, sizeof(*t));
 	for (int i = 0; i < 5 && p; i++)
 		p = field(p, f[i], sizeof(f[i]), i == 4);
-	if (!p || strcmp(f[0], "1") != 0 || ab_parse_whole(f[1], 1, 65535, &port) < 0 ||
+	if (p && strcmp(f[0], "2") != 0 && ab_parse_whole(f[0], 1, 99, &port) == 0)
+		return ab_fail(err, errlen, EPROTONOSUPPORT,
+			       "srun speaks hold protocol %s and this node's autobatch 2: install "
+			       "one autobatch version on the submit hosts and the nodes",
+			       f[0]);
+	if (!p || strcmp(f[0], "2") != 0 || ab_parse_whole(f[1], 1, 65535, &port) < 0 ||
 	    ab_parse_whole(f[2], 1, WAIT_MAX_S, &wait_s) < 0 ||
 	    !token_shaped(f[3], strlen(f[3])) || !token_shaped(f[4], strlen(f[4])))
 		return ab_fail(err, errlen, EINVAL, "SLURM_AUTOBATCH_HOLD is not srun's ticket");
 	t->port = (unsigned)port, t->wait_s = (unsigned)wait_s;
 	memcpy(t->client_token, f[3], sizeof(t->client_token));
 	memcpy(t->server_token, f[4], sizeof(t->server_token));
+	t->first_line_s = FIRST_LINE_S, t->connect_for_s = CONNECT_FOR_S;
 	return 0;
 }
 
@@ -695,15 +738,15 @@ static int parse_verdict(const char *line, struct ab_hold_answer *a)
 	return 0;
 }
 
-/* srun's first line: its token, checked as soon as it comes (a server that is not this
+/* srun's first line: its proof, checked as soon as it comes (a program that is not this
  * step's srun would otherwise keep the task waiting). */
-static int check_server(const char *text, const struct ab_hold_ticket *t)
+static int check_server(const char *text, const struct ab_hold_ticket *t, const char *nonce)
 {
 	size_t m = strlen(MAGIC);
 
-	if (strcspn(text, "\n") != m + AB_HOLD_TOKEN_HEX || strncmp(text, MAGIC, m) != 0)
+	if (strcspn(text, "\n") != m + AB_HOLD_PROOF_HEX || strncmp(text, MAGIC, m) != 0)
 		return -EPROTO;
-	return token_equal(text + m, t->server_token) ? 0 : -EACCES;
+	return proof_equal(text + m, t->server_token, "srun", nonce, t->task) ? 0 : -EACCES;
 }
 
 /* What follows srun's first line: WAIT (the verdict follows), LATER (-EAGAIN: ask again
@@ -732,28 +775,42 @@ static int parse_answer(char *text, struct ab_hold_answer *a)
 	return line ? 0 : -EPROTO;
 }
 
-/* One connection: the hello, srun's token, then its answer; -EAGAIN when srun says LATER. */
+/* Our hello: a fresh nonce, which srun's proof must answer, and our own proof. */
+static int say_hello(int fd, const struct ab_hold_ticket *t, char *nonce, double until)
+{
+	char hello[HELLO_MAX], proof[AB_HOLD_PROOF_HEX + 1];
+	bool named = node_ok(t->node, strlen(t->node)); /* else srun would refuse the hello */
+	int rc;
+
+	if ((rc = draw_token(nonce)) < 0 ||
+	    (rc = ab_hold_proof(t->client_token, "task", nonce, t->task, proof)) < 0)
+		return rc;
+	snprintf(hello, sizeof(hello), MAGIC "%s %u%s%s %s\n", nonce, t->task, named ? " " : "",
+		 named ? t->node : "", proof);
+	return send_all(fd, hello, strlen(hello), until);
+}
+
+/* One connection: the hello, srun's proof, then its answer; -EAGAIN when srun says LATER,
+ * -ENOTCONN when it closed before its first line, -ENODATA when it stayed silent. */
 static int ask(const char *host, const struct ab_hold_ticket *t, double connect_until,
 	       double until, char *reply, struct ab_hold_answer *a, char *err, size_t errlen)
 {
-	char hello[HELLO_MAX], *body = NULL;
+	char nonce[AB_HOLD_TOKEN_HEX + 1], *body = NULL;
+	double first_until = ab_now() + t->first_line_s;
 	size_t len = 0;
-	bool named;
 	int fd, rc;
 
 	if ((fd = connect_srun(host, t->port, connect_until, err, errlen)) < 0)
 		return fd;
-	named = node_ok(t->node, strlen(t->node)); /* else srun would refuse the hello */
-	snprintf(hello, sizeof(hello), MAGIC "%s %u%s%s\n", t->client_token, t->task,
-		 named ? " " : "", named ? t->node : "");
-	rc = send_all(fd, hello, strlen(hello), until);
+	rc = say_hello(fd, t, nonce, until);
 	while (rc == 0 && !body) {
-		if ((rc = recv_some(fd, reply, REPLY_MAX, &len, until)) == 0 && strchr(reply, '\n')) {
+		rc = recv_some(fd, reply, REPLY_MAX, &len, first_until < until ? first_until : until);
+		if (rc == 0 && strchr(reply, '\n')) {
 			if (!strcmp(reply, MAGIC "REFUSED\n")) {
 				close(fd);
 				return -EPIPE; /* srun read our hello and refused it */
 			}
-			if ((rc = check_server(reply, t)) == 0)
+			if ((rc = check_server(reply, t, nonce)) == 0)
 				body = strchr(reply, '\n') + 1;
 		}
 	}
@@ -761,9 +818,12 @@ static int ask(const char *host, const struct ab_hold_ticket *t, double connect_
 		rc = recv_some(fd, reply, REPLY_MAX, &len, until);
 	close(fd);
 	/* closed before srun's first line: anyone could have made room by flooding the port
-	 * (srun drops the oldest silent connection), so this says nothing of srun yet */
+	 * (srun drops the oldest silent connection), so this says nothing of srun yet; silent
+	 * past first_line_s: what listens is not srun, or srun is stopped */
 	if (!body && (rc == -EPIPE || rc == -ECONNRESET))
 		return -ENOTCONN;
+	if (!body && rc == -ETIMEDOUT && ab_now() < until)
+		return -ENODATA;
 	return rc < 0 ? rc : parse_answer(body, a);
 }
 
@@ -772,22 +832,23 @@ int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hol
 {
 	double until = ab_now() + t->wait_s;
 	char *reply = malloc(REPLY_MAX);
-	double closed_until = 0; /* the first connection closed unanswered, and CONNECT_FOR_S */
-	int rc = -EAGAIN;
+	double closed_until = 0; /* the first connection unanswered, and connect_for_s */
+	int rc = -EAGAIN, last = 0;
 
 	if (!reply)
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
 	while (rc == -EAGAIN && ab_now() + 1.0 < until) {
-		double connect_until = ab_now() + CONNECT_FOR_S;
+		double connect_until = ab_now() + t->connect_for_s;
 
 		rc = ask(host, t, connect_until < until ? connect_until : until, until, reply, a, err,
 			 errlen);
 		if (rc == -EAGAIN) /* srun holds as many as it may: a little later */
 			poll(NULL, 0, 2000);
-		if (rc == -ENOTCONN) { /* closed before srun spoke: again, for as long as a connect */
+		if (rc == -ENOTCONN || rc == -ENODATA) { /* again, for as long as a connect */
 			if (!closed_until)
-				closed_until = ab_now() + CONNECT_FOR_S;
-			rc = ab_now() < closed_until ? -EAGAIN : -EPIPE;
+				closed_until = ab_now() + t->connect_for_s;
+			last = rc;
+			rc = ab_now() < closed_until ? -EAGAIN : last;
 			if (rc == -EAGAIN)
 				poll(NULL, 0, RETRY_MS + (int)(ab_now() * 1000) % RETRY_MS);
 		}
@@ -798,12 +859,18 @@ int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hol
 	if (rc == -ETIMEDOUT || rc == -EAGAIN)
 		return ab_fail(err, errlen, ETIMEDOUT, "srun did not answer within %u s",
 			       t->wait_s);
-	if (rc == -EPIPE || rc == -ECONNRESET)
+	if (rc == -ENODATA)
+		return ab_fail(err, errlen, ENOTCONN,
+			       "nothing on port %u answered as this step's srun for %.0f s: srun is "
+			       "stopped, or gone and another program holds its port",
+			       t->port, t->first_line_s);
+	if (rc == -EPIPE || rc == -ECONNRESET || rc == -ENOTCONN)
 		return ab_fail(err, errlen, EPIPE, "srun ended the wait without a decision (%s)",
-			       strerror(-rc));
+			       strerror(rc == -ENOTCONN ? EPIPE : -rc));
 	if (rc == -EACCES)
 		return ab_fail(err, errlen, EACCES, "the answer on port %u is not from this step's "
-						    "srun (wrong token)",
+						    "srun (wrong proof of its token: another "
+						    "program holds srun's port)",
 			       t->port);
 	if (rc < 0)
 		return ab_fail(err, errlen, EPROTO, "srun's answer is malformed");

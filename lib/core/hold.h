@@ -13,12 +13,18 @@
  * srun gathers the tasks while it probes (ab_hold_gather, between the probe's polls), so it
  * knows before it rewrites anything whether every task can hear the decision.
  *
- * Wire format, text lines:
- *   task -> srun: "AUTOBATCH-HOLD 1 <client token> <global task id> [<node name>]"
- *   srun -> task: "AUTOBATCH-HOLD 1 <server token>", then "WAIT" (the connection is held and
+ * Wire format, text lines; neither token is ever sent, each side proves it knows its own:
+ *   task -> srun: "AUTOBATCH-HOLD 2 <nonce> <global task id> [<node name>] <task proof>"
+ *   srun -> task: "AUTOBATCH-HOLD 2 <srun proof>", then "WAIT" (the connection is held and
  *                 the verdict follows on it), "LATER" (srun holds too many: connect again
  *                 shortly) or the verdict: "DECIDED", "CONTINUE <message>" or "ABORT
- *                 <message>", then "NAME=VALUE" lines, then "END".
+ *                 <message>", then "NAME=VALUE" lines, then "END"; or "AUTOBATCH-HOLD 2
+ *                 REFUSED" to a hello that is not this step's.
+ * The task's nonce is fresh (128 random bits), so only srun, which holds the server token, can
+ * answer it (ab_hold_proof): a program that took srun's port after srun died is told apart
+ * at its first line, and one that stays silent past first_line_s is not waited for. The
+ * task's proof is not fresh to srun: replaying a hello needs the wire between two hosts
+ * (root), and gets only a verdict that is no secret.
  */
 #ifndef AUTOBATCH_HOLD_H
 #define AUTOBATCH_HOLD_H
@@ -36,6 +42,7 @@
 #define AB_HOLD_NAME_MAX 64
 #define AB_HOLD_VALUE_MAX (PATH_MAX + 1)
 #define AB_HOLD_NODE_MAX 64
+#define AB_HOLD_PROOF_HEX 16 /* a SipHash-2-4 tag */
 
 enum ab_hold_verdict {
 	AB_HOLD_DECIDED,  /* export the variables, then run the command */
@@ -71,8 +78,9 @@ struct ab_hold_conn {
 	bool held;          /* said hello and was told to wait */
 	unsigned task;
 	char node[AB_HOLD_NODE_MAX]; /* the task's node, as its hello names it */
+	char nonce[AB_HOLD_TOKEN_HEX + 1]; /* its hello's, which srun's proof answers */
 	size_t len;
-	char hello[128];
+	char hello[192];
 	struct sockaddr_storage peer; /* its source: silent ones are bounded per source */
 };
 
@@ -98,7 +106,7 @@ struct ab_hold_server {
 int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, unsigned expected,
 		   char *err, size_t errlen);
 
-/* The value of SLURM_AUTOBATCH_HOLD for the tasks: "1:PORT:WAIT_S:CLIENT:SERVER", where
+/* The value of SLURM_AUTOBATCH_HOLD for the tasks: "2:PORT:WAIT_S:CLIENT:SERVER" (2: the protocol), where
  * WAIT_S bounds how long a task waits for its answer. */
 int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char *buf,
 			  size_t buflen);
@@ -127,7 +135,17 @@ struct ab_hold_ticket {
 	char server_token[AB_HOLD_TOKEN_HEX + 1];
 	unsigned task; /* the task's global id, which it names in its hello */
 	char node[AB_HOLD_NODE_MAX]; /* its node's name, named too ("" for none) */
+	/* a connection silent this long before srun's first line is not srun's (srun answers a
+	 * hello at its next pass), and connections closed or silent unanswered are tried again
+	 * for connect_for_s; set by ab_hold_ticket_parse */
+	double first_line_s, connect_for_s;
 };
+
+/* What only the holder of token (hex) can say of a connection: SipHash-2-4 under the token of
+ * "<role> <nonce> <task>" as 16 hex digits and a NUL in proof. The role ("srun" or "task")
+ * keeps one side's proof from serving as the other's. 0, or -EINVAL for a token not shaped. */
+int ab_hold_proof(const char *token, const char *role, const char *nonce, unsigned task,
+		  char *proof);
 
 /* Parses SLURM_AUTOBATCH_HOLD (hostile: it is in the user's environment). */
 int ab_hold_ticket_parse(const char *value, struct ab_hold_ticket *t, char *err, size_t errlen);
@@ -135,7 +153,8 @@ int ab_hold_ticket_parse(const char *value, struct ab_hold_ticket *t, char *err,
 /* Connects to host:t->port (retrying while srun's listen queue is full, or when srun says
  * LATER), names task t->task, and waits up to t->wait_s seconds in all for the answer, which it
  * checks line by line. 0 with *a, or a negative errno with one sentence (-ECONNREFUSED,
- * -ETIMEDOUT, -EPIPE: srun gone, -EPROTO, -EACCES: a wrong token). */
+ * -ETIMEDOUT, -EPIPE: srun gone, -EPROTO, -EACCES: a wrong proof, -ENOTCONN: nothing that
+ * answered was srun). */
 int ab_hold_wait(const char *host, const struct ab_hold_ticket *t, struct ab_hold_answer *a,
 		 char *err, size_t errlen);
 

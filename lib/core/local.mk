@@ -49,6 +49,8 @@ lib_core_libabcore_la_SOURCES = \
 	lib/core/request.h \
 	lib/core/settings.c \
 	lib/core/settings.h \
+	lib/core/siphash.c \
+	lib/core/siphash.h \
 	lib/core/site.c \
 	lib/core/site.h \
 	lib/core/size.c \

@@ -77,7 +77,7 @@ static void round_trip(void **state)
 	assert_int_equal(ab_cache_load(&c, entry, &json), 0);
 	assert_string_equal(json, "{\"status\":\"ok\"}");
 	free(json);
-	int lock = ab_cache_lock(&c, entry, 0, NULL);
+	int lock = ab_cache_lock(&c, entry, 0, NULL, NULL, NULL);
 
 	assert_true(lock >= 0);
 	ab_cache_unlock(lock);
@@ -175,7 +175,7 @@ static void planted_entries(void **state)
 	alarm(10);
 	assert_int_equal(ab_cache_load(&c, entry, &json), -EPROTO);
 	assert_int_equal(mkfifo(lock, 0600), 0);
-	assert_int_equal(ab_cache_lock(&c, entry, 0, NULL), -EPERM);
+	assert_int_equal(ab_cache_lock(&c, entry, 0, NULL, NULL, NULL), -EPERM);
 	alarm(0);
 	unlink(lock);
 	/* a store leaves what is not an entry of ours alone, and says so */

@@ -1,8 +1,10 @@
 /* test_hold.c - the hold channel (lib/core/hold.c) over real TCP on the loopback: a task
  * gets srun's verdict and variables; srun gathers the tasks while it probes and counts each
  * once; wrong tokens and task ids, a srun that dies or never answers, a rogue answer and a
- * hostile ticket are refused; fifty tasks are answered; tasks beyond what srun may hold are
- * told to come back later, and do; a port range is kept.
+ * hostile ticket are refused; no token crosses the wire, and a program on srun's port that
+ * cannot prove srun's token, or says nothing, does not keep a task waiting; fifty tasks are
+ * answered; tasks beyond what srun may hold are told to come back later, and do; a port
+ * range is kept; SipHash-2-4 gives its authors' test vectors.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 
 #include "clock.h"
 #include "hold.h"
+#include "siphash.h"
 
 static char err[AB_ERR_MAX];
 
@@ -212,10 +215,10 @@ static void wrong_tokens(void **state)
 	bad = t;
 	bad.server_token[5] = bad.server_token[5] == 'a' ? 'b' : 'a';
 	start_task(&task, &bad, 1);
-	assert_int_equal(gather_until(&s, 1), 1);
-	end_task(&task, out, sizeof(out)); /* it refused srun's WAIT: wrong token */
+	assert_int_equal(gather_until(&s, 1), 1); /* its hello was right: srun counts it */
+	end_task(&task, out, sizeof(out)); /* srun's proof is wrong to it */
 	assert_int_equal(atoi(out), -EACCES);
-	assert_contains(out, "is not from this step's srun (wrong token)");
+	assert_contains(out, "is not from this step's srun (wrong proof of its token");
 	ab_hold_close(&s);
 }
 
@@ -276,7 +279,7 @@ static void rogue_answer_sets_nothing_else(void **state)
 	struct ab_hold_server s;
 	struct ab_hold_ticket t;
 	struct task task;
-	char out[8192], reply[512], hello[128];
+	char out[8192], reply[512], hello[192], proof[AB_HOLD_PROOF_HEX + 1];
 	int c;
 
 	(void)state;
@@ -290,8 +293,11 @@ static void rogue_answer_sets_nothing_else(void **state)
 	}
 	assert_true((c = accept(s.fd, NULL, NULL)) >= 0);
 	assert_true(read(c, hello, sizeof(hello)) > 0);
-	snprintf(reply, sizeof(reply), "AUTOBATCH-HOLD 1 %s\nDECIDED\nLD_PRELOAD=/tmp/x.so\nEND\n",
-		 s.server_token);
+	assert_int_equal(strncmp(hello, "AUTOBATCH-HOLD 2 ", 17), 0);
+	hello[17 + AB_HOLD_TOKEN_HEX] = '\0'; /* the task's nonce */
+	assert_int_equal(ab_hold_proof(s.server_token, "srun", hello + 17, 0, proof), 0);
+	snprintf(reply, sizeof(reply), "AUTOBATCH-HOLD 2 %s\nDECIDED\nLD_PRELOAD=/tmp/x.so\nEND\n",
+		 proof);
 	assert_true(write(c, reply, strlen(reply)) > 0);
 	close(c);
 	end_task(&task, out, sizeof(out));
@@ -307,20 +313,20 @@ static void rogue_answer_sets_nothing_else(void **state)
 static void tickets(void **state)
 {
 	static const char *const bad[] = {
-		"", "1", "2:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
-		"1:0:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
-		"1:70000:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
-		"1:80:0:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
-		"1:80:-1:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
-		"1:80:10:0123456789ABCDEF0123456789abcdef:0123456789abcdef0123456789abcdef",
-		"1:80:10:0123456789abcdef0123456789abcde:0123456789abcdef0123456789abcdef",
-		"1:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef:x",
-		"1:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdefa",
+		"", "1", "x:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"2:0:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"2:70000:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"2:80:0:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"2:80:-1:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"2:80:10:0123456789ABCDEF0123456789abcdef:0123456789abcdef0123456789abcdef",
+		"2:80:10:0123456789abcdef0123456789abcde:0123456789abcdef0123456789abcdef",
+		"2:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdef:x",
+		"2:80:10:0123456789abcdef0123456789abcdef:0123456789abcdef0123456789abcdefa",
 	};
 	struct ab_hold_ticket t;
 
 	(void)state;
-	assert_int_equal(ab_hold_ticket_parse("1:80:10:0123456789abcdef0123456789abcdef:"
+	assert_int_equal(ab_hold_ticket_parse("2:80:10:0123456789abcdef0123456789abcdef:"
 					      "fedcba9876543210fedcba9876543210",
 					      &t, err, sizeof(err)),
 			 0);
@@ -331,6 +337,128 @@ static void tickets(void **state)
 		if (ab_hold_ticket_parse(bad[i], &t, err, sizeof(err)) != -EINVAL)
 			fail_msg("accepted the ticket '%s'", bad[i]);
 	assert_contains(err, "SLURM_AUTOBATCH_HOLD is not srun's ticket");
+	/* an srun of another autobatch: said so, with the fix */
+	assert_int_equal(ab_hold_ticket_parse("1:80:10:0123456789abcdef0123456789abcdef:"
+					      "fedcba9876543210fedcba9876543210",
+					      &t, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+	assert_contains(err, "srun speaks hold protocol 1 and this node's autobatch 2: install "
+			     "one autobatch version");
+}
+
+/* SipHash-2-4 with the key 00 01 .. 0f, as its authors give it (the paper's appendix, and
+ * the first two of the reference's vectors.h) */
+static void siphash_vectors(void **state)
+{
+	unsigned char key[16], msg[15];
+
+	(void)state;
+	for (int i = 0; i < 16; i++)
+		key[i] = (unsigned char)i;
+	for (int i = 0; i < 15; i++)
+		msg[i] = (unsigned char)i;
+	assert_true(ab_siphash24(key, msg, 0) == 0x726fdb47dd0e0e31ULL);
+	assert_true(ab_siphash24(key, msg, 1) == 0x74f839c593dc67fdULL);
+	assert_true(ab_siphash24(key, msg, 15) == 0xa129ca6149be45e5ULL);
+}
+
+/* A listener that is not srun (srun died and another program took its port): it reads the
+ * task's hello, which names neither token, and cannot answer its nonce. */
+static void no_token_crosses_the_wire(void **state)
+{
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct task task;
+	char out[8192], hello[192] = "", reply[256], proof[AB_HOLD_PROOF_HEX + 1];
+	double t0;
+	int c;
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 2, err, sizeof(err)), 0);
+	ticket_of(&s, 600, &t);
+	t0 = ab_now();
+	start_task(&task, &t, 1);
+	{
+		struct pollfd p = {.fd = s.fd, .events = POLLIN};
+
+		assert_int_equal(poll(&p, 1, 10000), 1);
+	}
+	assert_true((c = accept(s.fd, NULL, NULL)) >= 0);
+	assert_true(read(c, hello, sizeof(hello) - 1) > 0);
+	assert_null(strstr(hello, s.client_token));
+	assert_null(strstr(hello, s.server_token));
+	assert_int_equal(strncmp(hello, "AUTOBATCH-HOLD 2 ", 17), 0);
+	/* the impostor's best: a proof under the client token, which it might have */
+	hello[17 + AB_HOLD_TOKEN_HEX] = '\0';
+	assert_int_equal(ab_hold_proof(s.client_token, "srun", hello + 17, 1, proof), 0);
+	snprintf(reply, sizeof(reply), "AUTOBATCH-HOLD 2 %s\nDECIDED\nEND\n", proof);
+	assert_true(write(c, reply, strlen(reply)) > 0);
+	end_task(&task, out, sizeof(out));
+	close(c);
+	assert_int_equal(atoi(out), -EACCES);
+	assert_true(ab_now() - t0 < 10); /* at once, not at the ticket's 600 s */
+
+	/* and srun, asked by a client that knows no token, reveals none */
+	{
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
+		const char *nonce = "00112233445566778899aabbccddeeff";
+		char line[256];
+		ssize_t n = 0;
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_true((c = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+		assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+		snprintf(line, sizeof(line), "AUTOBATCH-HOLD 2 %s 0 node1 0123456789abcdef\n", nonce);
+		assert_true(write(c, line, strlen(line)) > 0);
+		for (int i = 0; i < 200 && n <= 0; i++) {
+			ab_hold_gather(&s);
+			n = recv(c, reply, sizeof(reply) - 1, MSG_DONTWAIT);
+			usleep(10 * 1000);
+		}
+		assert_true(n > 0);
+		reply[n] = '\0';
+		assert_string_equal(reply, "AUTOBATCH-HOLD 2 REFUSED\n");
+		close(c);
+		assert_int_equal(s.nseen, 0);
+	}
+	ab_hold_close(&s);
+}
+
+/* A listener that says nothing (a program on the port srun had): the task gives up after
+ * first_line_s and connect_for_s, not at the ticket's end (it did, before). */
+static void silent_listener_is_not_waited_for(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(a);
+	struct ab_hold_server s;
+	struct ab_hold_ticket t;
+	struct task task;
+	char out[8192], want[160];
+	double t0;
+	int other;
+
+	(void)state;
+	assert_int_equal(ab_hold_listen(&s, 0, 0, 1, err, sizeof(err)), 0);
+	ticket_of(&s, 600, &t);
+	ab_hold_close(&s); /* srun is gone; another program listens, and reads nothing */
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true((other = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+	assert_int_equal(bind(other, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(other, 16), 0);
+	assert_int_equal(getsockname(other, (struct sockaddr *)&a, &alen), 0);
+	t.port = ntohs(a.sin_port);
+	t.first_line_s = 1, t.connect_for_s = 2;
+	srun_fd = other;
+	t0 = ab_now();
+	start_task(&task, &t, 0); /* the kernel accepts its connections */
+	end_task(&task, out, sizeof(out));
+	assert_int_equal(atoi(out), -ENOTCONN);
+	assert_true(ab_now() - t0 < 10);
+	snprintf(want, sizeof(want), "nothing on port %u answered as this step's srun for 1 s",
+		 t.port);
+	assert_contains(out, want);
+	close(other);
+	srun_fd = -1;
 }
 
 /* n tasks gathered while srun "probes", srun holding at most maxconns (0: as it likes): the
@@ -568,6 +696,9 @@ int main(void)
 		cmocka_unit_test(no_answer_in_time),
 		cmocka_unit_test(rogue_answer_sets_nothing_else),
 		cmocka_unit_test(tickets),
+		cmocka_unit_test(siphash_vectors),
+		cmocka_unit_test(no_token_crosses_the_wire),
+		cmocka_unit_test(silent_listener_is_not_waited_for),
 		cmocka_unit_test(many_tasks_queued),
 		cmocka_unit_test(beyond_what_srun_holds),
 		cmocka_unit_test(stop_ends_serving),
