@@ -106,7 +106,7 @@ check "report: the ddp stage, today's way against --ranks 2, each rank's peak" \
 	       grep -q '^The probe with --ranks 2: batch 19 in 6 trials' '$dir/ddp/gpu-host-dry-run.md'"
 
 # a dry run of the exec stage: the real probe on the host device, the tiny GPT-2, the truth
-# (not again in distcheck's second pass of the same tests: tests/run-all sets
+# (not again in distcheck's second pass of the same tests: tests/slurm-release-inside sets
 # AUTOBATCH_QUICK_CHECK there)
 python_or_skip "$py" 'import torch' PyTorch 12 14
 BUILD=$build "$dc" --dry-run --results "$dir/d" --report-dir "$dir/d" \

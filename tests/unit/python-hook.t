@@ -20,7 +20,7 @@ if [ -z "$PY" ] || ! "$PY" -c 'import torch' 2>/dev/null; then
 	for i in $(seq 1 $TESTS); do echo "ok $i # skip PyTorch is not installed (Debian: python3-torch)"; done
 	exit 0
 fi
-# minutes of Python: not again in distcheck's second pass (tests/run-all sets this there)
+# minutes of Python: not again in distcheck's second pass (tests/slurm-release-inside sets this)
 if [ "${AUTOBATCH_QUICK_CHECK:-}" = 1 ]; then
 	for i in $(seq 1 $TESTS); do echo "ok $i # skip ran in this tree's own make check (AUTOBATCH_QUICK_CHECK=1)"; done
 	exit 0
