@@ -271,6 +271,7 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 						    "memory (the step's GPU models differ)",
 			  100.0 * pl->ctx->eff.fraction);
 	}
+	ab_lengths_text(&res->lengths, line, sizeof(line), &len);
 	if (!pl->cached && res->warm_from[0])
 		ab_append(line, sizeof(line), &len, "; warm start from %s%s", res->warm_from,
 			  res->warm_verified ? "" : " (its batch no longer fit: searched afresh)");

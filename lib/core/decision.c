@@ -76,6 +76,42 @@ static void read_warm(struct json_object *o, struct ab_result *r)
 			   json_object_get_boolean(v);
 }
 
+void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_t *len)
+{
+	if (l->said && l->longest_first && l->read == l->samples && l->max >= l->run_longest)
+		ab_append(buf, buflen, len, "; measured at the run's longest batch (length %ld: "
+					    "the dataset's longest samples first)",
+			  l->max);
+	else if (l->said && l->longest_first)
+		ab_append(buf, buflen, len, "; measured at length %ld, the longest of %ld of %ld "
+					    "samples read in time: a longer one may not fit",
+			  l->max, l->read, l->samples);
+	else if (l->max && l->min != l->max)
+		ab_append(buf, buflen, len, "; the trials' batches varied in length (%ld to %ld) "
+					    "and autobatch could not see the run's longest (no "
+					    "DataLoader over a sized dataset): a longer batch may "
+					    "not fit",
+			  l->min, l->max);
+}
+
+/* The report's "lengths" (lengths_json in lib/probe/report.c). */
+static void read_lengths(struct json_object *o, struct ab_lengths *l)
+{
+	struct json_object *g, *v;
+
+	if (!json_object_object_get_ex(o, AB_FIELD_LENGTHS, &g) ||
+	    !json_object_is_type(g, json_type_object))
+		return;
+	get_long(g, "measured", 1, 1L << 40, &l->max);
+	get_long(g, "measured_min", 1, 1L << 40, &l->min);
+	l->said = get_long(g, "run_longest", 0, 1L << 40, &l->run_longest) &&
+		  get_long(g, "samples", 0, 1L << 40, &l->samples);
+	get_long(g, "read", 0, 1L << 40, &l->read);
+	l->varies = json_object_object_get_ex(g, "varies", &v) && json_object_get_boolean(v);
+	l->longest_first = json_object_object_get_ex(g, "longest_first", &v) &&
+			   json_object_get_boolean(v);
+}
+
 static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t errlen)
 {
 	struct json_object *dev, *trials;
@@ -105,6 +141,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 		r->trial_nodes = 0;
 	get_bytes(o, AB_FIELD_PER_SAMPLE, &r->per_sample);
 	read_warm(o, r);
+	read_lengths(o, &r->lengths);
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);

@@ -11,6 +11,22 @@
 #include "gpu_models.h"
 
 
+/* The lengths of a trial's batches, where samples differ in length (dynamic padding pads a
+ * batch to its longest): what the step hook saw of the steps and of the dataset. */
+struct ab_lengths {
+	long min, max;      /* the steps' padded lengths ("length"); 0: none said */
+	long run_longest;   /* the longest sample the run can draw ("lengths"); 0: unknown */
+	long read, samples; /* samples whose length was read, of the dataset's */
+	bool said;          /* a "lengths" line came */
+	bool varies;        /* its samples differ in length */
+	bool longest_first; /* the trial drew the dataset's longest samples first */
+};
+
+/* Appends to buf at *len where samples differ in length: at what length the choice was
+ * measured, and whether that is the run's longest (never a silent fit where autobatch could
+ * not know it); nothing where lengths did not vary or were not said. */
+void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_t *len);
+
 struct ab_result {
 	bool ok;
 	bool interrupted;      /* the probe was stopped by a signal (Ctrl-C, a cancel) */
@@ -33,6 +49,7 @@ struct ab_result {
 	char sized_for[64], sized_for_node[64];
 	uint64_t sized_for_bytes;
 	bool per_rank_limits; /* or each trial the whole step, each rank held to its own GPU */
+	struct ab_lengths lengths; /* the report's "lengths" */
 };
 
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for

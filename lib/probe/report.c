@@ -57,6 +57,8 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 					       json_object_new_int64((int64_t)t->bound_capacity_bytes));
 		}
 	}
+	if (t->lengths.max) /* the padded length its steps' batches had, at most */
+		json_object_object_add(o, "length", json_object_new_int64(t->lengths.max));
 	/* exec mode: start to the end of the warm-up step (loading, compiling, the warm-up) */
 	json_object_object_add(o, "startup_s",
 			       t->startup_s > 0 ? json_object_new_double(t->startup_s) : NULL);
@@ -93,6 +95,27 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 	json_object_object_add(o, "rounds_used", json_object_new_int64((int64_t)d->rounds_used));
 	/* rounds run past --max-trials because the best fit was too far below a failure */
 	json_object_object_add(o, "past_budget", json_object_new_int64((int64_t)d->past_budget));
+}
+
+/* What the chosen trial's batches were measured at, against the longest the run can draw:
+ * "measured" (the steps' longest padded length), "run_longest" (null: unknown), "read" of
+ * "samples", "longest_first". NULL when the program said nothing of lengths. */
+static struct json_object *lengths_json(const struct ab_lengths *l)
+{
+	struct json_object *o;
+
+	if (!l->said && !(l->max && l->min != l->max))
+		return NULL;
+	o = json_object_new_object();
+	json_object_object_add(o, "measured", l->max ? json_object_new_int64(l->max) : NULL);
+	json_object_object_add(o, "measured_min", l->min ? json_object_new_int64(l->min) : NULL);
+	json_object_object_add(o, "run_longest",
+			       l->said ? json_object_new_int64(l->run_longest) : NULL);
+	json_object_object_add(o, "read", json_object_new_int64(l->read));
+	json_object_object_add(o, "samples", l->said ? json_object_new_int64(l->samples) : NULL);
+	json_object_object_add(o, "varies", json_object_new_boolean(l->varies || l->min != l->max));
+	json_object_object_add(o, "longest_first", json_object_new_boolean(l->longest_first));
+	return o;
 }
 
 /* Predicted data-parallel step at the decision: accumulation x the measured step, plus the
@@ -186,6 +209,13 @@ char *ab_report_json(const struct ab_report *r)
 		json_object_object_add(o, "comm", comm_json(r));
 	if (r->nfractions)
 		add_decision(o, r, &r->fractions[0]);
+	if (r->ok && r->nfractions && r->trials) {
+		struct json_object *l =
+			lengths_json(&r->trials->v[r->fractions[0].decision.chosen].lengths);
+
+		if (l)
+			json_object_object_add(o, AB_FIELD_LENGTHS, l);
+	}
 	for (size_t i = 0; r->trials && i < r->trials->n; i++)
 		json_object_array_add(trials, trial_json(&r->trials->v[i], limit));
 	json_object_object_add(o, AB_FIELD_TRIALS, trials);
@@ -287,6 +317,8 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	if (margin)
 		ab_append(buf, buflen, &len, " less a %s margin",
 			  ab_format_size(margin, size, sizeof(size)));
+	if (t->lengths.max && (t->lengths.varies || t->lengths.min != t->lengths.max))
+		ab_append(buf, buflen, &len, ", length %ld", t->lengths.max); /* the longest */
 	ab_append(buf, buflen, &len, "%s", rate);
 }
 
@@ -326,6 +358,8 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
 											(double)d->start_batch,
 			  d->start_batch);
+	if (r->trials)
+		ab_lengths_text(&r->trials->v[d->chosen].lengths, buf, buflen, &len);
 	ab_append(buf, buflen, &len, "; confidence: %s", ab_confidence_tier(d->confidence));
 	if (d->margin_bytes) {
 		char m[32];

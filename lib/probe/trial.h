@@ -35,6 +35,7 @@ struct ab_trial {
 	uint64_t bound_peak_bytes, bound_capacity_bytes; /* its own, where its node's memory
 				* differs from the device's: peak_bytes is then its share of this */
 	uint64_t rank_peak[AB_REPORT_MAX_RANKS]; /* each rank's peak */
+	struct ab_lengths lengths; /* its batches' lengths, where they vary (exec: the hook's) */
 };
 
 /* The evidence a fit needs: a warm-up step, then at least one measured step. */

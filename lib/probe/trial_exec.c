@@ -475,6 +475,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->bound_peak_bytes = rep->bound_peak_bytes;
 	out->bound_capacity_bytes = rep->bound_capacity_bytes;
 	memcpy(out->rank_peak, rep->rank_peak, sizeof(out->rank_peak));
+	out->lengths = rep->lengths;
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included */
 	out->oom = rep->oom || o->ending == ENDED_MEMORY ||

@@ -65,6 +65,35 @@ static bool rank_fields(struct json_object *obj, struct ab_trial_report *r)
 	return used;
 }
 
+#define LENGTH_MAX 1e12
+
+/* A step's "length", and the "lengths" the step hook says once of the dataset. */
+static bool length_fields(struct json_object *obj, struct ab_trial_report *r)
+{
+	struct ab_lengths *l = &r->lengths;
+	struct json_object *o, *b;
+	double v, read, samples;
+	bool used = false;
+
+	if (number(obj, "length", LENGTH_MAX, &v) && v >= 1) {
+		l->min = l->min && l->min < (long)v ? l->min : (long)v;
+		l->max = l->max > (long)v ? l->max : (long)v;
+		used = true;
+	}
+	if (json_object_object_get_ex(obj, "lengths", &o) && json_object_is_type(o, json_type_object) &&
+	    number(o, "run_longest", LENGTH_MAX, &v) && number(o, "read", LENGTH_MAX, &read) &&
+	    number(o, "samples", LENGTH_MAX, &samples) && read <= samples) {
+		l->run_longest = (long)v, l->read = (long)read, l->samples = (long)samples;
+		l->varies = json_object_object_get_ex(o, "varies", &b) &&
+			    json_object_is_type(b, json_type_boolean) && json_object_get_boolean(b);
+		l->longest_first = json_object_object_get_ex(o, "longest_first", &b) &&
+				   json_object_is_type(b, json_type_boolean) &&
+				   json_object_get_boolean(b);
+		l->said = used = true;
+	}
+	return used;
+}
+
 static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 {
 	struct json_tokener *tok = json_tokener_new_ex(8);
@@ -100,6 +129,7 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 			used = true;
 		}
 		used |= rank_fields(obj, r);
+		used |= length_fields(obj, r);
 	}
 	json_object_put(obj);
 	r->bad_lines += !used;

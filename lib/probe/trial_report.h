@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "decision.h" /* struct ab_lengths */
 #include "protocol.h"
 
 #define AB_REPORT_MAX_BYTES (1u << 20)
@@ -36,6 +37,7 @@ struct ab_trial_report {
 	/* that rank held to its own node's memory, of another size than the trial's: its own
 	 * bytes and memory (peak_bytes is then its share of the trial's); 0 otherwise */
 	uint64_t bound_peak_bytes, bound_capacity_bytes;
+	struct ab_lengths lengths;
 	size_t bad_lines;
 };
 

@@ -1091,10 +1091,55 @@ static void report_lines(void **state)
 	assert_int_equal(r.bad_lines, 1);
 }
 
+/* The step hook's lengths (issue 41): each step's padded length, the dataset's once; what a
+ * hostile or broken program writes is not taken. */
+static void report_lengths(void **state)
+{
+	static struct ab_trial_report r;
+	const char *text = "{\"lengths\": {\"run_longest\": 512, \"read\": 800, \"samples\": 800, "
+			   "\"varies\": true, \"longest_first\": true}}\n"
+			   "{\"step_s\": 0.5, \"samples\": 8, \"length\": 512}\n"
+			   "{\"step_s\": 0.4, \"samples\": 8, \"length\": 300}\n"
+			   "{\"step_s\": 0.4, \"samples\": 8, \"length\": -3}\n"
+			   "{\"length\": \"900\"}\n"
+			   "{\"lengths\": {\"run_longest\": 9, \"read\": 900, \"samples\": 800}}\n"
+			   "{\"lengths\": [512]}\n";
+	char line[512];
+	size_t len = 0;
+
+	(void)state;
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_int_equal(r.steps, 3);
+	assert_int_equal(r.lengths.max, 512);
+	assert_int_equal(r.lengths.min, 300);
+	assert_true(r.lengths.said && r.lengths.varies && r.lengths.longest_first);
+	assert_int_equal(r.lengths.run_longest, 512); /* read > samples: not taken */
+	assert_int_equal(r.lengths.read, 800);
+	assert_int_equal(r.bad_lines, 3);
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_string_equal(line, "; measured at the run's longest batch (length 512: the "
+				  "dataset's longest samples first)");
+	r.lengths.read = 500, len = 0;
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_string_equal(line, "; measured at length 512, the longest of 500 of 800 samples "
+				  "read in time: a longer one may not fit");
+	text = "{\"step_s\": 1, \"length\": 40}\n{\"step_s\": 1, \"length\": 120}";
+	ab_trial_report_parse(text, strlen(text), &r);
+	len = 0, line[0] = '\0';
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_non_null(strstr(line, "varied in length (40 to 120) and autobatch could not see"));
+	text = "{\"step_s\": 1, \"length\": 256}\n{\"step_s\": 1, \"length\": 256}";
+	ab_trial_report_parse(text, strlen(text), &r);
+	len = 0, line[0] = '\0';
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_string_equal(line, ""); /* fixed shapes: nothing to say */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(report_watch),
+		cmocka_unit_test(report_lengths),
 		cmocka_unit_test(host_memory),
 		cmocka_unit_test(parallel_rounds),
 		cmocka_unit_test(round_width),

@@ -1,11 +1,14 @@
 """autobatch._hook - the trial protocol's writer, and the step hook that needs no code change.
 
 Owns what a probe trial learns from a Python process: the lines appended to
-$AUTOBATCH_TRIAL_REPORT ({"step_s": S, "samples": N, "peak_bytes": N} per step,
-{"oom": true, "peak_at_least_bytes": N}, a final {"peak_bytes": N}), written once here for both the helper (autobatch.trial()) and the
-probe's sitecustomize, which calls install() so that a PyTorch program that knows nothing of
-autobatch is seen through its optimizer steps and ends after the warm-up and the measured
-steps. Standard library only; torch is touched only once the program itself imports it.
+$AUTOBATCH_TRIAL_REPORT ({"step_s": S, "samples": N, "peak_bytes": N, "length": L} per step,
+{"oom": true, "peak_at_least_bytes": N}, {"lengths": {...}} once, a final {"peak_bytes": N}),
+written once here for both the helper (autobatch.trial()) and the probe's sitecustomize,
+which calls install() so that a PyTorch program that knows nothing of autobatch is seen
+through its optimizer steps and ends after the warm-up and the measured steps. In a trial
+the program's DataLoader draws the dataset's longest samples first (the run's worst batch,
+where batches are padded to their longest sample), and each step says how long its batches
+were. Standard library only; torch is touched only once the program itself imports it.
 """
 
 import importlib.abc
@@ -66,6 +69,9 @@ class Recorder:
         self.count = 0
         self.written = 0
         self.last = time.perf_counter()
+        self.length = 0  # the longest batch of the step under way (0: not seen)
+        self.armed = True  # the step's first module call is the model's: its inputs' length
+        self.from_loader = False  # a DataLoader's batches say it: the module call need not
 
     def write(self, record):
         if not self.path:
@@ -91,9 +97,14 @@ class Recorder:
     def step(self, samples=None):
         """Records a finished step; True once the warm-up and the measured steps are done."""
         now = time.perf_counter()
-        self.write({"step_s": now - self.last, "samples": samples or self.batch,
-                    "peak_bytes": peak_bytes()})
+        record = {"step_s": now - self.last, "samples": samples or self.batch,
+                  "peak_bytes": peak_bytes()}
+        if self.length:
+            record["length"] = self.length
+        self.write(record)
         self.last = now
+        self.length = 0
+        self.armed = True
         self.count += 1
         return self.count >= self.steps + 1
 
@@ -217,8 +228,9 @@ def _oom_excepthooks():
 
 
 def instrument(torch):
-    """Counts the program's optimizer steps from now on."""
+    """Counts the program's optimizer steps from now on, and sees its batches."""
     counter = _StepCounter()
+    instrument_data(torch)
     optimizer = sys.modules.get("torch.optim.optimizer")
     if optimizer is not None and hasattr(optimizer, "register_optimizer_step_post_hook"):
         optimizer.register_optimizer_step_pre_hook(counter.pre)
@@ -245,6 +257,223 @@ class _TorchImport(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_and_instrument
         return spec
+
+
+# ---- the run's longest batch -------------------------------------------------------------
+# A trainer that pads each batch to its own longest sample (dynamic padding) needs the most
+# memory at the batch of the dataset's longest samples, which a shuffled epoch draws at some
+# step nobody knows. In a trial the DataLoader draws them first: the batch size is measured
+# at the run's worst batch, not at the first batches (issue 41: 27% over the limit).
+
+SCAN_S = 20.0  # reading every sample's length; past this, the longest of those read
+FIXED_AFTER = 256  # samples read at random, all of one length: a dataset of fixed shapes
+
+
+def sequence_length(sample):
+    """The longest sequence in one sample (what dynamic padding pads its batch to): the
+    largest first dimension among its tensors, arrays and lists; None when it has none."""
+    if isinstance(sample, dict):
+        values = list(sample.values())
+    elif isinstance(sample, (tuple, list)) and sample and \
+            not isinstance(sample[0], (int, float, bool)):
+        values = list(sample)
+    else:
+        values = [sample]
+    best = None
+    for v in values:
+        shape = getattr(v, "shape", None)
+        if shape is not None:
+            n = int(shape[0]) if len(shape) >= 1 else None
+        elif isinstance(v, (list, tuple)):
+            n = len(v)
+        else:
+            n = None
+        if n is not None and (best is None or n > best):
+            best = n
+    return best
+
+
+def batch_length(batch):
+    """A collated batch's padded length: the largest second dimension of its tensors of two
+    or more dimensions (batch, length, ...); 0 when it has none."""
+    if isinstance(batch, dict) or hasattr(batch, "keys") and hasattr(batch, "values"):
+        values = list(batch.values())
+    elif isinstance(batch, (tuple, list)):
+        values = list(batch)
+    else:
+        values = [batch]
+    best = 0
+    for v in values:
+        shape = getattr(v, "shape", None)
+        if shape is not None and len(shape) >= 2:
+            best = max(best, int(shape[1]))
+    return best
+
+
+def scan_lengths(dataset, budget_s=SCAN_S):
+    """Every sample's length, in a random order so that a scan cut short by budget_s is a
+    fair sample: (lengths by index, read, total); lengths None when a sample has none. After
+    FIXED_AFTER samples of one length, the dataset is taken to be of fixed shapes (padded to
+    a maximum length, or images) and the scan stops."""
+    import random
+
+    total = len(dataset)
+    rng = random.Random(0)
+    first = rng.sample(range(total), min(total, FIXED_AFTER))
+    lengths = {}
+    end = time.perf_counter() + budget_s
+    for i in first:
+        n = sequence_length(dataset[i])
+        if n is None:
+            return None, len(lengths), total
+        lengths[i] = n
+    if len(set(lengths.values())) <= 1:
+        return lengths, len(lengths), total
+    rest = [i for i in range(total) if i not in lengths]
+    rng.shuffle(rest)
+    for i in rest:
+        if time.perf_counter() > end:
+            break
+        n = sequence_length(dataset[i])
+        if n is None:
+            return None, len(lengths), total
+        lengths[i] = n
+    return lengths, len(lengths), total
+
+
+def _scan_cache(dataset):
+    """Where the probe's earlier trials left this dataset's scan: beside their own trial
+    directories, in the probe's work directory (the user's own); None without one."""
+    import hashlib
+
+    report = os.environ.get("AUTOBATCH_TRIAL_REPORT")
+    if not report:
+        return None
+    head = [sequence_length(dataset[i]) for i in range(min(len(dataset), 64))]
+    key = "%s.%s %d %s" % (type(dataset).__module__, type(dataset).__qualname__,
+                           len(dataset), head)
+    name = "lengths-%s.json" % hashlib.sha256(key.encode()).hexdigest()[:16]
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(report))), name)
+
+
+def cached_scan(dataset):
+    """scan_lengths, read once per probe: the next trial of the same dataset reads the file."""
+    path = _scan_cache(dataset)
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+        return {int(k): v for k, v in saved["lengths"].items()}, saved["read"], saved["total"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    lengths, read, total = scan_lengths(dataset)
+    if path and lengths is not None:
+        try:
+            tmp = "%s.%d" % (path, os.getpid())
+            with open(tmp, "w") as f:
+                json.dump({"lengths": lengths, "read": read, "total": total}, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return lengths, read, total
+
+
+class LongestFirst:
+    """A trial's batches: the dataset's longest samples, batch_size of them, for each of the
+    trial's first `repeat` batches (every measured step then has the worst batch, with the
+    optimizer's state already held), then the rest longest first; as many batches as the
+    loader would give (its len is the loader's)."""
+
+    def __init__(self, inner, order, batch_size, repeat):
+        self.inner = inner
+        self.order = order
+        self.batch_size = batch_size
+        self.repeat = repeat
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getattr__(self, name):  # what a framework asks of its own sampler (set_epoch)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __iter__(self):
+        worst = self.order[:self.batch_size]
+        rest = range(self.batch_size, len(self.order), self.batch_size)
+        batches = [worst] * self.repeat + [self.order[k:k + self.batch_size] for k in rest]
+        return iter(batches[:len(self)])
+
+
+def _longest_first(loader):
+    """Has a DataLoader over a sized dataset draw its longest samples first, and says once
+    what the run's longest is. Loaders of fixed shapes, of an IterableDataset or without
+    automatic batching are left as they are."""
+    rec = recorder()
+    sampler = getattr(loader, "batch_sampler", None)
+    dataset = getattr(loader, "dataset", None)
+    if sampler is None or dataset is None or not hasattr(dataset, "__getitem__"):
+        return
+    try:
+        size = loader.batch_size or max(len(b) for b in sampler)
+        lengths, read, total = cached_scan(dataset)
+    except Exception:  # a dataset without len, or one that fails when read: as it is
+        return
+    if not lengths:
+        return
+    longest = max(lengths.values())
+    varies = longest != min(lengths.values())
+    rec.write({"lengths": {"run_longest": longest, "read": read, "samples": total,
+                           "varies": varies, "longest_first": varies}})
+    if varies:
+        order = sorted(lengths, key=lambda i: -lengths[i])
+        order += [i for i in range(total) if i not in lengths] if read < total else []
+        # a step of several micro-batches (gradient accumulation) still gets only the worst
+        repeat = 2 * (rec.steps + 1)
+        object.__setattr__(loader, "batch_sampler", LongestFirst(sampler, order, size, repeat))
+
+
+def instrument_data(torch):
+    """In a trial: DataLoaders draw their longest samples first; each batch's length is
+    noted for its step."""
+    try:
+        dataloader = torch.utils.data.dataloader
+    except AttributeError:
+        return
+    loader_iter = dataloader.DataLoader.__iter__
+    next_batch = dataloader._BaseDataLoaderIter.__next__
+
+    def __iter__(self):
+        if not self.__dict__.get("_autobatch_seen"):
+            object.__setattr__(self, "_autobatch_seen", True)
+            _longest_first(self)
+        return loader_iter(self)
+
+    def __next__(self):
+        batch = next_batch(self)
+        rec = recorder()
+        try:
+            rec.length = max(rec.length, batch_length(batch))
+            rec.from_loader = rec.from_loader or rec.length > 0
+        except Exception:
+            pass
+        return batch
+
+    def first_call(module, args):
+        """A program that builds its batches by hand: the first module called in a step
+        is its model, whose inputs give the batch's length."""
+        rec = recorder()
+        if rec.armed and not rec.from_loader:
+            rec.armed = False
+            try:
+                rec.length = max(rec.length, batch_length(args))
+            except Exception:
+                pass
+
+    dataloader.DataLoader.__iter__ = __iter__
+    dataloader._BaseDataLoaderIter.__next__ = __next__
+    hooks = getattr(getattr(torch.nn, "modules", None), "module", None)
+    if hasattr(hooks, "register_module_forward_pre_hook"):
+        hooks.register_module_forward_pre_hook(first_call)
 
 
 def install():

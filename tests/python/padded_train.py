@@ -1,0 +1,104 @@
+"""A plain PyTorch trainer over token sequences of varying length, as fine-tuning jobs are:
+a shuffled DataLoader whose collate_fn pads each batch to its own longest sample (dynamic
+padding, the default of Hugging Face's DataCollatorWithPadding), or to the maximum length
+("padding": "max"). It knows nothing of autobatch; its batch comes from its JSON config
+(argv[1]). Keys: batch_size, lengths ("narrow", "lognormal" or "longtail"), padding
+("dynamic" or "max"), samples (the dataset's size), max_len, steps (optimizer updates; 0:
+the whole epoch), seed (the shuffle's). Memory grows with batch x padded length (an
+attention's scores with its square)."""
+import json
+import math
+import random
+import sys
+
+import torch
+
+VOCAB, HIDDEN, HEADS = 256, 64, 4
+
+
+def draw_lengths(kind, n, max_len, rng):
+    """narrow: 60-100% of max_len; lognormal: median max_len/10; longtail: most short, one
+    in a hundred near max_len."""
+    out = []
+    for _ in range(n):
+        if kind == "narrow":
+            x = rng.uniform(0.6, 1.0) * max_len
+        elif kind == "lognormal":
+            x = rng.lognormvariate(math.log(max_len / 10), 0.8)
+        else:
+            x = rng.uniform(0.9, 1.0) * max_len if rng.random() < 0.01 else rng.uniform(8, 48)
+        out.append(max(4, min(max_len, int(x))))
+    return out
+
+
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, lengths, seed):
+        g = torch.Generator().manual_seed(seed)
+        self.items = [torch.randint(1, VOCAB, (n,), generator=g).tolist() for n in lengths]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.items[i], "labels": self.items[i]}
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.qkv = torch.nn.Linear(HIDDEN, 3 * HIDDEN)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(HIDDEN, 4 * HIDDEN), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * HIDDEN, HIDDEN))
+        self.out = torch.nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, ids, mask):
+        x = self.embed(ids)
+        b, n, _ = x.shape
+        q, k, v = (t.view(b, n, HEADS, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        scores = q @ k.transpose(2, 3) / math.sqrt(HIDDEN / HEADS)  # batch x heads x n x n
+        scores = scores.masked_fill(~mask[:, None, None, :], -1e4)
+        x = x + (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, n, HIDDEN)
+        x = x + self.mlp(x)
+        return self.out(x)
+
+
+def collate(max_len, padding):
+    def pad(batch):
+        width = max_len if padding == "max" else max(len(b["input_ids"]) for b in batch)
+        ids = torch.zeros(len(batch), width, dtype=torch.long)
+        for row, b in enumerate(batch):
+            ids[row, :len(b["input_ids"])] = torch.tensor(b["input_ids"])
+        return {"input_ids": ids, "labels": ids.clone(), "mask": ids != 0}
+    return pad
+
+
+def main():
+    config = json.load(open(sys.argv[1]))
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    batch, max_len = config["batch_size"], config.get("max_len", 512)
+    lengths = draw_lengths(config.get("lengths", "lognormal"), config.get("samples", 800),
+                           max_len, random.Random(1))
+    loader = torch.utils.data.DataLoader(
+        Tokens(lengths, 2), batch_size=batch, shuffle=True,
+        generator=torch.Generator().manual_seed(config.get("seed", 0)),
+        collate_fn=collate(max_len, config.get("padding", "dynamic")))
+    model = Model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    updates, longest = 0, 0
+    for b in loader:
+        logits = model(b["input_ids"], b["mask"])
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), b["labels"].flatten())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        updates += 1
+        longest = max(longest, b["input_ids"].shape[1])
+        if updates == config.get("steps", 0):
+            break
+    print("trained %d updates at batch %d, longest batch %d" % (updates, batch, longest))
+
+
+if __name__ == "__main__":
+    main()

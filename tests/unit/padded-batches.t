@@ -1,0 +1,99 @@
+#!/bin/sh
+# padded-batches.t - a plain PyTorch trainer with dynamic padding (tests/python/padded_train.py:
+# a shuffled DataLoader whose collate_fn pads each batch to its own longest sample), probed
+# through the step hook with no code change: each trial draws the dataset's longest samples
+# first, so the choice holds for the run's worst batch, and its plain run over a whole epoch
+# stays within the limit (issue 41: the first batches chose a batch 27% over it). The same
+# trainer padding every batch to the maximum is measured as it runs. A short form: the long
+# runs and their figures are bench/padded-batches.
+. "$(dirname "$0")/tap.sh"
+PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
+HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
+here=$(cd "$(dirname "$0")/../python" && pwd)
+prog=$here/padded_train.py
+export PROBE PEAKRUN
+dir=$(mktemp -d /tmp/autobatch-padded.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
+echo "1..6"
+python_or_skip "$PY" 'import torch' PyTorch 1 6
+. "$(dirname "$0")/../python/gpu-like-memory.sh"
+# field REPORT EXPRESSION: a Python expression over the report r (also inside sh -c)
+printf '%s\n' 'import json, sys' 'r = json.load(open(sys.argv[1]))' 'print(eval(sys.argv[2]))' >"$dir/field.py"
+field() { python3 "$dir/field.py" "$@"; }
+F="python3 $dir/field.py"
+# probe NAME CONFIG-JSON: the plain trainer on its own config, at 0.8 of 600 MiB
+probe() {
+	echo "$2" >"$dir/$1.json"
+	"$PROBE" run --device host:capacity=600MiB --fraction 0.8 --hook-dir "$HOOK_DIR" \
+		--config "$dir/$1.json" --key batch_size --json "$dir/$1.report" \
+		-- "$PY" "$prog" "$dir/$1.json" 2>"$dir/$1.err" >/dev/null
+}
+# epoch NAME BATCH: the plain run's peak over its whole epoch, no autobatch
+epoch() {
+	sed "s/\"batch_size\": [0-9]*/\"batch_size\": $2/" "$dir/$1.json" >"$dir/$1.plain.json"
+	"$PEAKRUN" "$PY" "$prog" "$dir/$1.plain.json" 2>&1 >/dev/null | sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p'
+}
+
+probe dyn '{"batch_size": 4, "lengths": "lognormal", "samples": 300}'
+longest=$("$PY" -c 'import random, sys; sys.path.insert(0, sys.argv[1]); import padded_train as p; print(max(p.draw_lengths("lognormal", 300, 512, random.Random(1))))' "$here")
+check "dynamic padding: every trial measured the dataset's longest samples (length $longest, all 300 read), and the decision says so" \
+	sh -c "[ \"\$($F '$dir/dyn.report' 'r[\"lengths\"][\"measured\"], r[\"lengths\"][\"measured_min\"], r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"read\"], r[\"lengths\"][\"longest_first\"]')\" = '($longest, $longest, $longest, 300, True)' ] &&
+	       grep -q 'measured at the run.s longest batch (length $longest' '$dir/dyn.err' &&
+	       grep -q 'trial 1: batch 4 fits, peak [0-9]* MiB of 480 MiB limit (80% of 600 MiB), length $longest' '$dir/dyn.err'" ||
+	cat "$dir/dyn.err" >&2
+batch=$(field "$dir/dyn.report" 'r["batch_size"]' 2>/dev/null)
+limit=$(field "$dir/dyn.report" 'r["limit_bytes"]' 2>/dev/null)
+peak=$(epoch dyn "${batch:-1}")
+more=$(epoch dyn $(( ${batch:-1} * 12 / 10 + 1 )))
+echo "# dynamic padding: chose ${batch:-none}; a whole epoch's plain peak $((${peak:-0} / 1048576)) MiB of a $((${limit:-0} / 1048576)) MiB limit; batch $(( ${batch:-1} * 12 / 10 + 1 )): $((${more:-0} / 1048576)) MiB"
+check "its plain run over the whole epoch stays within the limit, and 20% more does not" \
+	sh -c "[ -n '$peak' ] && [ -n '$more' ] && [ '$peak' -le '${limit:-0}' ] && [ '$more' -gt '${limit:-0}' ]"
+
+# the hook without its reordering: the first batches choose what the epoch cannot hold
+rm -rf "$dir/oldhook" && cp -r "$HOOK_DIR" "$dir/oldhook" &&
+	sed -i 's/^    instrument_data(torch)$/    pass/' "$dir/oldhook/autobatch/_hook.py"
+HOOK_DIR=$dir/oldhook probe old '{"batch_size": 4, "lengths": "lognormal", "samples": 300}'
+old=$(field "$dir/old.report" 'r["batch_size"]' 2>/dev/null)
+oldpeak=$(epoch old "${old:-1}")
+echo "# without it: chose ${old:-none}, whose whole epoch peaks at $((${oldpeak:-0} / 1048576)) MiB"
+check "without the longest samples first the trials choose a larger batch whose epoch goes over (the test can fail)" \
+	sh -c "[ -n '$old' ] && [ '$old' -gt '${batch:-0}' ] && [ -n '$oldpeak' ] && [ '$oldpeak' -gt '${limit:-0}' ]"
+
+probe tail '{"batch_size": 4, "lengths": "longtail", "samples": 300}'
+check "a long tail (one sample in a hundred near 512): measured at its longest too" \
+	sh -c "[ \"\$($F '$dir/tail.report' 'r[\"lengths\"][\"measured\"] == r[\"lengths\"][\"run_longest\"] and r[\"lengths\"][\"longest_first\"]')\" = True ]" ||
+	cat "$dir/tail.err" >&2
+
+probe fixed '{"batch_size": 4, "lengths": "lognormal", "padding": "max", "samples": 300}'
+check "padding to the maximum: every batch at length 512, and a choice no larger than the dynamic one's" \
+	sh -c "[ \"\$($F '$dir/fixed.report' 'r[\"lengths\"][\"measured\"], r[\"lengths\"][\"measured_min\"]')\" = '(512, 512)' ] &&
+	       [ \$($F '$dir/fixed.report' 'r[\"batch_size\"]') -le ${batch:-0} ]" ||
+	cat "$dir/fixed.err" >&2
+
+# a program that batches by hand: autobatch says what it could not see
+cat >"$dir/byhand.py" <<'PY'
+import json, sys, torch
+sys.path.insert(0, sys.argv[2])
+import padded_train as p
+c = json.load(open(sys.argv[1]))
+torch.manual_seed(0)
+model = p.Model()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+pad = p.collate(512, "dynamic")
+for n in (40, 90, 60, 120, 30, 200):
+    b = pad([{"input_ids": list(range(1, n + 1))}] * c["batch_size"])
+    torch.nn.functional.cross_entropy(model(b["input_ids"], b["mask"]).flatten(0, 1), b["labels"].flatten()).backward()
+    opt.step()
+    opt.zero_grad()
+PY
+echo '{"batch_size": 2}' >"$dir/byhand.json"
+"$PROBE" run --device host:capacity=600MiB --fraction 0.8 --hook-dir "$HOOK_DIR" --max 8 \
+	--config "$dir/byhand.json" --key batch_size --json "$dir/byhand.report" \
+	-- "$PY" "$dir/byhand.py" "$dir/byhand.json" "$here" 2>"$dir/byhand.err" >/dev/null
+check "batches built by hand that vary in length: the decision says the run's longest is unknown, and the report too" \
+	sh -c "grep -q 'batches varied in length (40 to 120) and autobatch could not see the run.s longest' '$dir/byhand.err' &&
+	       [ \"\$($F '$dir/byhand.report' 'r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"varies\"]')\" = '(None, True)' ]" ||
+	cat "$dir/byhand.err" >&2
+exit $failed
