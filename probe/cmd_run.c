@@ -147,7 +147,7 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	hook = run_hook_dir(o->hook_dir, &missing);
 	s->exec = (struct ab_exec){
 		.argv = s->ranks_argv ? s->ranks_argv : o->command, .config = o->config, .key = o->key, .document = o->document,
-		.accum_key = o->config_accum > 1 ? o->accum_key : NULL,
+		.accum_key = o->config_accum > 1 ? o->accum_key : NULL, .ramp_key = o->ramp_key,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
 		.max_trial_seconds = o->max_trial_seconds,
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
@@ -296,6 +296,8 @@ int cmd_run(int argc, char **argv)
 			.objective = o.objective, .min = o.min, .max = o.max,
 			.multiple_of = o.multiple_of, .global_batch = o.global_batch,
 			.devices = o.devices, .start = start, .max_trials = o.max_trials,
+			.ramp_start = o.ramp_start, .ramp_step = o.ramp_step,
+			.ramp_global = o.ramp_global,
 			.trial_cap = o.trial_cap,
 			.progress = run_print_trial, .progress_arg = &prog, .note = run_print_note,
 			.parallel = (int)s.round.nslots,
@@ -333,6 +335,8 @@ int cmd_run(int argc, char **argv)
 	r.warm_batch = o.warm_start;
 	r.accum_key = s.exec.accum_key;
 	r.config_accum = o.config_accum;
+	r.ramp_start = o.ramp_start, r.ramp_step = o.ramp_step, r.ramp_global = o.ramp_global;
+	r.ramp_key = o.ramp_key;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
 	r.nothing_fits = !r.ok && fr[0].decision.nothing_fits;

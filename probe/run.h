@@ -47,6 +47,11 @@ struct run_opts {
 	uint64_t warm_per_sample;  /* its memory line's bytes per sample; 0: unknown */
 	const char *warm_from;     /* the cache entry it came from, for the report */
 	long min, max, multiple_of, global_batch, devices, start;
+	/* the config's batch ramp-up (ramp_step 0: none), and the switch trials turn it off with
+	 * (a trial measures its own batch, not the ramp's start); see ab_search_params */
+	long ramp_start, ramp_step;
+	bool ramp_global;
+	const char *ramp_key;
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds, max_trial_seconds;
 	bool keep;

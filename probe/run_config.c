@@ -25,6 +25,13 @@ void start_from_value(const char *value, long *start)
 		*start = (long)v;
 }
 
+static bool has_key(const struct ab_config *cfg, int document, const char *key)
+{
+	const struct ab_node *n;
+
+	return ab_config_find(cfg, key, document, &n, NULL, 0) == 0;
+}
+
 /* The accumulation key: --accum-key, else the preset's when the file has it; and the value
  * the file gives it (a trial runs with 1 there). */
 static int accum_key(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
@@ -43,6 +50,56 @@ static int accum_key(struct run_opts *o, const struct ab_config *cfg, const stru
 		return -EINVAL;
 	if (ab_is_number(value, strlen(value)) && (v = strtod(value, NULL)) >= 1 && v <= 1e9)
 		o->config_accum = (long)v;
+	return 0;
+}
+
+/* A whole number in [1, 2^31) at key, or 0. */
+static long whole(const struct ab_config *cfg, int document, const char *key)
+{
+	char value[64], none[AB_ERR_MAX];
+	double v;
+
+	if (!key || ab_config_get(cfg, key, document, value, sizeof(value), none, sizeof(none)) < 0 ||
+	    !ab_is_number(value, strlen(value)) || (v = strtod(value, NULL)) < 1 || v >= 2147483648.0 ||
+	    v != (double)(long)v)
+		return 0;
+	return (long)v;
+}
+
+/* The preset's batch ramp-up, where the file turns one on: MaxText's per-device ramp (its
+ * switch true, a start and a step), or a Megatron/NeMo global ramp ([start, step, samples]).
+ * A ramp that is on but not whole numbers is an error naming the keys. */
+static int ramp_up(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
+		   char *err, size_t errlen)
+{
+	char on[16] = "", none[AB_ERR_MAX];
+	int r = AB_ROLE_GLOBAL_RAMP_START;
+
+	if (!p)
+		return 0;
+	if (p->keys[AB_ROLE_RAMP_SWITCH] &&
+	    ab_config_get(cfg, p->keys[AB_ROLE_RAMP_SWITCH], o->document, on, sizeof(on), none,
+			  sizeof(none)) == 0 &&
+	    (!strcmp(on, "true") || !strcmp(on, "True") || !strcmp(on, "1"))) {
+		r = AB_ROLE_RAMP_START;
+		o->ramp_key = p->keys[AB_ROLE_RAMP_SWITCH];
+	} else if (!p->keys[AB_ROLE_GLOBAL_RAMP_START] ||
+		   !has_key(cfg, o->document, p->keys[AB_ROLE_GLOBAL_RAMP_START])) {
+		return 0;
+	}
+	o->ramp_start = whole(cfg, o->document, p->keys[r]);
+	o->ramp_step = whole(cfg, o->document, p->keys[r + 1]);
+	o->ramp_global = r == AB_ROLE_GLOBAL_RAMP_START;
+	if (!o->ramp_start || !o->ramp_step)
+		return ab_fail(err, errlen, EINVAL, "%s: a batch ramp-up is on, but %s and %s are not "
+						    "whole numbers from 1",
+			       o->config, p->keys[r], p->keys[r + 1]);
+	if (o->ramp_global && !o->global_batch) { /* its stages are global batches */
+		fprintf(stderr, "autobatch: the config's global batch ramp-up (%s) is kept only with "
+				"--global-batch G --devices N\n",
+			p->keys[r]);
+		o->ramp_start = o->ramp_step = 0;
+	}
 	return 0;
 }
 
@@ -77,6 +134,8 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 		start_from_value(value, start);
 	if (rc == 0)
 		rc = accum_key(o, cfg, p, err, errlen);
+	if (rc == 0)
+		rc = ramp_up(o, cfg, p, err, errlen);
 	ab_config_free(cfg);
 	return rc;
 }

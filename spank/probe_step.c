@@ -340,7 +340,7 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 	}
 	if (job->global_batch) {
 		addf(b, "--global-batch=%ld", job->global_batch);
-		addf(b, "--devices=%u", job->ntasks);
+		addf(b, "--devices=%u", job->dp_width ? job->dp_width : job->ntasks);
 	}
 	/* the step's ranks will hold NCCL buffers a one-process trial cannot see */
 	if (job->ntasks > 1 && !ranks && ab_probe_args_gpu(site->probe_args) && site->comm_reserve)

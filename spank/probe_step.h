@@ -23,7 +23,9 @@ struct ab_probe_job {
 	/* what ab_probe_read_job read of the job from slurmctld, once per probing */
 	const char *probe_gpus; /* the probe step's GPU option, or NULL */
 	struct ab_step_gpus step_gpus; /* the real step's GPU request, for its trial steps */
-	unsigned ntasks;        /* the data-parallel width for a global batch */
+	unsigned ntasks;        /* the step's tasks */
+	unsigned dp_width;      /* its data-parallel replicas, a global batch's divisor: ntasks
+				 * over the config's model-parallel sizes */
 	unsigned nnodes;        /* the step's nodes: how many */
 	const char *nodelist;   /* the step's nodes; the probe runs on the first */
 	const char *probe_node; /* or here: a node of the step's smallest GPU model; or NULL */

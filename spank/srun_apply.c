@@ -155,7 +155,7 @@ int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *er
 		return ab_fail(err, errlen, EINVAL, "Slurm did not say which job and command this is");
 	spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks);
 	pl->job = (struct ab_probe_job){.ctx = c, .srun = pl->srun, .jobid = jobid, .stepid = stepid,
-					.ntasks = ntasks,
+					.ntasks = ntasks, .dp_width = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
 	pl->stepid = stepid;
@@ -194,6 +194,8 @@ int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *er
 		return ab_fail(err, errlen, EINVAL, "--autobatch-eval: %s has no eval batch key "
 						    "the preset knows",
 			       req->config);
+	if (!(pl->job.dp_width = ab_keys_data_parallel(&pl->keys, ntasks, req->config, err, errlen)))
+		return -EINVAL;
 	pl->job.config = pl->config;
 	pl->job.key = pl->keys.micro;
 	pl->job.accum_key = pl->keys.accum;
@@ -259,6 +261,10 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 			  res->elapsed_s);
 	if (!pl->cached)
 		shape_text(pl, res, line, sizeof(line), &len);
+	if (res->global_batch && pl->keys.model_parallel > 1)
+		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the step's %u tasks "
+						    "in groups of %s)",
+			  pl->job.dp_width, pl->job.ntasks, pl->keys.parallel_text);
 	if (res->sized_for[0]) {
 		char size[32];
 
@@ -271,6 +277,7 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 						    "memory (the step's GPU models differ)",
 			  100.0 * pl->ctx->eff.fraction);
 	}
+	ab_ramp_text(&res->ramp, res->batch, pl->job.dp_width, line, sizeof(line), &len);
 	ab_lengths_text(&res->lengths, line, sizeof(line), &len);
 	if (!pl->cached && res->warm_from[0])
 		ab_append(line, sizeof(line), &len, "; warm start from %s%s", res->warm_from,
@@ -322,7 +329,7 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 	if (add_long(vars, AB_ENV_BATCH_SIZE, res->batch) < 0 ||
 	    add_long(vars, AB_ENV_GRAD_ACCUM, res->grad_accum) < 0 ||
 	    add_long(vars, AB_ENV_GLOBAL_BATCH, ab_global_batch(res->global_batch, res->batch,
-								res->grad_accum, pl->job.ntasks)) < 0 ||
+								res->grad_accum, pl->job.dp_width)) < 0 ||
 	    (eval_batch && add_long(vars, AB_ENV_EVAL_BATCH_SIZE, eval_batch) < 0) ||
 	    (res->total_bytes && add_long(vars, AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
 	    (report[0] && add_var(vars, AB_ENV_REPORT, report) < 0) ||

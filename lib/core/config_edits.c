@@ -92,7 +92,9 @@ static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int doc
 	size_t vlen = e->value ? strlen(e->value) : 0;
 	int rc;
 
-	if (!e->value || vlen > AB_VALUE_MAX || !ab_is_number(e->value, vlen))
+	/* numbers, and the false that turns a trial's batch ramp-up off */
+	if (!e->value || vlen > AB_VALUE_MAX ||
+	    !(ab_is_number(e->value, vlen) || !strcmp(e->value, "false")))
 		return ab_fail(err, errlen, EINVAL, "%s: key '%s': the new value '%.40s' is not a "
 						    "number",
 			       cfg->name, e->key, e->value ? e->value : "");

@@ -22,6 +22,31 @@ static bool has_number(const struct ab_config *cfg, const char *key, long *value
 	return true;
 }
 
+/* The preset's model-parallel sizes in the file: each a whole number from 1 to 65536. */
+static int model_parallel(const struct ab_config *cfg, const struct ab_preset *p,
+			  struct ab_keys *k, char *err, size_t errlen)
+{
+	static const char *const names[] = {"tensor", "pipeline", "context"};
+	size_t len = 0;
+
+	k->model_parallel = 1;
+	for (int r = AB_ROLE_TENSOR_PAR; p && r <= AB_ROLE_CONTEXT_PAR; r++) {
+		long v = 0;
+
+		if (!has_number(cfg, p->keys[r], &v))
+			continue;
+		if (v < 1 || v > 65536)
+			return ab_fail(err, errlen, EINVAL, "%s is not a parallel size (a whole number "
+							    "from 1): fix it in the config",
+				       p->keys[r]);
+		k->model_parallel *= v;
+		if (v > 1)
+			ab_append(k->parallel_text, sizeof(k->parallel_text), &len, "%s%s %ld",
+				  len ? " x " : "", names[r - AB_ROLE_TENSOR_PAR], v);
+	}
+	return 0;
+}
+
 int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 		 const char *key_override, struct ab_keys *k, char *err, size_t errlen)
 {
@@ -51,6 +76,19 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 		if (has_number(cfg, p->keys[AB_ROLE_EVAL_BATCH], NULL))
 			k->eval = p->keys[AB_ROLE_EVAL_BATCH];
 	}
+	return model_parallel(cfg, p, k, err, errlen);
+}
+
+unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *config,
+			       char *err, size_t errlen)
+{
+	long mp = k->model_parallel > 1 ? k->model_parallel : 1;
+
+	if (ntasks % (unsigned long)mp == 0)
+		return ntasks / (unsigned)mp;
+	ab_fail(err, errlen, EINVAL, "the step's %u tasks are not a whole number of model-parallel "
+				     "groups of %ld (%s in %s): give srun a multiple of %ld tasks",
+		ntasks, mp, k->parallel_text, config, mp);
 	return 0;
 }
 

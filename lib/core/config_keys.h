@@ -17,7 +17,16 @@ struct ab_keys {
 	const char *micro, *accum, *global, *eval;
 	long file_global; /* the global batch the file already states (0: none) */
 	const struct ab_preset *preset; /* named or detected; NULL with a key alone */
+	/* the config's tensor x pipeline x context parallel sizes (1 where it names none), and
+	 * how it names them ("tensor 2 x pipeline 2"; "" for none) */
+	long model_parallel;
+	char parallel_text[96];
 };
+
+/* The step's data-parallel replicas: its tasks over the config's model-parallel product; 0
+ * with err when they do not divide (Megatron and NeMo refuse such a step too). */
+unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *config,
+			       char *err, size_t errlen);
 
 /* Finds the keys: key_override (--autobatch-key) or the preset (named or detected). */
 int ab_keys_find(const struct ab_config *cfg, const char *preset_name,

@@ -94,6 +94,37 @@ void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_
 			  l->min, l->max);
 }
 
+void ab_ramp_text(const struct ab_ramp *r, long batch, long devices, char *buf, size_t buflen,
+		  size_t *len)
+{
+	if (r->step > 0 && !r->global)
+		ab_append(buf, buflen, len, "; a step of the batch ramp-up from %ld by %ld (trials "
+					    "ran it with %s false)",
+			  r->start, r->step, r->key[0] ? r->key : "the ramp");
+	else if (r->step > 0)
+		ab_append(buf, buflen, len, "; every stage of the global batch ramp-up from %ld by "
+					    "%ld splits into batches of %ld over %ld devices",
+			  r->start, r->step, batch, devices > 0 ? devices : 1);
+}
+
+/* The report's "ramp_up" (lib/probe/report.c). */
+static void read_ramp(struct json_object *o, struct ab_ramp *r)
+{
+	struct json_object *g, *v;
+
+	if (!json_object_object_get_ex(o, AB_FIELD_RAMP_UP, &g) ||
+	    !json_object_is_type(g, json_type_object) ||
+	    !get_long(g, "start", 1, 1L << 40, &r->start) ||
+	    !get_long(g, "step", 1, 1L << 40, &r->step)) {
+		r->step = 0;
+		return;
+	}
+	r->global = json_object_object_get_ex(g, "of", &v) &&
+		    json_object_is_type(v, json_type_string) &&
+		    !strcmp(json_object_get_string(v), "global");
+	get_text(g, "trials_off", r->key, sizeof(r->key));
+}
+
 /* The report's "lengths" (lengths_json in lib/probe/report.c). */
 static void read_lengths(struct json_object *o, struct ab_lengths *l)
 {
@@ -142,6 +173,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	get_bytes(o, AB_FIELD_PER_SAMPLE, &r->per_sample);
 	read_warm(o, r);
 	read_lengths(o, &r->lengths);
+	read_ramp(o, &r->ramp);
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);

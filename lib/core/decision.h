@@ -27,6 +27,19 @@ struct ab_lengths {
  * not know it); nothing where lengths did not vary or were not said. */
 void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_t *len);
 
+/* A batch ramp-up the choice keeps (the report's "ramp_up"; step 0: none): per device
+ * (MaxText: the batch is start + k x step, and trials ran with the switch `key` false), or of
+ * the global batch (Megatron, NeMo: every stage splits into batches over the devices). */
+struct ab_ramp {
+	long start, step;
+	bool global;
+	char key[64];
+};
+
+/* Appends what the decision line says of the ramp (nothing without one). */
+void ab_ramp_text(const struct ab_ramp *r, long batch, long devices, char *buf, size_t buflen,
+		  size_t *len);
+
 struct ab_result {
 	bool ok;
 	bool interrupted;      /* the probe was stopped by a signal (Ctrl-C, a cancel) */
@@ -50,6 +63,7 @@ struct ab_result {
 	uint64_t sized_for_bytes;
 	bool per_rank_limits; /* or each trial the whole step, each rank held to its own GPU */
 	struct ab_lengths lengths; /* the report's "lengths" */
+	struct ab_ramp ramp;       /* the report's "ramp_up" */
 };
 
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for

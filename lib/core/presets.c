@@ -48,7 +48,10 @@ const struct ab_preset ab_presets[] = {
 	 {K(MICRO_BATCH, "per_device_batch_size"), K(GRAD_ACCUM, "gradient_accumulation_steps"),
 	  K(HIDDEN, "base_emb_dim"), K(LAYERS, "base_num_decoder_layers"),
 	  K(HEADS, "base_num_query_heads"), K(FFN, "base_mlp_dim"),
-	  K(SEQ_LEN, "max_target_length"), K(VOCAB, "vocab_size"), K(DTYPE, "dtype")},
+	  K(SEQ_LEN, "max_target_length"), K(VOCAB, "vocab_size"), K(DTYPE, "dtype"),
+	  K(RAMP_SWITCH, "enable_rampup_batch_size"),
+	  K(RAMP_START, "per_device_batch_size_start"),
+	  K(RAMP_STEP, "per_device_batch_size_increment")},
 	 NEUTRAL("learning_rate", "run_name", "base_output_directory", "steps", "log_period",
 		 "checkpoint_period", "warmup_steps_fraction", "learning_rate_schedule_steps",
 		 "cosine_learning_rate_final_fraction", "adam_b1", "adam_b2", "adam_eps",
@@ -58,7 +61,12 @@ const struct ab_preset ab_presets[] = {
 	 {K(MICRO_BATCH, "model.micro_batch_size"), K(GLOBAL_BATCH, "model.global_batch_size"),
 	  K(HIDDEN, "model.hidden_size"), K(LAYERS, "model.num_layers"),
 	  K(HEADS, "model.num_attention_heads"), K(FFN, "model.ffn_hidden_size"),
-	  K(SEQ_LEN, "model.encoder_seq_length"), K(DTYPE, "trainer.precision")},
+	  K(SEQ_LEN, "model.encoder_seq_length"), K(DTYPE, "trainer.precision"),
+	  K(TENSOR_PAR, "model.tensor_model_parallel_size"),
+	  K(PIPELINE_PAR, "model.pipeline_model_parallel_size"),
+	  K(CONTEXT_PAR, "model.context_parallel_size"),
+	  K(GLOBAL_RAMP_START, "model.rampup_batch_size[0]"),
+	  K(GLOBAL_RAMP_STEP, "model.rampup_batch_size[1]")},
 	 NEUTRAL("model.optim.lr", "model.optim.weight_decay", "model.optim.betas",
 		 "model.optim.sched.warmup_steps", "model.optim.sched.constant_steps",
 		 "model.optim.sched.min_lr", "model.seed", "trainer.max_steps", "trainer.max_epochs",
@@ -100,8 +108,10 @@ const struct ab_preset ab_presets[] = {
 const size_t ab_npresets = sizeof(ab_presets) / sizeof(ab_presets[0]);
 
 static const char *const role_names[AB_ROLE_COUNT] = {
-	"micro_batch", "grad_accum", "global_batch", "eval_batch", "hidden", "layers",
-	"heads",       "ffn",        "seq_len",      "vocab",      "dtype",
+	"micro_batch", "grad_accum", "global_batch",   "eval_batch",     "hidden", "layers",
+	"heads",       "ffn",        "seq_len",        "vocab",          "dtype",  "tensor_par",
+	"pipeline_par", "context_par", "ramp_switch", "ramp_start", "ramp_step",
+	"global_ramp_start", "global_ramp_step",
 };
 
 const char *ab_role_name(enum ab_role role)

@@ -21,6 +21,18 @@ enum ab_role {
 	AB_ROLE_SEQ_LEN,
 	AB_ROLE_VOCAB,
 	AB_ROLE_DTYPE,
+	/* model-parallel sizes: the step's tasks over their product are its data-parallel
+	 * replicas, which a global batch is divided among */
+	AB_ROLE_TENSOR_PAR,
+	AB_ROLE_PIPELINE_PAR,
+	AB_ROLE_CONTEXT_PAR,
+	/* a batch ramp-up: per device (MaxText: a switch, the start, the step), or of the global
+	 * batch (Megatron, NeMo: [start, step, samples]) */
+	AB_ROLE_RAMP_SWITCH,
+	AB_ROLE_RAMP_START,
+	AB_ROLE_RAMP_STEP,
+	AB_ROLE_GLOBAL_RAMP_START,
+	AB_ROLE_GLOBAL_RAMP_STEP,
 	AB_ROLE_COUNT
 };
 

@@ -105,6 +105,7 @@ bool ab_env_reshapes_srun(const char *entry);
 #define AB_FIELD_PARALLEL "parallel" /* trials at most at once (1: one after another) */
 #define AB_FIELD_RANKS "ranks"       /* ranks (tasks) of each trial (1: one process) */
 #define AB_FIELD_TRIAL_NODES "trial_nodes" /* each trial a step of the job over N nodes; 0: not */
+#define AB_FIELD_RAMP_UP "ramp_up" /* {"of": "device"|"global", "start", "step", "trials_off"} */
 #define AB_FIELD_LENGTHS "lengths" /* what the chosen batch was measured at, of the run's longest */
 #define AB_FIELD_PER_SAMPLE "per_sample_bytes" /* the memory line's slope at the choice */
 #define AB_FIELD_WARM_START "warm_start" /* {"from": entry, "batch": B, "verified": bool} */

@@ -248,6 +248,17 @@ char *ab_report_json(const struct ab_report *r)
 		json_object_object_add(a, "config", json_object_new_int64(r->config_accum));
 		json_object_object_add(o, AB_FIELD_TRIAL_ACCUM, a);
 	}
+	if (r->ramp_step > 0) { /* the batch ramp-up the choice keeps */
+		struct json_object *a = json_object_new_object();
+
+		json_object_object_add(a, "of", json_object_new_string(r->ramp_global ? "global"
+										       : "device"));
+		json_object_object_add(a, "start", json_object_new_int64(r->ramp_start));
+		json_object_object_add(a, "step", json_object_new_int64(r->ramp_step));
+		json_object_object_add(a, "trials_off",
+				       r->ramp_key ? json_object_new_string(r->ramp_key) : NULL);
+		json_object_object_add(o, AB_FIELD_RAMP_UP, a);
+	}
 	/* trials run at once, one per GPU (1: one after another), and in how many rounds */
 	json_object_object_add(o, AB_FIELD_PARALLEL,
 			       json_object_new_int(r->parallel > 1 ? r->parallel : 1));
@@ -358,6 +369,12 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
 											(double)d->start_batch,
 			  d->start_batch);
+	if (r->ramp_step > 0) {
+		struct ab_ramp ramp = {r->ramp_start, r->ramp_step, r->ramp_global, ""};
+
+		snprintf(ramp.key, sizeof(ramp.key), "%s", r->ramp_key ? r->ramp_key : "");
+		ab_ramp_text(&ramp, d->batch, r->devices, buf, buflen, &len);
+	}
 	if (r->trials)
 		ab_lengths_text(&r->trials->v[d->chosen].lengths, buf, buflen, &len);
 	ab_append(buf, buflen, &len, "; confidence: %s", ab_confidence_tier(d->confidence));

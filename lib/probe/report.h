@@ -51,6 +51,9 @@ struct ab_report {
 	long warm_batch;                   /* the batch it verified first */
 	const char *accum_key; /* trials ran with 1 here instead of config_accum; or NULL */
 	long config_accum;
+	long ramp_start, ramp_step; /* the config's batch ramp-up (ramp_step 0: none) */
+	bool ramp_global;           /* of the global batch, else per device */
+	const char *ramp_key;       /* the switch trials turned it off with; or NULL */
 };
 
 /* The report as a JSON text (malloc'ed, one line). */

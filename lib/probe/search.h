@@ -21,6 +21,13 @@ struct ab_search_params {
 	enum ab_objective objective;
 	long min, max, multiple_of; /* 0: unset */
 	long global_batch, devices; /* global_batch 0: unset */
+	/* A batch ramp-up the run goes through (0: none). Per device (MaxText): it starts at
+	 * ramp_start and grows by ramp_step, so the batch must be ramp_start + k x ramp_step,
+	 * k >= 1. Of the global batch (Megatron, NeMo): every stage's global batch, ramp_start +
+	 * k x ramp_step up to global_batch, must split into micro-batches over the devices, so the
+	 * batch x devices divides ramp_start, ramp_step and global_batch. */
+	long ramp_start, ramp_step;
+	bool ramp_global;
 	long start;                 /* first batch to try; 0: the smallest candidate */
 	int max_trials;             /* 0: 6; with parallel trials, a bound on rounds */
 	/* Past max_trials, a search whose best fit is below 90% of a batch that failed goes on

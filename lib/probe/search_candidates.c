@@ -1,5 +1,6 @@
 /* search_candidates.c - the batch sizes a search may try: multiples of --multiple-of in
- * [--min, --max], or with a global batch the divisors that keep it (see search_run.h).
+ * [--min, --max], or with a global batch the divisors that keep it, less what a batch ramp-up
+ * refuses (see search_run.h).
  */
 #include "search_run.h"
 
@@ -38,11 +39,68 @@ static int cmp_long(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static long gcd(long a, long b)
+{
+	while (b) {
+		long t = a % b;
+
+		a = b, b = t;
+	}
+	return a;
+}
+
+/* A per-device ramp (MaxText): batches ramp_start + k x ramp_step, k >= 1, from lo up. */
+static int ramp_steps(const struct ab_search_params *p, struct cands *c, long m, char *err,
+		      size_t errlen)
+{
+	long first = p->ramp_start + p->ramp_step;
+
+	if (m > 1 && (p->ramp_start % m || p->ramp_step % m))
+		return ab_fail(err, errlen, EINVAL, "--multiple-of %ld and a batch ramp-up from %ld "
+						    "by %ld: no batch is both; drop one",
+			       m, p->ramp_start, p->ramp_step);
+	if (c->lo < first)
+		c->lo = first;
+	else /* the first step of the ramp at or above lo */
+		c->lo = first + (c->lo - first + p->ramp_step - 1) / p->ramp_step * p->ramp_step;
+	c->step = p->ramp_step;
+	c->hi = c->lo > c->hi ? c->lo - 1 : c->lo + (c->hi - c->lo) / c->step * c->step;
+	if (c->lo > c->hi)
+		return ab_fail(err, errlen, EINVAL, "no batch of the ramp-up from %ld by %ld lies "
+						    "between %ld and %ld: widen --min/--max",
+			       p->ramp_start, p->ramp_step, p->min > 0 ? p->min : 1,
+			       p->max > 0 ? p->max : AB_BATCH_MAX);
+	return 0;
+}
+
+/* The per-device batch a global batch (and its ramp-up's stages) leaves to divide. */
+static int per_device(const struct ab_search_params *p, long *out, char *err, size_t errlen)
+{
+	long g = p->global_batch;
+
+	if (p->ramp_global && p->ramp_step > 0)
+		g = gcd(gcd(g, p->ramp_start), p->ramp_step);
+	if (p->devices < 1 || g % p->devices)
+		return p->ramp_global && g != p->global_batch
+			       ? ab_fail(err, errlen, EINVAL, "the ramp-up's global batches (%ld, "
+							      "%ld, ... %ld) do not all split "
+							      "evenly over %ld devices",
+					 p->ramp_start, p->ramp_start + p->ramp_step,
+					 p->global_batch, p->devices)
+			       : ab_fail(err, errlen, EINVAL, "global batch %ld does not split "
+							      "evenly over %ld devices",
+					 p->global_batch, p->devices);
+	*out = g / p->devices;
+	return 0;
+}
+
 int search_cands_init(const struct ab_search_params *p, struct cands *c, char *err,
 		      size_t errlen)
 {
 	long m = p->multiple_of > 0 ? p->multiple_of : 1;
-	long lo = p->min > 0 ? p->min : 1, hi = p->max > 0 ? p->max : AB_BATCH_MAX;
+	long lo = p->min > 0 ? p->min : 1, hi = p->max > 0 ? p->max : AB_BATCH_MAX, each = 0;
+	bool ramp = p->ramp_step > 0 && !p->ramp_global;
+	int rc;
 
 	memset(c, 0, sizeof(*c));
 	c->step = m;
@@ -52,20 +110,25 @@ int search_cands_init(const struct ab_search_params *p, struct cands *c, char *e
 		return ab_fail(err, errlen, EINVAL, "no batch size is a multiple of %ld between %ld "
 						    "and %ld: widen --min/--max or change --multiple-of",
 			       m, lo, hi);
+	if (ramp && (rc = ramp_steps(p, c, m, err, errlen)) < 0)
+		return rc;
 	if (!p->global_batch)
 		return 0;
-	if (p->devices < 1 || p->global_batch % p->devices)
-		return ab_fail(err, errlen, EINVAL, "global batch %ld does not split evenly over "
-						    "%ld devices",
-			       p->global_batch, p->devices);
-	if (add_divisors(c, p->global_batch / p->devices, c->lo, c->hi, m) < 0)
+	if ((rc = per_device(p, &each, err, errlen)) < 0)
+		return rc;
+	if (add_divisors(c, each, c->lo, c->hi, m) < 0)
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	for (size_t i = 0; ramp && i < c->n;) /* a ramp's step, too */
+		if ((c->list[i] - p->ramp_start) % p->ramp_step)
+			c->list[i] = c->list[--c->n];
+		else
+			i++;
 	if (c->n == 0)
 		return ab_fail(err, errlen, EINVAL, "no batch size between %ld and %ld (a multiple "
-						    "of %ld) divides the per-device batch %ld = %ld "
+						    "of %ld%s) divides the per-device batch %ld = %ld "
 						    "/ %ld devices",
-			       c->lo, c->hi, m, p->global_batch / p->devices, p->global_batch,
-			       p->devices);
+			       c->lo, c->hi, m, ramp ? ", on the ramp-up's steps" : "", each,
+			       each * p->devices, p->devices);
 	qsort(c->list, c->n, sizeof(long), cmp_long);
 	return 0;
 }
@@ -84,7 +147,8 @@ long c_floor(const struct cands *c, double x)
 		return 0;
 	if (x >= (double)c->hi)
 		return c->hi;
-	return (long)(x / (double)c->step) * c->step;
+	/* from lo, which a ramp-up's steps need not start at a multiple of the step */
+	return c->lo + (long)((x - (double)c->lo) / (double)c->step) * c->step;
 }
 
 /* Smallest candidate >= x, or 0. */
@@ -100,5 +164,5 @@ long c_ceil(const struct cands *c, double x)
 		return 0;
 	if (x <= (double)c->lo)
 		return c->lo;
-	return (long)ceil(x / (double)c->step) * c->step;
+	return c->lo + (long)ceil((x - (double)c->lo) / (double)c->step) * c->step;
 }

@@ -531,7 +531,8 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	struct outcome o = {0};
 	char **argv = NULL, **owned = NULL, *log = NULL;
 	size_t len, nargs = 0;
-	struct ab_trial_place place = {x->workdir, x->config, x->key, x->accum_key, x->document};
+	struct ab_trial_place place = {x->workdir, x->config, x->key, x->accum_key, x->document,
+				       x->ramp_key};
 	struct ab_trial_files f;
 	struct ab_proc proc;
 	int rc;

@@ -34,6 +34,7 @@ struct ab_exec {
 	const char *config;     /* as given on the command line, or NULL */
 	const char *key;        /* the batch key written into the config copy */
 	const char *accum_key;  /* the accumulation key, written as 1 into the copy; or NULL */
+	const char *ramp_key;   /* a batch ramp-up's switch, written false into it; or NULL */
 	int document;           /* -1: the key's only document */
 	const char *phase;      /* "train" or "eval" */
 	int steps;              /* AUTOBATCH_TRIAL_STEPS, measured after one warm-up step */

@@ -195,9 +195,10 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 	char name[PATH_MAX], value[32], note[256], *out = NULL;
 	struct ab_config *cfg = NULL;
 	/* peak memory does not depend on how many micro-batches are accumulated, a step's time
-	 * does: a trial's optimizer step is one micro-batch */
-	struct ab_edit e[2] = {{t->key, value}, {t->accum_key, "1"}};
-	size_t len;
+	 * does: a trial's optimizer step is one micro-batch; and a batch ramp-up would run the
+	 * ramp's start, not the trial's batch */
+	struct ab_edit e[3] = {{t->key, value}};
+	size_t len, n = 1;
 	int rc;
 
 	snprintf(value, sizeof(value), "%ld", batch);
@@ -206,7 +207,11 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 		return ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", t->config);
 	if ((rc = ab_config_load(t->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
-	rc = ab_config_apply(cfg, e, t->accum_key ? 2 : 1, t->document, &out, &len, note,
+	if (t->accum_key)
+		e[n++] = (struct ab_edit){t->accum_key, "1"};
+	if (t->ramp_key)
+		e[n++] = (struct ab_edit){t->ramp_key, "false"};
+	rc = ab_config_apply(cfg, e, n, t->document, &out, &len, note,
 			     sizeof(note), err, errlen);
 	if (rc == 0 && (rc = write_file(f->config, out, len)) < 0)
 		ab_fail(err, errlen, -rc, "cannot write the trial's config copy %s: %s", f->config,

@@ -27,6 +27,7 @@ struct ab_trial_place {
 	const char *key;    /* the batch key written into the copy */
 	const char *accum_key; /* the accumulation key, written as 1 into the copy; or NULL */
 	int document;       /* -1: the key's only document */
+	const char *ramp_key; /* a batch ramp-up's switch, written false into it; or NULL */
 };
 
 struct ab_trial_files {

@@ -93,6 +93,37 @@ config_rewritten() {
 	assert_line_in "autobatch: chose batch $b (gradient accumulation $acc, global 1024)" "$stderr"
 }
 
+@test "a NeMo config at tensor parallel 2: the global batch is divided among the data-parallel replicas, not the tasks" {
+	cat >nemo.yaml <<-'EOF'
+	trainer:
+	  precision: 32
+	model:
+	  micro_batch_size: 8
+	  global_batch_size: 1024
+	  tensor_model_parallel_size: 2
+	  width: 128
+	  activation_kib: 1024
+	EOF
+	run --separate-stderr srun_t -N1 -n4 --gpus=4 --autobatch=0.8 --autobatch-config=nemo.yaml \
+		--autobatch-trial-shape=gpu bash -c \
+		'toy_train --config nemo.yaml >/dev/null; echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	[ "$status" -eq 0 ]
+	b=$(sed -n 's/^  micro_batch_size: \([0-9]*\).*/\1/p' nemo.yaml)
+	# 2 replicas: the micro-batch divides 1024 / 2, accumulation 1024 / (b x 2); the tasks
+	# (4) would have made it 1024 / (b x 4), half the global batch NeMo trains with
+	[ "$b" -eq 128 ]
+	[ "$(grep -c '^ENV 128 4 1024$' <<<"$output")" -eq 4 ]
+	assert_line_in "autobatch: chose batch 128 (gradient accumulation 4, global 1024)" "$stderr"
+	assert_line_in "2 data-parallel replicas (the step's 4 tasks in groups of tensor 2)" "$stderr"
+	grep -q '^  global_batch_size: 1024$' nemo.yaml
+
+	# tasks that are no whole number of tensor-parallel groups: said, nothing rewritten
+	cp nemo.yaml.autobatch~ nemo.yaml
+	run --separate-stderr srun_t -N1 -n3 --gpus=3 --autobatch=0.8 --autobatch-config=nemo.yaml true
+	assert_line_in "the step's 3 tasks are not a whole number of model-parallel groups of 2 (tensor 2 in nemo.yaml): give srun a multiple of 2 tasks" "$stderr"
+	grep -q '^  micro_batch_size: 8$' nemo.yaml
+}
+
 @test "admin bounds shape the probe that runs: max_fraction clamps the target" {
 	set_plugstack 'max_fraction=0.4'
 	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.9 --autobatch-config=cfg.yaml \

@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..13"
+echo "1..16"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -48,6 +48,36 @@ check "exec with a config: the copy carries the batch, the phase is eval, the or
 	sh -c "grep -q '\"status\":\"ok\"' '$dir/cfg.json' && grep -q '\"phase\":\"eval\"' '$dir/cfg.json' && cmp -s '$dir/axo.yaml' '$dir/axo.orig'"
 check "the gain over the config's own batch is reported" \
 	grep -q 'x the starting batch 4' "$dir/cfg.err"
+
+# A MaxText batch ramp-up (issue 41): the program, as MaxText does, starts at the ramp's start
+# while the switch is on; trials turn it off, so each measures its own batch, and the choice
+# is a step of the ramp (2 + 3k), which MaxText refuses otherwise
+printf 'per_device_batch_size: 4\nenable_rampup_batch_size: true\nper_device_batch_size_start: 2\nper_device_batch_size_increment: 3\n' >"$dir/mt.yaml"
+ramp_prog='b=$(sed -n "s/^per_device_batch_size: //p" "$1")
+	grep -q "^enable_rampup_batch_size: true" "$1" && b=$(sed -n "s/^per_device_batch_size_start: //p" "$1")
+	printf "{\"step_s\": 0.2}\n{\"step_s\": 0.1}\n" >>"$AUTOBATCH_TRIAL_REPORT"
+	echo "{\"peak_bytes\": $((1073741824 + b * 104857600))}" >>"$AUTOBATCH_TRIAL_REPORT"'
+"$probe" run --device sim:total=8GiB --fraction 0.8 --config "$dir/mt.yaml" --json "$dir/mt.json" \
+	-- sh -c "$ramp_prog" sh "$dir/mt.yaml" 2>"$dir/mt.err"
+check "a MaxText ramp-up: trials ran their own batch (the switch off in their copies), the choice 53 is on the ramp 2 + 3k (55 is not), and the report and decision say so" \
+	sh -c "grep -q '\"batch_size\":53,' '$dir/mt.json' &&
+	       grep -q '\"ramp_up\":{\"of\":\"device\",\"start\":2,\"step\":3,\"trials_off\":\"enable_rampup_batch_size\"}' '$dir/mt.json' &&
+	       grep -q 'a step of the batch ramp-up from 2 by 3 (trials ran it with enable_rampup_batch_size false)' '$dir/mt.err' &&
+	       ! grep '^autobatch: trial' '$dir/mt.err' | grep -vE 'batch (5|8|11|14|17|20|23|26|29|32|35|38|41|44|47|50|53|56|59|62|65) ' &&
+	       grep -q '^enable_rampup_batch_size: true' '$dir/mt.yaml'" || cat "$dir/mt.err" >&2
+# the same program with the ramp off: the choice is 55, and nothing says ramp
+sed -i 's/^enable_rampup_batch_size: true/enable_rampup_batch_size: false/' "$dir/mt.yaml"
+"$probe" run --device sim:total=8GiB --fraction 0.8 --config "$dir/mt.yaml" --json "$dir/mt2.json" \
+	-- sh -c "$ramp_prog" sh "$dir/mt.yaml" 2>"$dir/mt2.err"
+check "the switch off: no ramp, the choice 55" \
+	sh -c "grep -q '\"batch_size\":55,' '$dir/mt2.json' && ! grep -q ramp '$dir/mt2.json' '$dir/mt2.err'"
+# a NeMo global ramp [256, 128, ...] to 1024 over 4 devices: the batch divides gcd / 4 = 32
+printf 'model:\n  micro_batch_size: 4\n  global_batch_size: 1024\n  rampup_batch_size: [256, 128, 100000]\n' >"$dir/nemo.yaml"
+"$probe" run --device sim:total=8GiB --fraction 0.8 --config "$dir/nemo.yaml" \
+	--global-batch 1024 --devices 4 --json "$dir/nemo.json" -- "$prog" curve 1073741824 104857600 8589934592 2>"$dir/nemo.err"
+check "a NeMo global ramp-up 256 by 128 to 1024 over 4 devices: the choice 32 divides every stage's share (55 would fit)" \
+	sh -c "grep -q '\"batch_size\":32,' '$dir/nemo.json' && grep -q '\"grad_accum\":8,' '$dir/nemo.json' &&
+	       grep -q 'every stage of the global batch ramp-up from 256 by 128 splits into batches of 32 over 4 devices' '$dir/nemo.err'" || cat "$dir/nemo.err" >&2
 
 "$probe" run --device host --trial-seconds 5 --json "$dir/crash.json" -- "$prog" crash 2>"$dir/crash.err"
 check "a crash stops the search with its output, exit 1" \

@@ -21,6 +21,7 @@
 
 #include "config_edit.h"
 #include "config_check.h"
+#include "config_keys.h"
 #include "config_path.h"
 #include "fingerprint.h"
 #include "presets.h"
@@ -243,7 +244,7 @@ static void bad_values(void **state)
 {
 	struct ab_config *cfg = parse("c.yaml", "a: 1\nb: 2\n");
 	static const char *const bad[] = {"", "abc", "1 # x", "1\nc: 3", "0x10", "--1", "1e",
-					  "\"1\"", "1.2.3"};
+					  "\"1\"", "1.2.3", "true"};
 	struct ab_edit same[2] = {{"a", "3"}, {"a", "4"}};
 	char *out = NULL;
 	size_t len;
@@ -298,6 +299,39 @@ static void invalid_files(void **state)
 }
 
 /* ---- presets ----------------------------------------------------------------------- */
+
+/* A NeMo/Megatron config's tensor, pipeline and context parallel sizes: the step's tasks over
+ * their product are the data-parallel replicas a global batch is divided among (issue 41). */
+static void data_parallel_width(void **state)
+{
+	struct ab_config *cfg;
+	struct ab_keys k;
+
+	(void)state;
+	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  global_batch_size: 256\n"
+				 "  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 2\n"
+				 "  context_parallel_size: 1\n");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
+	assert_string_equal(k.preset->name, "nemo");
+	assert_int_equal(k.model_parallel, 4);
+	assert_string_equal(k.parallel_text, "tensor 2 x pipeline 2");
+	assert_int_equal(ab_keys_data_parallel(&k, 16, "nemo.yaml", err, sizeof(err)), 4);
+	assert_int_equal(ab_keys_data_parallel(&k, 6, "nemo.yaml", err, sizeof(err)), 0);
+	assert_string_equal(err, "the step's 6 tasks are not a whole number of model-parallel "
+				 "groups of 4 (tensor 2 x pipeline 2 in nemo.yaml): give srun a "
+				 "multiple of 4 tasks");
+	ab_config_free(cfg);
+	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  tensor_model_parallel_size: 0\n");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "model.tensor_model_parallel_size is not a parallel size");
+	ab_config_free(cfg);
+	/* no parallel keys (or a preset without them): every task is a replica */
+	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64}");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
+	assert_int_equal(k.model_parallel, 1);
+	assert_int_equal(ab_keys_data_parallel(&k, 6, "ds.json", err, sizeof(err)), 6);
+	ab_config_free(cfg);
+}
 
 static void presets(void **state)
 {
@@ -756,6 +790,7 @@ int main(void)
 		cmocka_unit_test(bad_values),
 		cmocka_unit_test(invalid_files),
 		cmocka_unit_test(presets),
+		cmocka_unit_test(data_parallel_width),
 		cmocka_unit_test_setup_teardown(file_rewrite, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_read_only, make_dir, remove_dir),
 		cmocka_unit_test_setup_teardown(file_write_fails, make_dir, remove_dir),

@@ -409,6 +409,72 @@ static void constraints(void **state)
 	ab_sim_free(&s);
 }
 
+/* A batch ramp-up (issue 41): MaxText's per-device ramp takes only start + k x step; a
+ * Megatron/NeMo global ramp needs every stage's global batch to split into micro-batches. */
+static long searched(struct ab_sim *s, struct ab_search_params p, struct ab_decision *d,
+		     struct ab_trials *t)
+{
+	p.total_bytes = s->total_bytes;
+	p.max = p.max ? p.max : 4096;
+	memset(t, 0, sizeof(*t));
+	return ab_search(&p, t, ab_sim_trial, s, d, err, sizeof(err)) < 0 ? -1 : d->batch;
+}
+
+static void ramp_up(void **state)
+{
+	struct ab_sim s;
+	struct ab_decision d;
+	struct ab_trials t;
+
+	(void)state;
+	make_sim(&s, 80 * GiB, linear, (double[]){8 * GiB, 400 * MiB}, 0, 2 * MiB);
+	/* unconstrained: 143; on 4 + 6k: 142, every trial on the ramp */
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .ramp_start = 4,
+								.ramp_step = 6},
+				  &d, &t),
+			 142);
+	for (size_t i = 0; i < t.n; i++)
+		assert_true(t.v[i].batch > 4 && (t.v[i].batch - 4) % 6 == 0);
+	ab_trials_free(&t);
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .ramp_start = 8,
+								.ramp_step = 64, .min = 2},
+				  &d, &t),
+			 136);
+	ab_trials_free(&t);
+	/* with a global batch: divisors of 2048 / 8 on the ramp 2 + 6k: 8, 32, 128 (not 16, 64) */
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .global_batch = 2048,
+								.devices = 8, .ramp_start = 2,
+								.ramp_step = 6, .max = 100},
+				  &d, &t),
+			 32);
+	assert_int_equal(d.grad_accum, 8);
+	ab_trials_free(&t);
+	/* a global ramp 1024, 1536, 2048 over 8 devices: the batch divides 512 / 8 */
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .global_batch = 2048,
+								.devices = 8, .ramp_start = 1024,
+								.ramp_step = 512, .ramp_global = true},
+				  &d, &t),
+			 64);
+	assert_int_equal(d.grad_accum, 4);
+	ab_trials_free(&t);
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .global_batch = 2048,
+								.devices = 8, .ramp_start = 100,
+								.ramp_step = 30, .ramp_global = true},
+				  &d, &t),
+			 -1);
+	assert_string_equal(err, "the ramp-up's global batches (100, 130, ... 2048) do not all split "
+				 "evenly over 8 devices");
+	ab_trials_free(&t);
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .multiple_of = 4,
+								.ramp_start = 2, .ramp_step = 6},
+				  &d, &t),
+			 -1);
+	assert_string_equal(err, "--multiple-of 4 and a batch ramp-up from 2 by 6: no batch is both; "
+				 "drop one");
+	ab_trials_free(&t);
+	ab_sim_free(&s);
+}
+
 static void refusals(void **state)
 {
 	struct ab_sim s;
@@ -907,7 +973,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shapes),           cmocka_unit_test(random_curves),
 		cmocka_unit_test(superlinear),
-		cmocka_unit_test(constraints),      cmocka_unit_test(refusals),
+		cmocka_unit_test(constraints),
+		cmocka_unit_test(ramp_up),      cmocka_unit_test(refusals),
 		cmocka_unit_test(parallel_rounds),  cmocka_unit_test(warm_starts),
 		cmocka_unit_test(trial_errors_stop), cmocka_unit_test(helpers_noise),
 		cmocka_unit_test(throughput),
