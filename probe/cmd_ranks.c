@@ -67,6 +67,7 @@ struct ranks {
 	struct ab_node_memory table; /* and read */
 	char **argv;
 	size_t merged;     /* step lines written to the trial's report */
+	bool lengths_said; /* the ranks' "lengths" line written (merge_lengths) */
 	struct rank *r;
 	/* --nodes: the trial is a Slurm step over nodes, launched by srun, whose output is read */
 	const char *nodes;
@@ -198,6 +199,23 @@ static void write_peaks(const struct ranks *rs)
 	dprintf(rs->out, "}\n");
 }
 
+/* What the ranks' step hooks said of their dataset's lengths, once: each rank draws the
+ * same longest samples, so the first rank that said it speaks for all. */
+static void merge_lengths(struct ranks *rs)
+{
+	for (int i = 0; i < rs->n && !rs->lengths_said; i++) {
+		const struct ab_lengths *l = &rs->r[i].w.rep.lengths;
+
+		if (!l->said)
+			continue;
+		dprintf(rs->out, "{\"lengths\": {\"run_longest\": %ld, \"read\": %ld, \"samples\": %ld, "
+				 "\"varies\": %s, \"longest_first\": %s}}\n",
+			l->run_longest, l->read, l->samples, l->varies ? "true" : "false",
+			l->longest_first ? "true" : "false");
+		rs->lengths_said = true;
+	}
+}
+
 /* The steps every rank has taken, each as long as its slowest rank's and of the samples of
  * every rank (each its own report's, else the batch): the whole step's throughput, which the
  * throughput objective ranks a distributed step's batches by. */
@@ -210,6 +228,8 @@ static void merge_steps(struct ranks *rs)
 		common = rs->r[i].w.rep.steps < common ? rs->r[i].w.rep.steps : common;
 	for (; rs->merged < common; rs->merged++) {
 		double slowest = 0, samples = 0;
+		long length = 0; /* the longest batch a rank has had so far (issue 41) */
+		char said[48] = "";
 
 		for (int i = 0; i < rs->n; i++) {
 			const struct ab_trial_report *rep = &rs->r[i].w.rep;
@@ -217,9 +237,13 @@ static void merge_steps(struct ranks *rs)
 			if (rep->step_s[rs->merged] > slowest)
 				slowest = rep->step_s[rs->merged];
 			samples += rep->samples[rs->merged] > 0 ? rep->samples[rs->merged] : batch;
+			length = rep->lengths.max > length ? rep->lengths.max : length;
 		}
-		dprintf(rs->out, "{\"step_s\": %.9f, \"samples\": %.0f}\n", slowest, samples);
+		if (length)
+			snprintf(said, sizeof(said), ", \"length\": %ld", length);
+		dprintf(rs->out, "{\"step_s\": %.9f, \"samples\": %.0f%s}\n", slowest, samples, said);
 	}
+	merge_lengths(rs);
 	if (rs->merged > before)
 		write_peaks(rs);
 }

@@ -18,7 +18,7 @@ trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 huge_pages # the DDP program forks no DataLoader workers
 # json FILE KEY: a top-level number of a report
 json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
-echo "1..10"
+echo "1..11"
 
 "$probe" run --device sim:total=1GiB --ranks 2 -- true >/dev/null 2>"$dir/sim.err"
 check "--ranks on a simulated device is refused, saying why" \
@@ -54,8 +54,17 @@ check "a 2-rank trial's samples/s are both ranks' ($tp), twice one process's ($o
 check "the throughput objective picks on them: the smallest batch at the top rate (${tp%% *}), not the largest that fits" \
 	sh -c "test ${tp%% *} -ge 16 && test ${tp%% *} -lt 100 && echo '$tp' | grep -qE ' ${tp%% *}:200( |\$)'"
 
+# the ranks' step hooks say at what length their batches ran (issue 41): the merged report
+# keeps it, so the decision says it for a distributed step too
+"$probe" run --device host:capacity=1GiB --fraction 0.5 --ranks 2 --max 8 --json "$dir/len.json" -- sh -c '
+	echo "{\"lengths\": {\"run_longest\": 300, \"read\": 50, \"samples\": 50, \"varies\": true, \"longest_first\": true}}" >>"$AUTOBATCH_TRIAL_REPORT"
+	for i in 1 2 3 4; do echo "{\"step_s\": 0.01, \"samples\": $AUTOBATCH_BATCH_SIZE, \"length\": 300}" >>"$AUTOBATCH_TRIAL_REPORT"; done' \
+	2>"$dir/len.err"
+check "a 2-rank trial's lengths reach the report and the decision line" \
+	sh -c "grep -q '\"lengths\":{\"measured\":300,\"measured_min\":300,\"run_longest\":300,\"read\":50,\"samples\":50,\"varies\":true,\"longest_first\":true}' '$dir/len.json' &&
+	       grep -q 'measured at the run.s longest batch (length 300' '$dir/len.err'" || cat "$dir/len.err" >&2
 python_or_skip "$py" 'import torch.distributed as d; assert d.is_available()' \
-	"PyTorch with torch.distributed" 6 10
+	"PyTorch with torch.distributed" 7 11
 
 # plain RANKS BATCH: the program's plain run with RANKS ranks (each measured by peakrun as the
 # probe measures a host trial); prints the largest rank's peak, or nothing when a rank failed
