@@ -561,9 +561,20 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 
 int ab_probe_read_job(struct ab_probe_job *job, char *err, size_t errlen)
 {
+	int rc;
+
 	job->probe_gpus = probe_step_gpus(job);
 	job->step_gpus.n = 0;
-	return trial_ranks_of(job) > 0 ? read_step_gpus(job, err, errlen) : 0;
+	if (trial_ranks_of(job) <= 0 && !(job->per_device && job->global_batch))
+		return 0;
+	if ((rc = read_step_gpus(job, err, errlen)) < 0)
+		return rc;
+	/* one process driving several GPUs (JAX): a per-device batch's replicas are the GPUs */
+	job->gpus = job->per_device ? ab_step_gpus_count(&job->step_gpus, job->ntasks, job->nnodes)
+				    : 0;
+	if (job->gpus > job->ntasks && job->gpus % (unsigned long)job->model_parallel == 0)
+		job->dp_width = job->gpus / (unsigned)job->model_parallel;
+	return 0;
 }
 
 int ab_probe_run(const struct ab_probe_job *job, const char *phase,

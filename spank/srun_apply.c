@@ -196,6 +196,8 @@ int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *er
 			       req->config);
 	if (!(pl->job.dp_width = ab_keys_data_parallel(&pl->keys, ntasks, req->config, err, errlen)))
 		return -EINVAL;
+	pl->job.model_parallel = pl->keys.model_parallel > 1 ? pl->keys.model_parallel : 1;
+	pl->job.per_device = pl->keys.preset && pl->keys.preset->per_device;
 	pl->job.config = pl->config;
 	pl->job.key = pl->keys.micro;
 	pl->job.accum_key = pl->keys.accum;
@@ -261,7 +263,12 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 			  res->elapsed_s);
 	if (!pl->cached)
 		shape_text(pl, res, line, sizeof(line), &len);
-	if (res->global_batch && pl->keys.model_parallel > 1)
+	if (res->global_batch && pl->job.gpus > pl->job.ntasks)
+		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the step's %u GPUs, "
+						    "driven by %u task%s: the batch is per device)",
+			  pl->job.dp_width, pl->job.gpus, pl->job.ntasks,
+			  pl->job.ntasks == 1 ? "" : "s");
+	else if (res->global_batch && pl->keys.model_parallel > 1)
 		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the step's %u tasks "
 						    "in groups of %s)",
 			  pl->job.dp_width, pl->job.ntasks, pl->keys.parallel_text);

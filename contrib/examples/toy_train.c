@@ -3,7 +3,8 @@
  * (every layer's activations are kept for the backward pass), and it speaks autobatch's
  * trial protocol, so on a machine without a GPU autobatch probes it on the host.
  *
- *   toy_train --config FILE    reads "batch_size: N" (or NeMo's "micro_batch_size: N"),
+ *   toy_train --config FILE    reads "batch_size: N" (or NeMo's "micro_batch_size: N",
+ *                              MaxText's "per_device_batch_size: N"),
  *                              "width: W", "activation_kib: A",
  *                              "max_steps: S", "accumulate_grad_batches: K" and
  *                              "step_ms: M" (a YAML the plugin edits)
@@ -112,7 +113,8 @@ int main(int argc, char **argv)
 	const char *trial = getenv("AUTOBATCH_TRIAL"), *report = getenv("AUTOBATCH_TRIAL_REPORT");
 	const char *k = getenv("AUTOBATCH_TRIAL_STEPS");
 	long B = config ? config_value(config, "batch_size",
-				       config_value(config, "micro_batch_size", 8))
+				       config_value(config, "micro_batch_size",
+						    config_value(config, "per_device_batch_size", 8)))
 			: 8;
 	int steps = trial ? (k ? atoi(k) : 3) + 1 : (int)(config ? config_value(config, "max_steps", 3) : 3);
 	struct net n = {.width = config ? (int)config_value(config, "width", 256) : 256};

@@ -44,6 +44,9 @@ struct ab_preset {
 	 * epochs and step counts, schedules): jobs that differ only there warm-start from each
 	 * other's decision. NULL-terminated; a key not listed is never taken as neutral. */
 	const char *const *neutral;
+	/* the micro-batch is per device whatever runs them: one process may drive all of a
+	 * node's GPUs (MaxText on JAX), so a global batch is divided among the step's GPUs */
+	bool per_device;
 };
 
 extern const struct ab_preset ab_presets[];

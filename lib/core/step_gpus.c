@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -96,4 +97,35 @@ int ab_step_gpus_from_tres(const char *per_task, const char *per_node, const cha
 	return ab_fail(err, errlen, EINVAL, "the step's GPU binding %s is not one srun takes back "
 					    "as --gpu-bind",
 		       bind);
+}
+
+/* "a100:2" or "2": the count, the last field; a GPU type alone is one. */
+static unsigned count_of(const char *value)
+{
+	const char *c = strrchr(value, ':');
+	long n = strtol(c ? c + 1 : value, NULL, 10);
+
+	return n > 0 && n < 65536 ? (unsigned)n : 1;
+}
+
+unsigned ab_step_gpus_count(const struct ab_step_gpus *g, unsigned ntasks, unsigned nnodes)
+{
+	for (int i = 0; i < g->n; i++) {
+		const char *o = g->opt[i], *v = strchr(o, '=');
+		char gres[AB_STEP_OPTION_LEN], *save = NULL;
+
+		if (!v)
+			continue;
+		if (!strncmp(o, "--gpus-per-task=", 16))
+			return count_of(v + 1) * ntasks;
+		if (!strncmp(o, "--gpus=", 7))
+			return count_of(v + 1);
+		if (strncmp(o, "--gres=", 7))
+			continue;
+		snprintf(gres, sizeof(gres), "%s", v + 1); /* per node: "gpu:big:2,nic:1" */
+		for (char *e = strtok_r(gres, ",", &save); e; e = strtok_r(NULL, ",", &save))
+			if (!strncmp(e, "gpu", 3) && (!e[3] || e[3] == ':'))
+				return count_of(e) * (nnodes ? nnodes : 1);
+	}
+	return 0;
 }

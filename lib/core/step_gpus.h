@@ -24,6 +24,10 @@ int ab_step_gpus_from_tres(const char *per_task, const char *per_node, const cha
 			   const char *bind, const char *cpus_per_tres, struct ab_step_gpus *out,
 			   char *err, size_t errlen);
 
+/* The step's GPUs in all, from those options: per task x ntasks, per node x nnodes, or per
+ * step; 0 when they say none. */
+unsigned ab_step_gpus_count(const struct ab_step_gpus *g, unsigned ntasks, unsigned nnodes);
+
 /* True for one option that ab_step_gpus_from_tres makes: a known srun option, "=", and a
  * value of letters, digits and "_:,.-" only. */
 bool ab_step_option_ok(const char *opt);

@@ -189,6 +189,24 @@ static void step_options(void **state)
 	assert_false(ab_step_option_ok("--gpus-per-task="));
 	assert_false(ab_step_option_ok("--gres=gpu:1$(id)"));
 	assert_true(ab_step_option_ok("--gres=gpu:big:2"));
+	/* the step's GPUs in all (4 tasks on 2 nodes) */
+	struct {
+		const char *task, *node, *step;
+		unsigned want;
+	} counts[] = {
+		{"gres:gpu:2", NULL, NULL, 8},        {"gres:gpu:a100:1", NULL, NULL, 4},
+		{NULL, "gres:gpu:big:4", NULL, 8},    {NULL, "gres/nic:1,gres/gpu:3", NULL, 6},
+		{NULL, "gres:gpu", NULL, 2},          {NULL, NULL, "cpu:4,gres:gpu:6", 6},
+		{NULL, "gres:nic:1", NULL, 0},        {NULL, NULL, NULL, 0},
+	};
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		assert_int_equal(ab_step_gpus_from_tres(counts[i].task, counts[i].node, counts[i].step,
+							NULL, NULL, &g, err, sizeof(err)),
+				 0);
+		if (ab_step_gpus_count(&g, 4, 2) != counts[i].want)
+			fail_msg("case %zu: %u GPUs, want %u", i, ab_step_gpus_count(&g, 4, 2),
+				 counts[i].want);
+	}
 }
 
 int main(void)
