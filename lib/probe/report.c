@@ -22,6 +22,8 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	json_object_object_add(o, "fits", json_object_new_boolean(fits));
 	if (t->oom)
 		json_object_object_add(o, "oom", json_object_new_boolean(true));
+	if (t->alloc_retries) /* the allocator's retries that made it an OOM */
+		json_object_object_add(o, "alloc_retries", json_object_new_int64(t->alloc_retries));
 	if (t->oom && t->floor_bytes) /* what the OOM said the peak was, at least */
 		json_object_object_add(o, AB_FIELD_FLOOR,
 				       json_object_new_int64((int64_t)t->floor_bytes));
@@ -298,8 +300,14 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 		snprintf(rate, sizeof(rate), ", %.0f samples/s", t->samples_per_s);
 	ab_append(buf, buflen, &len, "trial %zu: batch %ld %s", index + 1, t->batch,
 		  t->runs > 1 ? "again: " : "");
-	if (t->oom) {
+	if (t->oom && t->alloc_retries) {
+		ab_append(buf, buflen, &len, "does not fit: PyTorch's allocator ran out and freed its "
+					     "cache to retry %ld time%s",
+			  t->alloc_retries, t->alloc_retries == 1 ? "" : "s");
+	} else if (t->oom) {
 		ab_append(buf, buflen, &len, "does not fit: out of memory");
+	}
+	if (t->oom) {
 		if (t->floor_bytes)
 			ab_append(buf, buflen, &len, ", peak at least %s",
 				  ab_format_size(t->floor_bytes, peak, sizeof(peak)));

@@ -477,8 +477,10 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	memcpy(out->rank_peak, rep->rank_peak, sizeof(out->rank_peak));
 	out->lengths = rep->lengths;
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
-	/* an OOM is an OOM whenever it happens, start-up included */
-	out->oom = rep->oom || o->ending == ENDED_MEMORY ||
+	/* an OOM is an OOM whenever it happens, start-up included; allocations PyTorch could
+	 * make only after freeing its whole cache are one (Composer halves its batch on them) */
+	out->alloc_retries = rep->alloc_retries;
+	out->oom = rep->oom || rep->alloc_retries > 0 || o->ending == ENDED_MEMORY ||
 		   (!stopped && !exited_ok && ab_text_says_oom(log, len)) ||
 		   (!stopped && x->peak_source == AB_PEAK_FROM_RSS && WIFSIGNALED(o->status) &&
 		    WTERMSIG(o->status) == SIGKILL);

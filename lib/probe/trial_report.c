@@ -130,6 +130,10 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		}
 		used |= rank_fields(obj, r);
 		used |= length_fields(obj, r);
+		if (number(obj, "alloc_retries", LENGTH_MAX, &peak) && peak >= 1) {
+			r->alloc_retries = r->alloc_retries > (long)peak ? r->alloc_retries : (long)peak;
+			used = true;
+		}
 	}
 	json_object_put(obj);
 	r->bad_lines += !used;

@@ -38,6 +38,7 @@ struct ab_trial_report {
 	 * bytes and memory (peak_bytes is then its share of the trial's); 0 otherwise */
 	uint64_t bound_peak_bytes, bound_capacity_bytes;
 	struct ab_lengths lengths;
+	long alloc_retries; /* PyTorch's num_alloc_retries, the largest said (0: none) */
 	size_t bad_lines;
 };
 

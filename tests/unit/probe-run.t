@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..16"
+echo "1..17"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -78,6 +78,17 @@ printf 'model:\n  micro_batch_size: 4\n  global_batch_size: 1024\n  rampup_batch
 check "a NeMo global ramp-up 256 by 128 to 1024 over 4 devices: the choice 32 divides every stage's share (55 would fit)" \
 	sh -c "grep -q '\"batch_size\":32,' '$dir/nemo.json' && grep -q '\"grad_accum\":8,' '$dir/nemo.json' &&
 	       grep -q 'every stage of the global batch ramp-up from 256 by 128 splits into batches of 32 over 4 devices' '$dir/nemo.err'" || cat "$dir/nemo.err" >&2
+
+# PyTorch's allocator freed its cache and retried (from batch 40 on, well under the limit):
+# such a trial is an out-of-memory one (issue 41), and the line says why
+"$probe" run --device sim:total=8GiB --fraction 0.8 --json "$dir/retry.json" -- sh -c '
+	b=$AUTOBATCH_BATCH_SIZE r=
+	[ "$b" -ge 40 ] && r=", \"alloc_retries\": 3"
+	printf "{\"step_s\": 0.2}\n{\"step_s\": 0.1$r}\n" >>"$AUTOBATCH_TRIAL_REPORT"
+	echo "{\"peak_bytes\": $((1073741824 + b * 10485760))}" >>"$AUTOBATCH_TRIAL_REPORT"' 2>"$dir/retry.err"
+check "allocator retries are an out-of-memory trial: the choice 39 is below them, the line and report say so" \
+	sh -c "grep -q '\"batch_size\":39,' '$dir/retry.json' && grep -q '\"alloc_retries\":3' '$dir/retry.json' &&
+	       grep -q 'does not fit: PyTorch.s allocator ran out and freed its cache to retry 3 times' '$dir/retry.err'" || cat "$dir/retry.err" >&2
 
 "$probe" run --device host --trial-seconds 5 --json "$dir/crash.json" -- "$prog" crash 2>"$dir/crash.err"
 check "a crash stops the search with its output, exit 1" \

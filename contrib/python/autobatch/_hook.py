@@ -45,6 +45,16 @@ def peak_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def alloc_retries():
+    """PyTorch's count of allocations it retried after freeing its cache (a CUDA device
+    that ran out); 0 on the CPU or before CUDA is used."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return 0
+    return max(torch.cuda.memory_stats(i).get("num_alloc_retries", 0)
+               for i in range(torch.cuda.device_count()))
+
+
 def is_oom(error):
     name = type(error).__name__
     text = str(error)
@@ -101,6 +111,9 @@ class Recorder:
                   "peak_bytes": peak_bytes()}
         if self.length:
             record["length"] = self.length
+        retries = alloc_retries()
+        if retries:  # memory that tight is an out-of-memory waiting to happen
+            record["alloc_retries"] = retries
         self.write(record)
         self.last = now
         self.length = 0
