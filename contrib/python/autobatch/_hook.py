@@ -461,6 +461,8 @@ def instrument_data(torch):
             _longest_first(self)
         return loader_iter(self)
 
+    handle = []  # the module hook, removed once a DataLoader gives the lengths
+
     def __next__(self):
         batch = next_batch(self)
         rec = recorder()
@@ -469,6 +471,8 @@ def instrument_data(torch):
             rec.from_loader = rec.from_loader or rec.length > 0
         except Exception:
             pass
+        if rec.from_loader and handle:  # no hook on every module call (torch.compile)
+            handle.pop().remove()
         return batch
 
     def first_call(module, args):
@@ -486,7 +490,7 @@ def instrument_data(torch):
     dataloader._BaseDataLoaderIter.__next__ = __next__
     hooks = getattr(getattr(torch.nn, "modules", None), "module", None)
     if hasattr(hooks, "register_module_forward_pre_hook"):
-        hooks.register_module_forward_pre_hook(first_call)
+        handle.append(hooks.register_module_forward_pre_hook(first_call))
 
 
 def install():
