@@ -337,6 +337,7 @@ int cmd_run(int argc, char **argv)
 	r.config_accum = o.config_accum;
 	r.ramp_start = o.ramp_start, r.ramp_step = o.ramp_step, r.ramp_global = o.ramp_global;
 	r.ramp_key = o.ramp_key;
+	r.length_cap = o.length_cap, r.length_cap_key = o.length_cap_key;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
 	r.nothing_fits = !r.ok && fr[0].decision.nothing_fits;

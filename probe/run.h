@@ -52,6 +52,8 @@ struct run_opts {
 	long ramp_start, ramp_step;
 	bool ramp_global;
 	const char *ramp_key;
+	long length_cap;            /* the config's maximum length (preset), 0: none */
+	const char *length_cap_key;
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds, max_trial_seconds;
 	bool keep;

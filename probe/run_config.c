@@ -136,6 +136,8 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 		rc = accum_key(o, cfg, p, err, errlen);
 	if (rc == 0)
 		rc = ramp_up(o, cfg, p, err, errlen);
+	if (rc == 0 && p && (o->length_cap = whole(cfg, o->document, p->keys[AB_ROLE_MAX_LENGTH])))
+		o->length_cap_key = p->keys[AB_ROLE_MAX_LENGTH];
 	ab_config_free(cfg);
 	return rc;
 }

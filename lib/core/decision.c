@@ -86,6 +86,12 @@ void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_
 		ab_append(buf, buflen, len, "; measured at length %ld, the longest of %ld of %ld "
 					    "samples read in time: a longer one may not fit",
 			  l->max, l->read, l->samples);
+	else if (l->max && l->min != l->max && l->config_max > l->max)
+		ab_append(buf, buflen, len, "; the trials' batches varied in length (%ld to %ld) "
+					    "and autobatch could not see the run's longest (no "
+					    "DataLoader over a sized dataset): a longer batch, up to "
+					    "the config's %s of %ld, may not fit",
+			  l->min, l->max, l->config_key, l->config_max);
 	else if (l->max && l->min != l->max)
 		ab_append(buf, buflen, len, "; the trials' batches varied in length (%ld to %ld) "
 					    "and autobatch could not see the run's longest (no "
@@ -138,6 +144,8 @@ static void read_lengths(struct json_object *o, struct ab_lengths *l)
 	l->said = get_long(g, "run_longest", 0, 1L << 40, &l->run_longest) &&
 		  get_long(g, "samples", 0, 1L << 40, &l->samples);
 	get_long(g, "read", 0, 1L << 40, &l->read);
+	get_long(g, "config_max", 1, 1L << 40, &l->config_max);
+	get_text(g, "config_key", l->config_key, sizeof(l->config_key));
 	l->varies = json_object_object_get_ex(g, "varies", &v) && json_object_get_boolean(v);
 	l->longest_first = json_object_object_get_ex(g, "longest_first", &v) &&
 			   json_object_get_boolean(v);

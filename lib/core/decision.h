@@ -20,6 +20,8 @@ struct ab_lengths {
 	bool said;          /* a "lengths" line came */
 	bool varies;        /* its samples differ in length */
 	bool longest_first; /* the trial drew the dataset's longest samples first */
+	long config_max;    /* the config's maximum length (config_key), a cap; 0: none */
+	char config_key[64];
 };
 
 /* Appends to buf at *len where samples differ in length: at what length the choice was

@@ -33,6 +33,9 @@ enum ab_role {
 	AB_ROLE_RAMP_STEP,
 	AB_ROLE_GLOBAL_RAMP_START,
 	AB_ROLE_GLOBAL_RAMP_STEP,
+	/* the longest sequence the run trains on (truncation, or padding to it): a cap on what
+	 * dynamic padding can reach, said where the step hook cannot read the dataset */
+	AB_ROLE_MAX_LENGTH,
 	AB_ROLE_COUNT
 };
 

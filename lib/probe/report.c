@@ -102,6 +102,17 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 /* What the chosen trial's batches were measured at, against the longest the run can draw:
  * "measured" (the steps' longest padded length), "run_longest" (null: unknown), "read" of
  * "samples", "longest_first". NULL when the program said nothing of lengths. */
+/* The chosen trial's lengths, with the config's cap. */
+static struct ab_lengths chosen_lengths(const struct ab_report *r)
+{
+	struct ab_lengths l = r->trials->v[r->fractions[0].decision.chosen].lengths;
+
+	l.config_max = r->length_cap;
+	snprintf(l.config_key, sizeof(l.config_key), "%s",
+		 r->length_cap_key ? r->length_cap_key : "");
+	return l;
+}
+
 static struct json_object *lengths_json(const struct ab_lengths *l)
 {
 	struct json_object *o;
@@ -117,6 +128,10 @@ static struct json_object *lengths_json(const struct ab_lengths *l)
 	json_object_object_add(o, "samples", l->said ? json_object_new_int64(l->samples) : NULL);
 	json_object_object_add(o, "varies", json_object_new_boolean(l->varies || l->min != l->max));
 	json_object_object_add(o, "longest_first", json_object_new_boolean(l->longest_first));
+	if (l->config_max) { /* the config's cap on any batch's length */
+		json_object_object_add(o, "config_max", json_object_new_int64(l->config_max));
+		json_object_object_add(o, "config_key", json_object_new_string(l->config_key));
+	}
 	return o;
 }
 
@@ -212,8 +227,8 @@ char *ab_report_json(const struct ab_report *r)
 	if (r->nfractions)
 		add_decision(o, r, &r->fractions[0]);
 	if (r->ok && r->nfractions && r->trials) {
-		struct json_object *l =
-			lengths_json(&r->trials->v[r->fractions[0].decision.chosen].lengths);
+		struct ab_lengths chosen = chosen_lengths(r);
+		struct json_object *l = lengths_json(&chosen);
 
 		if (l)
 			json_object_object_add(o, AB_FIELD_LENGTHS, l);
@@ -383,8 +398,11 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 		snprintf(ramp.key, sizeof(ramp.key), "%s", r->ramp_key ? r->ramp_key : "");
 		ab_ramp_text(&ramp, d->batch, r->devices, buf, buflen, &len);
 	}
-	if (r->trials)
-		ab_lengths_text(&r->trials->v[d->chosen].lengths, buf, buflen, &len);
+	if (r->trials) {
+		struct ab_lengths chosen = chosen_lengths(r);
+
+		ab_lengths_text(&chosen, buf, buflen, &len);
+	}
 	ab_append(buf, buflen, &len, "; confidence: %s", ab_confidence_tier(d->confidence));
 	if (d->margin_bytes) {
 		char m[32];

@@ -54,6 +54,8 @@ struct ab_report {
 	long ramp_start, ramp_step; /* the config's batch ramp-up (ramp_step 0: none) */
 	bool ramp_global;           /* of the global batch, else per device */
 	const char *ramp_key;       /* the switch trials turned it off with; or NULL */
+	long length_cap;            /* the config's maximum length, 0: none */
+	const char *length_cap_key;
 };
 
 /* The report as a JSON text (malloc'ed, one line). */

@@ -83,17 +83,17 @@ model = p.Model()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 pad = p.collate(512, "dynamic")
 for n in (40, 90, 60, 120, 30, 200):
-    b = pad([{"input_ids": list(range(1, n + 1))}] * c["batch_size"])
+    b = pad([{"input_ids": list(range(1, n + 1))}] * c["per_device_train_batch_size"])
     torch.nn.functional.cross_entropy(model(b["input_ids"], b["mask"]).flatten(0, 1), b["labels"].flatten()).backward()
     opt.step()
     opt.zero_grad()
 PY
-echo '{"batch_size": 2}' >"$dir/byhand.json"
+echo '{"per_device_train_batch_size": 2, "max_length": 512}' >"$dir/byhand.json"
 "$PROBE" run --device host:capacity=600MiB --fraction 0.8 --hook-dir "$HOOK_DIR" --max 8 \
-	--config "$dir/byhand.json" --key batch_size --json "$dir/byhand.report" \
+	--config "$dir/byhand.json" --json "$dir/byhand.report" \
 	-- "$PY" "$dir/byhand.py" "$dir/byhand.json" "$here" 2>"$dir/byhand.err" >/dev/null
-check "batches built by hand that vary in length: the decision says the run's longest is unknown, and the report too" \
-	sh -c "grep -q 'batches varied in length (40 to 120) and autobatch could not see the run.s longest' '$dir/byhand.err' &&
-	       [ \"\$($F '$dir/byhand.report' 'r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"varies\"]')\" = '(None, True)' ]" ||
+check "batches built by hand that vary in length: the decision says the run's longest is unknown, up to the config's max_length, and the report too" \
+	sh -c "grep -q 'batches varied in length (40 to 120) and autobatch could not see the run.s longest (no DataLoader over a sized dataset): a longer batch, up to the config.s max_length of 512, may not fit' '$dir/byhand.err' &&
+	       [ \"\$($F '$dir/byhand.report' 'r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"varies\"], r[\"lengths\"][\"config_max\"]')\" = '(None, True, 512)' ]" ||
 	cat "$dir/byhand.err" >&2
 exit $failed
