@@ -335,8 +335,8 @@ int cmd_run(int argc, char **argv)
 	r.warm_batch = o.warm_start;
 	r.accum_key = s.exec.accum_key;
 	r.config_accum = o.config_accum;
-	r.ramp_start = o.ramp_start, r.ramp_step = o.ramp_step, r.ramp_global = o.ramp_global;
-	r.ramp_key = o.ramp_key;
+	r.ramp = (struct ab_ramp){o.ramp_start, o.ramp_step, o.ramp_global, ""};
+	snprintf(r.ramp.key, sizeof(r.ramp.key), "%s", o.ramp_key ? o.ramp_key : "");
 	r.length_cap = o.length_cap, r.length_cap_key = o.length_cap_key;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;

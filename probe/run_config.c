@@ -25,13 +25,6 @@ void start_from_value(const char *value, long *start)
 		*start = (long)v;
 }
 
-static bool has_key(const struct ab_config *cfg, int document, const char *key)
-{
-	const struct ab_node *n;
-
-	return ab_config_find(cfg, key, document, &n, NULL, 0) == 0;
-}
-
 /* The accumulation key: --accum-key, else the preset's when the file has it; and the value
  * the file gives it (a trial runs with 1 there). */
 static int accum_key(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
@@ -83,8 +76,7 @@ static int ramp_up(struct run_opts *o, const struct ab_config *cfg, const struct
 	    (!strcmp(on, "true") || !strcmp(on, "True") || !strcmp(on, "1"))) {
 		r = AB_ROLE_RAMP_START;
 		o->ramp_key = p->keys[AB_ROLE_RAMP_SWITCH];
-	} else if (!p->keys[AB_ROLE_GLOBAL_RAMP_START] ||
-		   !has_key(cfg, o->document, p->keys[AB_ROLE_GLOBAL_RAMP_START])) {
+	} else if (!ab_config_has(cfg, p->keys[AB_ROLE_GLOBAL_RAMP_START], o->document)) {
 		return 0;
 	}
 	o->ramp_start = whole(cfg, o->document, p->keys[r]);

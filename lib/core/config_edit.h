@@ -60,6 +60,9 @@ void ab_config_free(struct ab_config *cfg);
 int ab_config_find(const struct ab_config *cfg, const char *key, int document,
 		   const struct ab_node **out, char *err, size_t errlen);
 
+/* Whether the file has key (NULL: no) as ab_config_find finds it, saying nothing. */
+bool ab_config_has(const struct ab_config *cfg, const char *key, int document);
+
 /* The scalar's text as a program reading the file sees it. */
 int ab_config_get(const struct ab_config *cfg, const char *key, int document, char *buf,
 		  size_t buflen, char *err, size_t errlen);

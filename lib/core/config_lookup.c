@@ -328,6 +328,13 @@ static int resolve(const struct lookup *l, const struct ab_node *root,
 	return 0;
 }
 
+bool ab_config_has(const struct ab_config *cfg, const char *key, int document)
+{
+	const struct ab_node *n;
+
+	return key && ab_config_find(cfg, key, document, &n, NULL, 0) == 0;
+}
+
 int ab_config_find(const struct ab_config *cfg, const char *key, int document,
 		   const struct ab_node **out, char *err, size_t errlen)
 {

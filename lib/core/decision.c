@@ -86,18 +86,16 @@ void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_
 		ab_append(buf, buflen, len, "; measured at length %ld, the longest of %ld of %ld "
 					    "samples read in time: a longer one may not fit",
 			  l->max, l->read, l->samples);
-	else if (l->max && l->min != l->max && l->config_max > l->max)
+	else if (l->max && l->min != l->max) {
 		ab_append(buf, buflen, len, "; the trials' batches varied in length (%ld to %ld) "
 					    "and autobatch could not see the run's longest (no "
-					    "DataLoader over a sized dataset): a longer batch, up to "
-					    "the config's %s of %ld, may not fit",
-			  l->min, l->max, l->config_key, l->config_max);
-	else if (l->max && l->min != l->max)
-		ab_append(buf, buflen, len, "; the trials' batches varied in length (%ld to %ld) "
-					    "and autobatch could not see the run's longest (no "
-					    "DataLoader over a sized dataset): a longer batch may "
-					    "not fit",
+					    "DataLoader over a sized dataset): a longer batch",
 			  l->min, l->max);
+		if (l->config_max > l->max)
+			ab_append(buf, buflen, len, ", up to the config's %s of %ld,", l->config_key,
+				  l->config_max);
+		ab_append(buf, buflen, len, " may not fit");
+	}
 }
 
 void ab_ramp_text(const struct ab_ramp *r, long batch, long devices, char *buf, size_t buflen,

@@ -140,22 +140,15 @@ int ab_preset_lookup(const char *name, const struct ab_preset **out, char *err, 
 		       name);
 }
 
-static bool has_key(const struct ab_config *cfg, int document, const char *key)
-{
-	const struct ab_node *n;
-
-	return key && ab_config_find(cfg, key, document, &n, NULL, 0) == 0;
-}
-
 /* How well the file matches the preset's training keys: its micro-batch key counts twice,
  * accumulation, global and eval batch once each (a DeepSpeed file may name only
  * train_batch_size). */
 static int score(const struct ab_preset *p, const struct ab_config *cfg, int document)
 {
-	int s = 2 * has_key(cfg, document, p->keys[AB_ROLE_MICRO_BATCH]);
+	int s = 2 * ab_config_has(cfg, p->keys[AB_ROLE_MICRO_BATCH], document);
 
 	for (int r = AB_ROLE_GRAD_ACCUM; r <= AB_ROLE_EVAL_BATCH; r++)
-		s += has_key(cfg, document, p->keys[r]);
+		s += ab_config_has(cfg, p->keys[r], document);
 	return s;
 }
 
@@ -201,7 +194,7 @@ int ab_preset_detect_model(const struct ab_config *cfg, int document,
 		int s = 0;
 
 		for (int r = AB_ROLE_HIDDEN; r <= AB_ROLE_VOCAB; r++)
-			s += has_key(cfg, document, ab_presets[i].keys[r]);
+			s += ab_config_has(cfg, ab_presets[i].keys[r], document);
 		if (s > best) {
 			best = s;
 			*out = &ab_presets[i];

@@ -99,9 +99,6 @@ static void add_decision(struct json_object *o, const struct ab_report *r,
 	json_object_object_add(o, "past_budget", json_object_new_int64((int64_t)d->past_budget));
 }
 
-/* What the chosen trial's batches were measured at, against the longest the run can draw:
- * "measured" (the steps' longest padded length), "run_longest" (null: unknown), "read" of
- * "samples", "longest_first". NULL when the program said nothing of lengths. */
 /* The chosen trial's lengths, with the config's cap. */
 static struct ab_lengths chosen_lengths(const struct ab_report *r)
 {
@@ -113,6 +110,10 @@ static struct ab_lengths chosen_lengths(const struct ab_report *r)
 	return l;
 }
 
+/* What the chosen trial's batches were measured at, against the longest the run can draw:
+ * "measured" (the steps' longest padded length), "run_longest" (null: unknown), "read" of
+ * "samples", "longest_first", the config's cap. NULL when the program said nothing of
+ * lengths. */
 static struct json_object *lengths_json(const struct ab_lengths *l)
 {
 	struct json_object *o;
@@ -265,15 +266,15 @@ char *ab_report_json(const struct ab_report *r)
 		json_object_object_add(a, "config", json_object_new_int64(r->config_accum));
 		json_object_object_add(o, AB_FIELD_TRIAL_ACCUM, a);
 	}
-	if (r->ramp_step > 0) { /* the batch ramp-up the choice keeps */
+	if (r->ramp.step > 0) { /* the batch ramp-up the choice keeps */
 		struct json_object *a = json_object_new_object();
 
-		json_object_object_add(a, "of", json_object_new_string(r->ramp_global ? "global"
+		json_object_object_add(a, "of", json_object_new_string(r->ramp.global ? "global"
 										       : "device"));
-		json_object_object_add(a, "start", json_object_new_int64(r->ramp_start));
-		json_object_object_add(a, "step", json_object_new_int64(r->ramp_step));
+		json_object_object_add(a, "start", json_object_new_int64(r->ramp.start));
+		json_object_object_add(a, "step", json_object_new_int64(r->ramp.step));
 		json_object_object_add(a, "trials_off",
-				       r->ramp_key ? json_object_new_string(r->ramp_key) : NULL);
+				       r->ramp.key[0] ? json_object_new_string(r->ramp.key) : NULL);
 		json_object_object_add(o, AB_FIELD_RAMP_UP, a);
 	}
 	/* trials run at once, one per GPU (1: one after another), and in how many rounds */
@@ -315,14 +316,13 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 		snprintf(rate, sizeof(rate), ", %.0f samples/s", t->samples_per_s);
 	ab_append(buf, buflen, &len, "trial %zu: batch %ld %s", index + 1, t->batch,
 		  t->runs > 1 ? "again: " : "");
-	if (t->oom && t->alloc_retries) {
-		ab_append(buf, buflen, &len, "does not fit: PyTorch's allocator ran out and freed its "
-					     "cache to retry %ld time%s",
-			  t->alloc_retries, t->alloc_retries == 1 ? "" : "s");
-	} else if (t->oom) {
-		ab_append(buf, buflen, &len, "does not fit: out of memory");
-	}
 	if (t->oom) {
+		if (t->alloc_retries)
+			ab_append(buf, buflen, &len, "does not fit: PyTorch's allocator ran out and "
+						     "freed its cache to retry %ld time%s",
+				  t->alloc_retries, t->alloc_retries == 1 ? "" : "s");
+		else
+			ab_append(buf, buflen, &len, "does not fit: out of memory");
 		if (t->floor_bytes)
 			ab_append(buf, buflen, &len, ", peak at least %s",
 				  ab_format_size(t->floor_bytes, peak, sizeof(peak)));
@@ -392,12 +392,7 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 		ab_append(buf, buflen, &len, "; %.1fx the starting batch %ld", (double)d->batch /
 											(double)d->start_batch,
 			  d->start_batch);
-	if (r->ramp_step > 0) {
-		struct ab_ramp ramp = {r->ramp_start, r->ramp_step, r->ramp_global, ""};
-
-		snprintf(ramp.key, sizeof(ramp.key), "%s", r->ramp_key ? r->ramp_key : "");
-		ab_ramp_text(&ramp, d->batch, r->devices, buf, buflen, &len);
-	}
+	ab_ramp_text(&r->ramp, d->batch, r->devices, buf, buflen, &len);
 	if (r->trials) {
 		struct ab_lengths chosen = chosen_lengths(r);
 

@@ -51,9 +51,7 @@ struct ab_report {
 	long warm_batch;                   /* the batch it verified first */
 	const char *accum_key; /* trials ran with 1 here instead of config_accum; or NULL */
 	long config_accum;
-	long ramp_start, ramp_step; /* the config's batch ramp-up (ramp_step 0: none) */
-	bool ramp_global;           /* of the global batch, else per device */
-	const char *ramp_key;       /* the switch trials turned it off with; or NULL */
+	struct ab_ramp ramp;        /* the config's batch ramp-up (step 0: none) */
 	long length_cap;            /* the config's maximum length, 0: none */
 	const char *length_cap_key;
 };
