@@ -95,6 +95,10 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 		return rc;
 	/* the cache keys on them; a step over several is probed on its smallest */
 	ab_srun_gpu_models((*pl)->job.nodelist, &(*pl)->models);
+	/* the step's GPU request shapes its trials and a per-device batch's replicas: the cache
+	 * keys on it, and a hit's accumulation is computed from it */
+	if ((rc = ab_probe_read_job(&(*pl)->job, err, errlen)) < 0)
+		return rc;
 	ab_srun_cache_open(&c->site, &cache);
 	if (ab_srun_cache_lookup(*pl, &cache, entry, sizeof(entry), &res, &json) == 0) {
 		(*pl)->cached = true;

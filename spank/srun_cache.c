@@ -47,6 +47,8 @@ static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 	for (int i = 0; i < pl->job.argc; i++)
 		ab_hash_str(h, pl->job.argv[i]);
 	ab_hash_str(h, pl->keys.micro);
+	for (int i = 0; i < pl->job.step_gpus.n; i++) /* --gpus-per-task=4 is not =2 */
+		ab_hash_str(h, pl->job.step_gpus.opt[i]);
 	/* the config less its batch values, as plan_job fingerprinted it: no second read */
 	if (req->config[0] && warm)
 		ab_hash_add(h, &pl->warm_fingerprint, sizeof(pl->warm_fingerprint));

@@ -272,8 +272,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 		eval_batch = res.eval_batch;
 	} else if (!d->ctrl_c) { /* a Ctrl-C can end the wait for the lock */
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
-		if ((rc = ab_probe_read_job(&pl->job, err, errlen)) == 0 &&
-		    (rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
+		if ((rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
 			rc = probe(d, &res, &eval_batch, &json, err, errlen);
 		if (rc == 0 && pl->bound && ab_probe_per_rank_limits(&pl->job)) {
 			json = ab_result_with_models(json, &pl->models, NULL);

@@ -126,14 +126,28 @@ config_rewritten() {
 
 @test "a MaxText config, one task driving 4 GPUs: the global batch is divided among the GPUs, not the tasks" {
 	printf 'per_device_batch_size: 8\ngradient_accumulation_steps: 1\nwidth: 128\nactivation_kib: 1024\n' >mt.yaml
-	run --separate-stderr srun_t -N1 -n1 --gpus-per-task=4 --autobatch=0.8 --autobatch-config=mt.yaml \
-		--autobatch-global-batch=1024 bash -c \
-		'toy_train --config mt.yaml >/dev/null; echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	mt_srun() {
+		srun_t -N1 -n1 --gpus-per-task="$1" --autobatch=0.8 --autobatch-config=mt.yaml \
+			--autobatch-global-batch=1024 bash -c \
+			'toy_train --config mt.yaml >/dev/null; echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	}
+	run --separate-stderr mt_srun 4
 	[ "$status" -eq 0 ]
 	# 4 replicas: 128 x 2 x 4 = 1024 (the task count, 1, would have made the accumulation 8)
 	[ "$(grep -c '^ENV 128 2 1024$' <<<"$output")" -eq 1 ]
 	grep -q '^gradient_accumulation_steps: 2$' mt.yaml
 	assert_line_in "4 data-parallel replicas (the step's 4 GPUs, driven by 1 task: the batch is per device)" "$stderr"
+
+	# the same srun again: a cache hit, whose accumulation is still the 4 GPUs'
+	run --separate-stderr mt_srun 4
+	[ "$status" -eq 0 ]
+	assert_line_in "cached decision: batch 128 (gradient accumulation 2, global 1024)" "$stderr"
+	[ "$output" = "ENV 128 2 1024" ]
+	# 2 GPUs: not that entry (its trials and replicas differ); 128 x 4 x 2 = 1024
+	run --separate-stderr mt_srun 2
+	[ "$status" -eq 0 ]
+	assert_line_in "chose batch 128 (gradient accumulation 4, global 1024)" "$stderr"
+	[ "$output" = "ENV 128 4 1024" ]
 }
 
 @test "admin bounds shape the probe that runs: max_fraction clamps the target" {
