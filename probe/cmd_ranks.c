@@ -68,6 +68,8 @@ struct ranks {
 	char **argv;
 	size_t merged;     /* step lines written to the trial's report */
 	bool lengths_said; /* the ranks' "lengths" line written (merge_lengths) */
+	bool eval_said;    /* their "eval_batches" line written (merge_evidence) */
+	long retries;      /* the largest "alloc_retries" written */
 	struct rank *r;
 	/* --nodes: the trial is a Slurm step over nodes, launched by srun, whose output is read */
 	const char *nodes;
@@ -216,6 +218,27 @@ static void merge_lengths(struct ranks *rs)
 	}
 }
 
+/* What any rank said of allocator retries (any is an OOM of the trial), and, once every rank
+ * said it, the evaluation after the last step: the fewest batches a rank evaluated. */
+static void merge_evidence(struct ranks *rs)
+{
+	long seen = LONG_MAX, retries = 0;
+
+	for (int i = 0; i < rs->n; i++) {
+		const struct ab_trial_report *rep = &rs->r[i].w.rep;
+
+		retries = rep->alloc_retries > retries ? rep->alloc_retries : retries;
+		seen = !rep->eval_said ? -1 : seen < 0 || rep->eval_batches > seen ? seen
+										: rep->eval_batches;
+	}
+	if (retries > rs->retries)
+		dprintf(rs->out, "{\"alloc_retries\": %ld}\n", rs->retries = retries);
+	if (!rs->eval_said && seen >= 0 && rs->n > 0) {
+		dprintf(rs->out, "{\"eval_batches\": %ld}\n", seen);
+		rs->eval_said = true;
+	}
+}
+
 /* The steps every rank has taken, each as long as its slowest rank's and of the samples of
  * every rank (each its own report's, else the batch): the whole step's throughput, which the
  * throughput objective ranks a distributed step's batches by. */
@@ -244,6 +267,7 @@ static void merge_steps(struct ranks *rs)
 		dprintf(rs->out, "{\"step_s\": %.9f, \"samples\": %.0f%s}\n", slowest, samples, said);
 	}
 	merge_lengths(rs);
+	merge_evidence(rs);
 	if (rs->merged > before)
 		write_peaks(rs);
 }

@@ -148,6 +148,7 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	s->exec = (struct ab_exec){
 		.argv = s->ranks_argv ? s->ranks_argv : o->command, .config = o->config, .key = o->key, .document = o->document,
 		.accum_key = o->config_accum > 1 ? o->accum_key : NULL, .ramp_key = o->ramp_key,
+		.eval_key = o->eval_key,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
 		.max_trial_seconds = o->max_trial_seconds,
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
@@ -338,6 +339,7 @@ int cmd_run(int argc, char **argv)
 	r.ramp = (struct ab_ramp){o.ramp_start, o.ramp_step, o.ramp_global, ""};
 	snprintf(r.ramp.key, sizeof(r.ramp.key), "%s", o.ramp_key ? o.ramp_key : "");
 	r.length_cap = o.length_cap, r.length_cap_key = o.length_cap_key;
+	r.eval_every = o.eval_every, r.eval_key = o.eval_key;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
 	r.nothing_fits = !r.ok && fr[0].decision.nothing_fits;

@@ -54,6 +54,8 @@ struct run_opts {
 	const char *ramp_key;
 	long length_cap;            /* the config's maximum length (preset), 0: none */
 	const char *length_cap_key;
+	long eval_every;            /* the config evaluates inside training that often, 0: not */
+	const char *eval_key;
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds, max_trial_seconds;
 	bool keep;

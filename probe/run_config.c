@@ -59,6 +59,21 @@ static long whole(const struct ab_config *cfg, int document, const char *key)
 	return (long)v;
 }
 
+/* Evaluation inside training every N steps: a whole number of steps only (Lightning's
+ * val_check_interval of 0.25 or 1.0 is a share of the epoch, which no trial reaches). */
+static void eval_every(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p)
+{
+	const char *key = p ? p->keys[AB_ROLE_EVAL_EVERY] : NULL;
+	char value[64], none[AB_ERR_MAX];
+
+	if (!key || ab_config_get(cfg, key, o->document, value, sizeof(value), none,
+				  sizeof(none)) < 0 ||
+	    !value[0] || strspn(value, "0123456789") != strlen(value))
+		return;
+	if ((o->eval_every = whole(cfg, o->document, key)))
+		o->eval_key = key;
+}
+
 /* The preset's batch ramp-up, where the file turns one on: MaxText's per-device ramp (its
  * switch true, a start and a step), or a Megatron/NeMo global ramp ([start, step, samples]).
  * A ramp that is on but not whole numbers is an error naming the keys. */
@@ -95,6 +110,23 @@ static int ramp_up(struct run_opts *o, const struct ab_config *cfg, const struct
 	return 0;
 }
 
+/* With --key (the plugin always names it): the preset that --preset names, else the one the
+ * file's keys make it, when its batch key is that key; NULL otherwise. Its other keys
+ * (accumulation, ramp-up, lengths, evaluation) then mean what they mean for that framework. */
+static const struct ab_preset *preset_of_key(const struct run_opts *o, const struct ab_config *cfg)
+{
+	const struct ab_preset *p = NULL;
+	char none[AB_ERR_MAX];
+
+	if (o->preset ? ab_preset_lookup(o->preset, &p, none, sizeof(none)) < 0
+		      : ab_preset_detect(cfg, o->document, &p, none, sizeof(none)) < 0)
+		return NULL;
+	if ((p->keys[AB_ROLE_MICRO_BATCH] && !strcmp(p->keys[AB_ROLE_MICRO_BATCH], o->key)) ||
+	    (p->keys[AB_ROLE_EVAL_BATCH] && !strcmp(p->keys[AB_ROLE_EVAL_BATCH], o->key)))
+		return p;
+	return NULL;
+}
+
 int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 {
 	const struct ab_preset *p = NULL;
@@ -119,6 +151,8 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 								  "name it with --key KEY",
 					     p->name);
 		}
+	} else {
+		p = preset_of_key(o, cfg);
 	}
 	if (rc == 0)
 		rc = ab_config_get(cfg, o->key, o->document, value, sizeof(value), err, errlen);
@@ -130,6 +164,8 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 		rc = ramp_up(o, cfg, p, err, errlen);
 	if (rc == 0 && p && (o->length_cap = whole(cfg, o->document, p->keys[AB_ROLE_MAX_LENGTH])))
 		o->length_cap_key = p->keys[AB_ROLE_MAX_LENGTH];
+	if (rc == 0)
+		eval_every(o, cfg, p);
 	ab_config_free(cfg);
 	return rc;
 }

@@ -111,6 +111,35 @@ void ab_ramp_text(const struct ab_ramp *r, long batch, long devices, char *buf, 
 			  r->start, r->step, batch, devices > 0 ? devices : 1);
 }
 
+void ab_eval_in_training_text(const struct ab_eval_in_training *e, char *buf, size_t buflen,
+			      size_t *len)
+{
+	if (e->every > 0 && e->seen > 0)
+		ab_append(buf, buflen, len, "; the peak holds evaluation inside training (%s %ld: "
+					    "%ld eval batches after the trial's last step)",
+			  e->key, e->every, e->seen);
+	else if (e->every > 0)
+		ab_append(buf, buflen, len, "; the config evaluates inside training (%s %ld), but "
+					    "the trial saw no evaluation after its steps: its peak "
+					    "is not in this decision",
+			  e->key, e->every);
+}
+
+/* The report's "eval_in_training" (lib/probe/report.c). */
+static void read_eval_in_training(struct json_object *o, struct ab_eval_in_training *e)
+{
+	struct json_object *g;
+
+	if (!json_object_object_get_ex(o, AB_FIELD_EVAL_IN_TRAINING, &g) ||
+	    !json_object_is_type(g, json_type_object) ||
+	    !get_long(g, "every", 1, 1L << 40, &e->every) ||
+	    !get_long(g, "seen", 0, 1L << 40, &e->seen)) {
+		e->every = e->seen = 0;
+		return;
+	}
+	get_text(g, "key", e->key, sizeof(e->key));
+}
+
 /* The report's "ramp_up" (lib/probe/report.c). */
 static void read_ramp(struct json_object *o, struct ab_ramp *r)
 {
@@ -180,6 +209,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	read_warm(o, r);
 	read_lengths(o, &r->lengths);
 	read_ramp(o, &r->ramp);
+	read_eval_in_training(o, &r->eval_in_training);
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);

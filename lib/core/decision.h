@@ -42,6 +42,18 @@ struct ab_ramp {
 void ab_ramp_text(const struct ab_ramp *r, long batch, long devices, char *buf, size_t buflen,
 		  size_t *len);
 
+/* Evaluation inside training (the report's "eval_in_training"; every 0: none configured):
+ * the config evaluates every `every` steps (`key`); the chosen batch's trial evaluated
+ * `seen` batches after its last training step (0: its program did not evaluate). */
+struct ab_eval_in_training {
+	long every, seen;
+	char key[64];
+};
+
+/* Appends what the decision line says of it: in the peak, or not seen (nothing without). */
+void ab_eval_in_training_text(const struct ab_eval_in_training *e, char *buf, size_t buflen,
+			      size_t *len);
+
 struct ab_result {
 	bool ok;
 	bool interrupted;      /* the probe was stopped by a signal (Ctrl-C, a cancel) */
@@ -66,6 +78,7 @@ struct ab_result {
 	bool per_rank_limits; /* or each trial the whole step, each rank held to its own GPU */
 	struct ab_lengths lengths; /* the report's "lengths" */
 	struct ab_ramp ramp;       /* the report's "ramp_up" */
+	struct ab_eval_in_training eval_in_training; /* the report's "eval_in_training" */
 };
 
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for

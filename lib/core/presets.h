@@ -36,6 +36,9 @@ enum ab_role {
 	/* the longest sequence the run trains on (truncation, or padding to it): a cap on what
 	 * dynamic padding can reach, said where the step hook cannot read the dataset */
 	AB_ROLE_MAX_LENGTH,
+	/* evaluation inside training every N steps: a trial evaluates after its last step, so
+	 * that the peak holds the eval loop beside the optimizer's state */
+	AB_ROLE_EVAL_EVERY,
 	AB_ROLE_COUNT
 };
 

@@ -45,6 +45,8 @@
 #define AB_ENV_TRIAL_STEPS "AUTOBATCH_TRIAL_STEPS"
 #define AB_ENV_TRIAL_REPORT "AUTOBATCH_TRIAL_REPORT"
 #define AB_ENV_TRIAL_PHASE "AUTOBATCH_TRIAL_PHASE"
+/* "1": the config evaluates inside training; the trial evaluates after its last step */
+#define AB_ENV_TRIAL_EVAL "AUTOBATCH_TRIAL_EVAL"
 /* "1" in a trial step's task: each Python process writes its own report, REPORT.pid.PID (a
  * launcher's workers, each sized as a rank) */
 #define AB_ENV_TRIAL_PER_PROCESS "AUTOBATCH_TRIAL_PER_PROCESS"
@@ -106,6 +108,8 @@ bool ab_env_reshapes_srun(const char *entry);
 #define AB_FIELD_RANKS "ranks"       /* ranks (tasks) of each trial (1: one process) */
 #define AB_FIELD_TRIAL_NODES "trial_nodes" /* each trial a step of the job over N nodes; 0: not */
 #define AB_FIELD_RAMP_UP "ramp_up" /* {"of": "device"|"global", "start", "step", "trials_off"} */
+/* {"key", "every", "seen"}: evaluation inside training, and its batches the chosen trial ran */
+#define AB_FIELD_EVAL_IN_TRAINING "eval_in_training"
 #define AB_FIELD_LENGTHS "lengths" /* what the chosen batch was measured at, of the run's longest */
 #define AB_FIELD_PER_SAMPLE "per_sample_bytes" /* the memory line's slope at the choice */
 #define AB_FIELD_WARM_START "warm_start" /* {"from": entry, "batch": B, "verified": bool} */

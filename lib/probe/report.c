@@ -22,6 +22,8 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	json_object_object_add(o, "fits", json_object_new_boolean(fits));
 	if (t->oom)
 		json_object_object_add(o, "oom", json_object_new_boolean(true));
+	if (t->eval_batches) /* evaluation inside training after its steps, in its peak */
+		json_object_object_add(o, "eval_batches", json_object_new_int64(t->eval_batches));
 	if (t->alloc_retries) /* the allocator's retries that made it an OOM */
 		json_object_object_add(o, "alloc_retries", json_object_new_int64(t->alloc_retries));
 	if (t->oom && t->floor_bytes) /* what the OOM said the peak was, at least */
@@ -108,6 +110,17 @@ static struct ab_lengths chosen_lengths(const struct ab_report *r)
 	snprintf(l.config_key, sizeof(l.config_key), "%s",
 		 r->length_cap_key ? r->length_cap_key : "");
 	return l;
+}
+
+/* The config's evaluation inside training, and how much of it the chosen trial ran. */
+static struct ab_eval_in_training chosen_eval(const struct ab_report *r)
+{
+	struct ab_eval_in_training e = {r->eval_every, 0, ""};
+
+	if (r->ok && r->eval_every > 0 && r->trials && r->nfractions > 0)
+		e.seen = r->trials->v[r->fractions[0].decision.chosen].eval_batches;
+	snprintf(e.key, sizeof(e.key), "%s", r->eval_key ? r->eval_key : "");
+	return e;
 }
 
 /* What the chosen trial's batches were measured at, against the longest the run can draw:
@@ -233,6 +246,15 @@ char *ab_report_json(const struct ab_report *r)
 
 		if (l)
 			json_object_object_add(o, AB_FIELD_LENGTHS, l);
+	}
+	if (r->ok && r->eval_every > 0 && r->trials && r->nfractions > 0) {
+		struct ab_eval_in_training e = chosen_eval(r);
+		struct json_object *a = json_object_new_object();
+
+		json_object_object_add(a, "key", json_object_new_string(e.key));
+		json_object_object_add(a, "every", json_object_new_int64(e.every));
+		json_object_object_add(a, "seen", json_object_new_int64(e.seen));
+		json_object_object_add(o, AB_FIELD_EVAL_IN_TRAINING, a);
 	}
 	for (size_t i = 0; r->trials && i < r->trials->n; i++)
 		json_object_array_add(trials, trial_json(&r->trials->v[i], limit));
@@ -396,7 +418,10 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 	if (r->trials) {
 		struct ab_lengths chosen = chosen_lengths(r);
 
+		struct ab_eval_in_training e = chosen_eval(r);
+
 		ab_lengths_text(&chosen, buf, buflen, &len);
+		ab_eval_in_training_text(&e, buf, buflen, &len);
 	}
 	ab_append(buf, buflen, &len, "; confidence: %s", ab_confidence_tier(d->confidence));
 	if (d->margin_bytes) {

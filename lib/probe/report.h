@@ -54,6 +54,8 @@ struct ab_report {
 	struct ab_ramp ramp;        /* the config's batch ramp-up (step 0: none) */
 	long length_cap;            /* the config's maximum length, 0: none */
 	const char *length_cap_key;
+	long eval_every;            /* the config evaluates inside training that often, 0: not */
+	const char *eval_key;
 };
 
 /* The report as a JSON text (malloc'ed, one line). */

@@ -37,6 +37,7 @@ struct ab_trial {
 	uint64_t rank_peak[AB_REPORT_MAX_RANKS]; /* each rank's peak */
 	struct ab_lengths lengths; /* its batches' lengths, where they vary (exec: the hook's) */
 	long alloc_retries;        /* PyTorch freed its cache and retried this often: an OOM */
+	long eval_batches;         /* evaluation inside training after its last step: batches */
 };
 
 /* The evidence a fit needs: a warm-up step, then at least one measured step. */

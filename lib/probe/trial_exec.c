@@ -128,6 +128,8 @@ static void child(void *arg)
 	setenv(AB_ENV_TRIAL_STEPS, value, 1);
 	setenv(AB_ENV_TRIAL_REPORT, f->report, 1);
 	setenv(AB_ENV_TRIAL_PHASE, x->phase, 1);
+	if (x->eval_key)
+		setenv(AB_ENV_TRIAL_EVAL, "1", 1);
 	if (f->config[0])
 		setenv(AB_ENV_CONFIG, f->config, 1);
 	if (x->hook_dir && python_path(x->hook_dir) < 0)
@@ -221,6 +223,7 @@ struct watching {
 	struct ab_report_watch *w;
 	struct outcome *o;
 	double first, done, next_note; /* seconds since the start; 0: not yet */
+	double stepped; /* its steps were seen, its evaluation inside training awaited; 0: not */
 	bool told_window;
 };
 
@@ -239,6 +242,9 @@ static enum ending deadline(const struct watching *t, double elapsed)
 		return elapsed > x->startup_seconds ? ENDED_STARTUP : ENDED_ITSELF;
 	since = elapsed - t->first;
 	longest = longest_step(&t->w->rep);
+	if (t->stepped > 0) /* an evaluation gets a step's window; without it, it is not seen */
+		return elapsed - t->stepped > step_window(x, t->batch, longest) ? ENDED_DONE
+										 : ENDED_ITSELF;
 	if (t->w->rep.steps >= AB_TRIAL_MIN_STEPS && since + longest > x->trial_seconds)
 		return ENDED_DONE;
 	return since > step_window(x, t->batch, longest) ? ENDED_STEPS : ENDED_ITSELF;
@@ -284,7 +290,9 @@ static bool watch_trial(void *arg, pid_t pid, double elapsed)
 	ab_report_watch_read(t->w, false);
 	if (t->w->rep.steps > 0 && t->first == 0)
 		t->first = elapsed;
-	if (t->w->rep.steps >= (size_t)t->x->steps + 1 && t->done == 0)
+	if (t->w->rep.steps >= (size_t)t->x->steps + 1 && t->done == 0 && t->stepped == 0)
+		t->stepped = elapsed;
+	if (t->stepped > 0 && t->done == 0 && (!t->x->eval_key || t->w->rep.eval_said))
 		t->done = elapsed;
 	if (t->first > 0 && !t->told_window)
 		tell_window(t);
@@ -301,7 +309,7 @@ static bool watch_trial(void *arg, pid_t pid, double elapsed)
 static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc,
 		       struct ab_report_watch *w, struct outcome *o)
 {
-	struct watching t = {x, batch, w, o, 0, 0, NOTE_FIRST_SECONDS, false};
+	struct watching t = {x, batch, w, o, 0, 0, NOTE_FIRST_SECONDS, 0, false};
 	double start = ab_now();
 
 	if (ab_proc_wait(proc, &(struct ab_proc_watch){
@@ -476,6 +484,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->bound_capacity_bytes = rep->bound_capacity_bytes;
 	memcpy(out->rank_peak, rep->rank_peak, sizeof(out->rank_peak));
 	out->lengths = rep->lengths;
+	out->eval_batches = rep->eval_batches;
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included; allocations PyTorch could
 	 * make only after freeing its whole cache are one (Composer halves its batch on them) */
@@ -534,7 +543,7 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	char **argv = NULL, **owned = NULL, *log = NULL;
 	size_t len, nargs = 0;
 	struct ab_trial_place place = {x->workdir, x->config, x->key, x->accum_key, x->document,
-				       x->ramp_key};
+				       x->ramp_key, x->eval_key, x->steps + 1};
 	struct ab_trial_files f;
 	struct ab_proc proc;
 	int rc;

@@ -35,6 +35,9 @@ struct ab_exec {
 	const char *key;        /* the batch key written into the config copy */
 	const char *accum_key;  /* the accumulation key, written as 1 into the copy; or NULL */
 	const char *ramp_key;   /* a batch ramp-up's switch, written false into it; or NULL */
+	/* the config evaluates inside training (this key): the copy evaluates after the trial's
+	 * last step, and the trial is awaited through that evaluation; or NULL */
+	const char *eval_key;
 	int document;           /* -1: the key's only document */
 	const char *phase;      /* "train" or "eval" */
 	int steps;              /* AUTOBATCH_TRIAL_STEPS, measured after one warm-up step */

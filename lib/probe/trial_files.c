@@ -197,7 +197,8 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 	/* peak memory does not depend on how many micro-batches are accumulated, a step's time
 	 * does: a trial's optimizer step is one micro-batch; and a batch ramp-up would run the
 	 * ramp's start, not the trial's batch */
-	struct ab_edit e[3] = {{t->key, value}};
+	struct ab_edit e[4] = {{t->key, value}};
+	char at[16];
 	size_t len, n = 1;
 	int rc;
 
@@ -211,6 +212,9 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 		e[n++] = (struct ab_edit){t->accum_key, "1"};
 	if (t->ramp_key)
 		e[n++] = (struct ab_edit){t->ramp_key, "false"};
+	snprintf(at, sizeof(at), "%d", t->eval_at);
+	if (t->eval_key) /* the run's evaluation comes right after the trial's last step */
+		e[n++] = (struct ab_edit){t->eval_key, at};
 	rc = ab_config_apply(cfg, e, n, t->document, &out, &len, note,
 			     sizeof(note), err, errlen);
 	if (rc == 0 && (rc = write_file(f->config, out, len)) < 0)

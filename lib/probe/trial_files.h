@@ -28,6 +28,8 @@ struct ab_trial_place {
 	const char *accum_key; /* the accumulation key, written as 1 into the copy; or NULL */
 	int document;       /* -1: the key's only document */
 	const char *ramp_key; /* a batch ramp-up's switch, written false into it; or NULL */
+	const char *eval_key; /* evaluation inside training every N steps, written as eval_at */
+	int eval_at;          /* the trial's last step: the warm-up and the measured steps */
 };
 
 struct ab_trial_files {

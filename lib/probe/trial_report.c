@@ -134,6 +134,11 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 			r->alloc_retries = r->alloc_retries > (long)peak ? r->alloc_retries : (long)peak;
 			used = true;
 		}
+		if (number(obj, "eval_batches", LENGTH_MAX, &peak)) {
+			r->eval_batches = r->eval_said && r->eval_batches > (long)peak ? r->eval_batches
+										    : (long)peak;
+			r->eval_said = used = true;
+		}
 	}
 	json_object_put(obj);
 	r->bad_lines += !used;

@@ -39,6 +39,8 @@ struct ab_trial_report {
 	uint64_t bound_peak_bytes, bound_capacity_bytes;
 	struct ab_lengths lengths;
 	long alloc_retries; /* PyTorch's num_alloc_retries, the largest said (0: none) */
+	bool eval_said;     /* {"eval_batches": N}: the evaluation after the last step ran N */
+	long eval_batches;
 	size_t bad_lines;
 };
 

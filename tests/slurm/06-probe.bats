@@ -150,6 +150,19 @@ config_rewritten() {
 	[ "$output" = "ENV 128 4 1024" ]
 }
 
+@test "a MaxText batch ramp-up through srun: trials at the candidate, the choice a step of the ramp" {
+	printf 'per_device_batch_size: 8\nenable_rampup_batch_size: true\nper_device_batch_size_start: 4\nper_device_batch_size_increment: 12\nwidth: 128\nactivation_kib: 1024\n' >mt.yaml
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=mt.yaml \
+		toy_train --config mt.yaml
+	[ "$status" -eq 0 ]
+	b=$(sed -n 's/^per_device_batch_size: \([0-9]*\)$/\1/p' mt.yaml)
+	[ $(((b - 4) % 12)) -eq 0 ]
+	[ "$b" -gt 100 ] # about 128 of 205 MiB at 1 MiB a sample: 172 is 4 + 14 x 12
+	assert_line_in "a step of the batch ramp-up from 4 by 12 (trials ran it with enable_rampup_batch_size false)" "$stderr"
+	grep -q '^enable_rampup_batch_size: true$' mt.yaml # the run's own ramp, kept
+	grep -q "trial [0-9]*: batch $b fits" <<<"$stderr"
+}
+
 @test "admin bounds shape the probe that runs: max_fraction clamps the target" {
 	set_plugstack 'max_fraction=0.4'
 	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.9 --autobatch-config=cfg.yaml \

@@ -43,3 +43,19 @@ teardown() { reset_plugstack; }
 	[ "$(grep -c "^trained 4 updates at batch $b\$" <<<"$output")" -eq 2 ]
 	cmp -s orig.json cfg.json.autobatch~
 }
+
+@test "a trainer that evaluates inside training, through srun: sized for its train+eval peak" {
+	cp "$SRCDIR/tests/python/eval_train.py" .
+	echo '{"per_device_train_batch_size": 8, "eval_steps": 100, "max_steps": 4, "width": 64}' >eval.json
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=eval.json \
+		"$PY" eval_train.py eval.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("eval.json"))["per_device_train_batch_size"])')
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	[ "$b" -gt 8 ]
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	assert_line_in "the peak holds evaluation inside training (eval_steps 100: 2 eval batches after the trial's last step)" "$stderr"
+	grep -q '"eval_in_training":{"key":"eval_steps","every":100,"seen":2}' autobatch-*.json
+	grep -q '"eval_steps": 100' eval.json # the trials' copies evaluated at their last step
+	[ "$(grep -c "^trained 4 steps at batch $b, 0 evaluations" <<<"$output")" -eq 1 ]
+}

@@ -1135,11 +1135,50 @@ static void report_lengths(void **state)
 	assert_string_equal(line, ""); /* fixed shapes: nothing to say */
 }
 
+/* Evaluation inside training (issue 41): the hook's "eval_batches", the largest said; the
+ * report's "eval_in_training" as the plugin reads it back, and what the decision line says. */
+static void report_eval_in_training(void **state)
+{
+	static struct ab_trial_report r;
+	struct ab_result res;
+	const char *text = "{\"step_s\": 0.5}\n{\"eval_batches\": \"2\"}\n"
+			   "{\"eval_batches\": 2, \"peak_bytes\": 4096}\n{\"eval_batches\": -1}\n";
+	const char *json = "{\"status\": \"ok\", \"batch_size\": 64, \"fraction\": 0.8, "
+			   "\"eval_in_training\": {\"key\": \"eval_steps\", \"every\": 500, "
+			   "\"seen\": 2}}";
+	char line[512], why[256];
+	size_t len = 0;
+
+	(void)state;
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_true(r.eval_said);
+	assert_int_equal(r.eval_batches, 2);
+	assert_int_equal(r.peak_bytes, 4096);
+	assert_int_equal(r.bad_lines, 2); /* a string, a negative count */
+	text = "{\"step_s\": 0.5}\n";
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_false(r.eval_said);
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, why, sizeof(why)), 0);
+	assert_int_equal(res.eval_in_training.every, 500);
+	assert_int_equal(res.eval_in_training.seen, 2);
+	line[0] = '\0';
+	ab_eval_in_training_text(&res.eval_in_training, line, sizeof(line), &len);
+	assert_string_equal(line, "; the peak holds evaluation inside training (eval_steps 500: 2 "
+				  "eval batches after the trial's last step)");
+	res.eval_in_training.seen = 0, len = 0;
+	ab_eval_in_training_text(&res.eval_in_training, line, sizeof(line), &len);
+	assert_non_null(strstr(line, "saw no evaluation after its steps: its peak is not in"));
+	res.eval_in_training.every = 0, len = 0, line[0] = '\0';
+	ab_eval_in_training_text(&res.eval_in_training, line, sizeof(line), &len);
+	assert_string_equal(line, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(report_watch),
 		cmocka_unit_test(report_lengths),
+		cmocka_unit_test(report_eval_in_training),
 		cmocka_unit_test(host_memory),
 		cmocka_unit_test(parallel_rounds),
 		cmocka_unit_test(round_width),

@@ -8,9 +8,12 @@ which calls install() so that a PyTorch program that knows nothing of autobatch 
 through its optimizer steps and ends after the warm-up and the measured steps. In a trial
 the program's DataLoader draws the dataset's longest samples first (the run's worst batch,
 where batches are padded to their longest sample), and each step says how long its batches
-were. Standard library only; torch is touched only once the program itself imports it.
+were. Where the config evaluates inside training ($AUTOBATCH_TRIAL_EVAL=1; the probe's copy
+evaluates after the last step), the trial ends after that evaluation's first batches, with
+{"eval_batches": N} said. Standard library only; torch is touched only once the program itself imports it.
 """
 
+import atexit
 import importlib.abc
 import importlib.util
 import json
@@ -82,6 +85,10 @@ class Recorder:
         self.length = 0  # the longest batch of the step under way (0: not seen)
         self.armed = True  # the step's first module call is the model's: its inputs' length
         self.from_loader = False  # a DataLoader's batches say it: the module call need not
+        # the config evaluates inside training: after the last step, its evaluation is
+        # awaited (EVAL_BATCHES of it), so that the peak holds it beside the optimizer's state
+        self.eval_wanted = os.environ.get("AUTOBATCH_TRIAL_EVAL") == "1"
+        self.eval_batches = None  # None: not awaited yet; then the batches evaluated
 
     def write(self, record):
         if not self.path:
@@ -121,6 +128,10 @@ class Recorder:
         self.count += 1
         return self.count >= self.steps + 1
 
+    def evaluated(self):
+        """The evaluation after the last step ran (or a training step came instead)."""
+        self.write({"eval_batches": self.eval_batches or 0, "peak_bytes": peak_bytes()})
+
     def oom(self):
         # what the process held when it failed: the failed peak was at least that
         # (the probe adds the request the error message names)
@@ -159,6 +170,41 @@ def _end_trial():
     os._exit(0)
 
 
+EVAL_BATCHES = 2  # the longest first (the eval DataLoader's too): what its peak needs
+
+
+def _await_eval(rec):
+    """After the trial's last step, in a program that evaluates inside training: each
+    forward pass of the model without gradients (or in eval mode) is an eval batch, the
+    model being the outermost module called; after EVAL_BATCHES of them the trial ends."""
+    torch = sys.modules.get("torch")
+    hooks = getattr(getattr(getattr(torch, "nn", None), "modules", None), "module", None)
+    if not hasattr(hooks, "register_module_forward_hook"):
+        return False
+    state = {"depth": 0, "model": None, "eval": False}
+
+    def pre(module, args):
+        if state["depth"] == 0:
+            state["eval"] = not torch.is_grad_enabled() or not module.training
+            state["model"] = state["model"] or (id(module) if state["eval"] else None)
+            state["eval"] = state["eval"] and state["model"] == id(module)
+        state["depth"] += 1
+
+    def post(module, args, output):
+        state["depth"] = max(0, state["depth"] - 1)
+        if state["depth"] == 0 and state["eval"]:
+            rec.eval_batches += 1
+            if rec.eval_batches >= EVAL_BATCHES:
+                rec.evaluated()
+                _end_trial()
+
+    hooks.register_module_forward_pre_hook(pre)
+    hooks.register_module_forward_hook(post)
+    rec.eval_batches = 0
+    atexit.register(rec.evaluated)  # a program that ends on its own: what it evaluated
+    return True
+
+
 def _on_step():
     global _program_speaks
     if _program_speaks:
@@ -167,7 +213,10 @@ def _on_step():
     if rec.foreign():  # the program's own protocol lines win
         _program_speaks = True
         return
-    if rec.step():
+    if rec.eval_batches is not None:  # training went on: its evaluation came, or never will
+        rec.evaluated()
+        _end_trial()
+    if rec.step() and not (rec.eval_wanted and _await_eval(rec)):
         _end_trial()
 
 

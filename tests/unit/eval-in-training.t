@@ -1,0 +1,75 @@
+#!/bin/sh
+# eval-in-training.t - a plain PyTorch trainer that evaluates every eval_steps updates inside
+# training (tests/python/eval_train.py, Hugging Face's names; its eval batch 4x the train
+# batch, beside the optimizer's state and the gradients), probed through the step hook with
+# no code change: the trial's config copy evaluates right after the trial's last step, the
+# hook awaits that evaluation's first batches, and the choice holds for the train+eval peak
+# (issue 41). Without that the trials see training only and choose a batch whose first
+# evaluation goes over. A program that ignores the key gets a decision that says so.
+. "$(dirname "$0")/tap.sh"
+PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
+HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
+prog=$(cd "$(dirname "$0")/../python" && pwd)/eval_train.py
+export PROBE PEAKRUN
+dir=$(mktemp -d /tmp/autobatch-eval.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
+echo "1..5"
+python_or_skip "$PY" 'import torch' PyTorch 1 5
+. "$(dirname "$0")/../python/gpu-like-memory.sh"
+printf '%s\n' 'import json, sys' 'r = json.load(open(sys.argv[1]))' 'print(eval(sys.argv[2]))' >"$dir/field.py"
+field() { python3 "$dir/field.py" "$@"; }
+F="python3 $dir/field.py"
+# probe NAME CONFIG-JSON [HOOK-DIR [PROGRAM]]: the trainer at 0.8 of 412 MiB (330 MiB)
+probe() {
+	echo "$2" >"$dir/$1.json"
+	"$PROBE" run --device host:capacity=412MiB --fraction 0.8 --hook-dir "${3:-$HOOK_DIR}" \
+		--steps 1 $EXTRA --config "$dir/$1.json" --json "$dir/$1.report" \
+		-- "$PY" "${4:-$prog}" "$dir/$1.json" 2>"$dir/$1.err" >/dev/null
+}
+# plain BATCH: the run's peak over 10 updates with its 2 evaluations, no autobatch
+plain() {
+	echo "{\"per_device_train_batch_size\": $1, \"eval_steps\": 5, \"max_steps\": 10}" >"$dir/plain.json"
+	"$PEAKRUN" "$PY" "$prog" "$dir/plain.json" 2>&1 >/dev/null | sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p'
+}
+config='{"per_device_train_batch_size": 8, "eval_steps": 10, "max_steps": 20}'
+
+probe eval "$config"
+check "each trial evaluated after its last step (2 eval batches), and the decision and report say so" \
+	sh -c "[ \"\$($F '$dir/eval.report' 'r[\"eval_in_training\"], sorted(set(t.get(\"eval_batches\") for t in r[\"trials\"]))')\" = \"({'key': 'eval_steps', 'every': 10, 'seen': 2}, [2])\" ] &&
+	       grep -q 'the peak holds evaluation inside training (eval_steps 10: 2 eval batches after the trial.s last step)' '$dir/eval.err'" ||
+	cat "$dir/eval.err" >&2
+batch=$(field "$dir/eval.report" 'r["batch_size"]' 2>/dev/null)
+limit=$(field "$dir/eval.report" 'r["limit_bytes"]' 2>/dev/null)
+peak=$(plain "${batch:-1}")
+more=$(plain $(( ${batch:-1} * 12 / 10 + 1 )))
+echo "# chose ${batch:-none}; its plain run with evaluation peaks at $((${peak:-0} / 1048576)) MiB of a $((${limit:-0} / 1048576)) MiB limit; batch $(( ${batch:-1} * 12 / 10 + 1 )): $((${more:-0} / 1048576)) MiB"
+check "its plain run, evaluating twice, stays within the limit, and 20% more does not" \
+	sh -c "[ -n '$peak' ] && [ -n '$more' ] && [ '$peak' -le '${limit:-0}' ] && [ '$more' -gt '${limit:-0}' ]"
+
+# the hook that does not await the evaluation: trials of training only
+rm -rf "$dir/oldhook" && cp -r "$HOOK_DIR" "$dir/oldhook" &&
+	sed -i 's/os.environ.get("AUTOBATCH_TRIAL_EVAL") == "1"/False/' "$dir/oldhook/autobatch/_hook.py"
+probe old "$config" "$dir/oldhook"
+old=$(field "$dir/old.report" 'r["batch_size"]' 2>/dev/null)
+oldpeak=$(plain "${old:-1}")
+echo "# training-only trials: chose ${old:-none}, whose run peaks at $((${oldpeak:-0} / 1048576)) MiB at its first evaluation"
+check "without it the trials choose a larger batch whose first evaluation goes over (the test can fail)" \
+	sh -c "[ -n '$old' ] && [ '$old' -gt '${batch:-0}' ] && [ -n '$oldpeak' ] && [ '$oldpeak' -gt '${limit:-0}' ] &&
+	       [ \"\$($F '$dir/old.report' 'r[\"eval_in_training\"][\"seen\"]')\" = 0 ]"
+
+# a program that never evaluates, whatever eval_steps says: said, not a silent fit
+sed 's/if every and step % every == 0:/if False:/' "$prog" >"$dir/noeval.py"
+probe noeval "$config" "$HOOK_DIR" "$dir/noeval.py"
+check "a program that does not evaluate: the decision says the trial saw no evaluation" \
+	sh -c "grep -q 'the config evaluates inside training (eval_steps 10), but the trial saw no evaluation after its steps: its peak is not in this decision' '$dir/noeval.err' &&
+	       [ \"\$($F '$dir/noeval.report' 'r[\"eval_in_training\"][\"seen\"]')\" = 0 ]" ||
+	cat "$dir/noeval.err" >&2
+
+# Lightning's val_check_interval of 1.0 is a share of the epoch: no evaluation awaited
+EXTRA="--max 8" probe share '{"per_device_train_batch_size": 8, "eval_steps": 1.0, "max_steps": 20}'
+check "a fractional interval is not a step count: no evaluation awaited or said" \
+	sh -c "[ \"\$($F '$dir/share.report' '\"eval_in_training\" in r')\" = False ]" ||
+	cat "$dir/share.err" >&2
+exit $failed
