@@ -11,6 +11,7 @@ int cmd_ranks(int argc, char **argv);
  * for the tasks, 15 for srun's cancellation) and a margin; then it is killed. */
 #define AB_RANKS_STOP_S 30.0
 int cmd_task(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 
 #endif

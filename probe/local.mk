@@ -9,6 +9,7 @@ probe_autobatch_probe_SOURCES = \
 	probe/cmd_ranks.c \
 	probe/cmd_run.c \
 	probe/cmd_task.c \
+	probe/cmd_watch.c \
 	probe/commands.h \
 	probe/cuda_module.c \
 	probe/cuda_module.h \

@@ -25,6 +25,8 @@ static void usage(FILE *out)
 		"                               a trial's N ranks on this node (run --ranks N)\n"
 		"  task [--capacity B] -- COMMAND\n"
 		"                               one task of a trial step (run --step-nodes)\n"
+		"  watch --pid P --limit B --batch N\n"
+		"                               a real step's task, against its decision's limit\n"
 		"\n"
 		"Options:\n"
 		"  -h, --help       show this help and exit\n"
@@ -56,6 +58,8 @@ int main(int argc, char **argv)
 		return cmd_ranks(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "task"))
 		return cmd_task(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "watch"))
+		return cmd_watch(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "presets"))
 		return cmd_presets(argc - 1, argv + 1);
 	fprintf(stderr, "autobatch-probe: unknown command '%s'; see 'autobatch-probe --help'\n",

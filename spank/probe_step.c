@@ -338,6 +338,8 @@ static int build(const struct ab_probe_job *job, const char *phase, char *probe_
 			addf(b, "--warm-per-sample=%llu", (unsigned long long)job->warm_per_sample);
 		addf(b, "--warm-from=%s", job->warm_from);
 	}
+	if (job->max_batch)
+		addf(b, "--max=%ld", job->max_batch);
 	if (job->global_batch) {
 		addf(b, "--global-batch=%ld", job->global_batch);
 		addf(b, "--devices=%u", job->dp_width ? job->dp_width : job->ntasks);

@@ -40,6 +40,7 @@ struct ab_probe_job {
 	const char *key;        /* the micro-batch key in it */
 	const char *accum_key;  /* its gradient accumulation key (1 in trials), or NULL */
 	long global_batch;      /* 0: none */
+	long max_batch;         /* the largest batch to try: a real run went over above; 0: none */
 	/* a warm start: a cached decision of a job differing only in memory-neutral values */
 	long warm_batch;        /* 0: none */
 	uint64_t warm_per_sample;

@@ -2,16 +2,20 @@
  * AUTOBATCH_* (they survive --export=NONE) and, with enforce=on, exports the memory caps.
  * It reads only the job's environment and options: no file is opened, nothing is run. In
  * each task (as the user, before the command), a step launched before its decision waits
- * for srun's answer on the hold channel.
+ * for srun's answer on the hold channel, and a decided step's task starts its watch.
  */
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "remote.h"
 
 #include "error.h"
 #include "hold.h"
+#include "cache.h"
 
 static const char *const decision_vars[] = {
 	AB_ENV_BATCH_SIZE, AB_ENV_GRAD_ACCUM, AB_ENV_GLOBAL_BATCH, AB_ENV_EVAL_BATCH_SIZE,
@@ -162,16 +166,108 @@ static void hold(spank_t sp, const char *ticket)
 		spank_setenv(sp, a.vars[i].name, a.vars[i].value, 1);
 }
 
+/* "LIMIT:ENTRY:DIR" or "LIMIT:" (hostile input, though only the user's own watch acts on
+ * it, as the user): LIMIT digits, ENTRY a cache entry's name (16 hex digits and .json), DIR
+ * an absolute path. */
+static bool watch_spec(const char *spec, char *limit, size_t limitlen, char *entry,
+		       size_t entrylen, const char **dir)
+{
+	size_t digits = strspn(spec, "0123456789");
+	const char *e = spec + digits + 1;
+
+	*dir = "";
+	entry[0] = '\0';
+	if (digits == 0 || digits >= limitlen || spec[digits] != ':')
+		return false;
+	memcpy(limit, spec, digits);
+	limit[digits] = '\0';
+	if (!*e)
+		return true;
+	if (strspn(e, "0123456789abcdef") != 16 || strncmp(e + 16, ".json:/", 7) != 0 ||
+	    entrylen < 22)
+		return false;
+	memcpy(entry, e, 21);
+	entry[21] = '\0';
+	*dir = e + 22;
+	return true;
+}
+
+/* In the watch's process: its standard error the task's (the job's output), the cache on
+ * descriptor 3, a session of its own (the step's end signals the task's process group). */
+static void __attribute__((noreturn)) exec_watch(const struct ab_site *site, int cache_fd,
+						 char **argv)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+	    (cache_fd >= 0 && dup2(cache_fd, 3) < 0))
+		_exit(127);
+	for (int fd = cache_fd >= 0 ? 4 : 3; fd < 1024; fd++)
+		close(fd);
+	setsid();
+	execv(site->probe, argv);
+	_exit(127);
+}
+
+/* The closed loop (AB_ENV_WATCH): the site's probe follows this task to its end and says
+ * when it went over the limit its decision promised (autobatch-probe watch). It is no child
+ * of the task (the command's own wait() must not meet it): started through a child that
+ * exits at once. The variables are removed, so the command's own sruns start none. */
+static void watch(spank_t sp, const struct ab_ctx *c)
+{
+	char spec[AB_HOLD_VALUE_MAX], twin[64], limit[24], entry[AB_CACHE_NAME_MAX], batch[24];
+	char pid[24], task[24], err[AB_ERR_MAX];
+	const char *dir;
+	char *argv[16] = {"autobatch-probe", "watch", "--pid", pid, "--limit", limit, "--batch",
+			  batch, "--task", task};
+	struct ab_cache cache = {.fd = -1};
+	uint32_t id = 0;
+	int n = 10;
+	pid_t child;
+
+	if (ab_env_twin(AB_ENV_WATCH, twin, sizeof(twin)) < 0 ||
+	    (spank_getenv(sp, AB_ENV_WATCH, spec, sizeof(spec)) != ESPANK_SUCCESS &&
+	     spank_getenv(sp, twin, spec, sizeof(spec)) != ESPANK_SUCCESS))
+		return;
+	spank_unsetenv(sp, AB_ENV_WATCH);
+	spank_unsetenv(sp, twin);
+	if (!c->site_ok || !watch_spec(spec, limit, sizeof(limit), entry, sizeof(entry), &dir) ||
+	    spank_getenv(sp, AB_ENV_BATCH_SIZE, batch, sizeof(batch)) != ESPANK_SUCCESS ||
+	    !batch[0] || strspn(batch, "0123456789") != strlen(batch) ||
+	    ab_probe_args_sim(c->site.probe_args))
+		return; /* a simulated device has no memory of the run's to measure */
+	spank_get_item(sp, S_TASK_GLOBAL_ID, &id);
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	snprintf(task, sizeof(task), "%u", id);
+	if (ab_probe_args_gpu(c->site.probe_args))
+		argv[n++] = "--gpu";
+	/* srun's cache, by the path srun opened: this process's own environment is
+	 * slurmstepd's, not the job's */
+	if (entry[0] && ab_cache_open_dir(dir, &cache, err, sizeof(err)) == 0) {
+		argv[n++] = "--entry", argv[n++] = entry;
+		argv[n++] = "--cache-fd", argv[n++] = "3";
+	}
+	if ((child = fork()) == 0) {
+		if (fork() == 0)
+			exec_watch(&c->site, cache.fd, argv);
+		_exit(0);
+	}
+	if (child > 0)
+		waitpid(child, NULL, 0);
+	if (cache.fd >= 0)
+		ab_cache_close(&cache);
+}
+
 /* In the task, as the user, before the command: a held launch waits for its decision; a
- * refused launch ends here. */
+ * refused launch ends here; a decided one starts its watch. */
 int ab_remote_task_init(spank_t sp, const struct ab_ctx *c)
 {
 	uint32_t job = 0, step = 0;
 	char mark[64], mine[64], ticket[256];
 
-	(void)c;
 	if (spank_getenv(sp, AB_HOLD_ENV, ticket, sizeof(ticket)) == ESPANK_SUCCESS)
 		hold(sp, ticket);
+	watch(sp, c);
 	if (spank_getenv(sp, AB_ABORT_ENV, mark, sizeof(mark)) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)

@@ -293,6 +293,18 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
 }
 
+/* The limit the decision promised and its cache entry, for each task's watch (remote.c). */
+static int add_watch(struct ab_hold_answer *vars, uint64_t limit, const struct ab_plan *pl)
+{
+	char text[AB_HOLD_VALUE_MAX];
+
+	/* a cache directory too long to name: the watch still says when the run goes over */
+	if (!pl->entry[0] || ab_format(text, sizeof(text), "%llu:%s:%s", (unsigned long long)limit,
+				       pl->entry, pl->cache_dir) < 0)
+		snprintf(text, sizeof(text), "%llu:", (unsigned long long)limit);
+	return add_var(vars, AB_ENV_WATCH, text);
+}
+
 int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batch,
 	     const char *json, struct ab_hold_answer *vars, char *err, size_t errlen)
 {
@@ -341,7 +353,8 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 	    (eval_batch && add_long(vars, AB_ENV_EVAL_BATCH_SIZE, eval_batch) < 0) ||
 	    (res->total_bytes && add_long(vars, AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
 	    (report[0] && add_var(vars, AB_ENV_REPORT, report) < 0) ||
-	    (req->config[0] && add_var(vars, AB_ENV_CONFIG, pl->config) < 0))
+	    (req->config[0] && add_var(vars, AB_ENV_CONFIG, pl->config) < 0) ||
+	    (res->limit_bytes && add_watch(vars, res->limit_bytes, pl) < 0))
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
 						 "(a path with a control character?)");
 	decision_line(pl, res, eval_batch, wrote);

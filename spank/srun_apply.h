@@ -13,6 +13,7 @@
 #include "config_keys.h"
 #include "context.h"
 #include "gpu_models.h"
+#include "cache.h"
 #include "hold.h"
 #include "probe_step.h"
 
@@ -29,6 +30,8 @@ struct ab_plan {
 	uint64_t warm_fingerprint; /* the config less its batch and memory-neutral values */
 	struct ab_gpu_models models;      /* the step's nodes' GPU models, as Slurm knows them */
 	const struct ab_gpu_model *bound; /* of several, the smallest: the one probed */
+	char entry[AB_CACHE_NAME_MAX];    /* its cache entry's name, or "" */
+	char cache_dir[AB_PATH_MAX];      /* and the cache's directory */
 };
 
 /* The step, its command and config, as srun knows them before it launches. */

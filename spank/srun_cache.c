@@ -10,11 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "srun_cache.h"
 
 #include "error.h"
 #include "file_replace.h"
 #include "fingerprint.h"
+#include "size.h"
 
 /* Everything that shapes the decision and that srun knows before any step runs. The nodes
  * count by their GPU models when Slurm names them all (the same job on other nodes of the
@@ -112,8 +115,46 @@ static int load(const struct ab_cache *c, const char *name, struct ab_result *re
 	return -EPROTO;
 }
 
+/* NAME.over, which a task's watch (autobatch-probe watch) wrote when the real run of this
+ * entry's batch went over its limit: the entry is not trusted, and the probe tries batches
+ * no larger than the limit's share of that run's peak (its batch less one at most). True
+ * with pl->job.max_batch set, said once. */
+static bool went_over(struct ab_plan *pl, const struct ab_cache *c, const char *name,
+		      const struct ab_result *res)
+{
+	struct json_object *o = NULL, *v;
+	char over[AB_CACHE_NAME_MAX + 8], *text = NULL, peak[32], limit[32];
+	int64_t p = 0, l = 0, task = 0;
+	long cap;
+
+	snprintf(over, sizeof(over), "%s.over", name);
+	if (ab_cache_load(c, over, &text) < 0)
+		return false;
+	o = json_tokener_parse(text);
+	free(text);
+	if (o && json_object_object_get_ex(o, "peak_bytes", &v))
+		p = json_object_get_int64(v);
+	if (o && json_object_object_get_ex(o, "limit_bytes", &v))
+		l = json_object_get_int64(v);
+	if (o && json_object_object_get_ex(o, "task", &v))
+		task = json_object_get_int64(v);
+	cap = p > l && l > 0 ? (long)((double)res->batch * (double)l / (double)p) : 0;
+	cap = cap >= res->batch ? res->batch - 1 : cap;
+	if (!pl->job.max_batch)
+		slurm_spank_log(AB_LOG_PREFIX "the cached decision (batch %ld) went over its limit "
+					      "in a real run (task %lld: %s of %s): probing again, "
+					      "at most batch %ld",
+				res->batch, (long long)task,
+				ab_format_size((uint64_t)(p > 0 ? p : 0), peak, sizeof(peak)),
+				ab_format_size((uint64_t)(l > 0 ? l : 0), limit, sizeof(limit)),
+				cap > 0 ? cap : 1);
+	pl->job.max_batch = cap > 0 ? cap : 1;
+	json_object_put(o);
+	return true;
+}
+
 /* 0 and *json on a hit; -ENOENT on a miss (name then names where the entry goes). */
-int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, char *name,
+int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, char *name,
 			 size_t namelen, struct ab_result *res, char **json)
 {
 	int rc;
@@ -122,8 +163,15 @@ int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, cha
 	if (c->fd < 0)
 		return -ENOENT;
 	entry_name(pl, false, name, namelen);
+	snprintf(pl->entry, sizeof(pl->entry), "%s", name);
+	snprintf(pl->cache_dir, sizeof(pl->cache_dir), "%s", c->dir);
 	if (pl->ctx->req.refresh || (rc = load(c, name, res, json)) == -ENOENT)
 		return -ENOENT;
+	if (rc == 0 && went_over(pl, c, name, res)) {
+		free(*json);
+		*json = NULL;
+		return -ENOENT;
+	}
 	if (rc == 0)
 		return 0;
 	slurm_verbose(AB_LOG_PREFIX "ignoring the corrupt cache entry %s/%s; it is replaced",
@@ -139,8 +187,8 @@ int ab_srun_cache_warm(struct ab_plan *pl, const struct ab_cache *c, char *name,
 	char *json;
 
 	name[0] = '\0';
-	if (c->fd < 0 || !pl->ctx->req.config[0] || pl->ctx->req.refresh)
-		return -ENOENT;
+	if (c->fd < 0 || !pl->ctx->req.config[0] || pl->ctx->req.refresh || pl->job.max_batch)
+		return -ENOENT; /* a real run went over: not that batch again */
 	entry_name(pl, true, name, namelen);
 	if (load(c, name, &res, &json) < 0)
 		return -ENOENT;
@@ -162,11 +210,13 @@ static void store(const struct ab_cache *c, const char *name, const char *entry)
 void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *name,
 			 const char *json, long eval_batch)
 {
-	char *entry, warm[AB_CACHE_NAME_MAX];
+	char *entry, warm[AB_CACHE_NAME_MAX], over[AB_CACHE_NAME_MAX + 8];
 
 	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))
 		return;
 	store(c, name, entry);
+	snprintf(over, sizeof(over), "%s.over", name); /* the new decision's evidence is its own */
+	unlinkat(c->fd, over, 0);
 	if (pl->ctx->req.config[0]) { /* where the next job of a sweep looks */
 		entry_name(pl, true, warm, sizeof(warm));
 		store(c, warm, entry);

@@ -13,7 +13,7 @@
 void ab_srun_cache_open(const struct ab_site *site, struct ab_cache *c);
 
 /* 0 and *json on a hit; -ENOENT on a miss (name then names where the entry goes). */
-int ab_srun_cache_lookup(const struct ab_plan *pl, const struct ab_cache *c, char *name,
+int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, char *name,
 			 size_t namelen, struct ab_result *res, char **json);
 
 void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *name,

@@ -44,6 +44,7 @@
 static const char *const hold_names[] = {
 	AB_ENV_BATCH_SIZE, AB_ENV_GRAD_ACCUM,   AB_ENV_GLOBAL_BATCH, AB_ENV_EVAL_BATCH_SIZE,
 	AB_ENV_FRACTION,   AB_ENV_DEVICE_BYTES, AB_ENV_REPORT,       AB_ENV_CONFIG,
+	AB_ENV_WATCH,
 };
 
 bool ab_hold_name_ok(const char *name)

@@ -38,7 +38,7 @@
 #include "error.h"
 
 #define AB_HOLD_TOKEN_HEX 32 /* 128 random bits each */
-#define AB_HOLD_VARS_MAX 16
+#define AB_HOLD_VARS_MAX 20
 #define AB_HOLD_NAME_MAX 64
 #define AB_HOLD_VALUE_MAX (PATH_MAX + 1)
 #define AB_HOLD_NODE_MAX 64

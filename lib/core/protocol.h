@@ -24,6 +24,10 @@
 #define AB_ENV_FRACTION "AUTOBATCH_FRACTION"
 #define AB_ENV_DEVICE_BYTES "AUTOBATCH_DEVICE_BYTES"
 #define AB_ENV_REPORT "AUTOBATCH_REPORT"
+/* "LIMIT:ENTRY:DIR" to each task of a decided step: the limit its decision promised, in
+ * bytes, its cache entry's name and the cache's directory (or nothing after LIMIT:), which
+ * the task's watch marks when it goes over */
+#define AB_ENV_WATCH "AUTOBATCH_WATCH"
 #define AB_ENV_CONFIG "AUTOBATCH_CONFIG"
 /* slurmstepd, for frameworks that cap their own allocator */
 #define AB_ENV_MEM_FRACTION "AUTOBATCH_MEM_FRACTION"

@@ -266,12 +266,12 @@ static void keep_seen(struct ab_group_peak *g, const struct row *rows, size_t n)
  * (start_new_session=True): by group alone, its workers' memory went unseen until their
  * step reports, and a SIGKILL to the group left them running. Parents mostly come first in
  * pid order, so this takes one pass and a check, more only after pids wrapped. */
-static void mark_trial(struct row *rows, size_t n, pid_t leader)
+static void mark_trial(struct row *rows, size_t n, pid_t leader, bool tree_only)
 {
 	bool changed = true;
 
 	for (size_t i = 0; i < n; i++)
-		rows[i].trial = rows[i].pid == leader || rows[i].pgrp == (long)leader;
+		rows[i].trial = rows[i].pid == leader || (!tree_only && rows[i].pgrp == (long)leader);
 	while (changed) {
 		changed = false;
 		for (size_t i = 0; i < n; i++) {
@@ -301,7 +301,7 @@ static uint64_t scan_processes(struct ab_group_peak *g)
 	if (g->samples % AB_GROUP_RESCAN && g->nseen)
 		rows = read_seen(g, &nrows);
 	if (!rows && (rows = read_rows(&nrows)))
-		mark_trial(rows, nrows, g->leader);
+		mark_trial(rows, nrows, g->leader, g->tree_only);
 	if (!rows)
 		return 0;
 	keep_seen(g, rows, nrows);
@@ -360,7 +360,7 @@ void ab_group_kill(pid_t leader)
 	rows = read_rows(&n);
 	kill(-leader, SIGKILL);
 	if (rows)
-		mark_trial(rows, n, leader);
+		mark_trial(rows, n, leader, false);
 	for (size_t i = 0; rows && i < n; i++)
 		if (rows[i].trial && rows[i].pgrp != (long)leader)
 			kill(rows[i].pid, SIGKILL);

@@ -17,6 +17,10 @@
 #define AB_GROUP_TRACKED 64
 struct ab_group_peak {
 	pid_t leader;
+	/* the leader and its descendants only, not its group: a Slurm task's process group is
+	 * all of its node's tasks of the step (the first one's pid), which a task's watch
+	 * (autobatch-probe watch) must not count */
+	bool tree_only;
 	uint64_t leader_max;
 	pid_t pid[AB_GROUP_TRACKED];
 	uint64_t max[AB_GROUP_TRACKED]; /* each member's largest */

@@ -1,7 +1,9 @@
 """A PyTorch training loop that knows nothing of autobatch: its batch comes from its own JSON
 config (argv[1]), as any program's would. Keys of the config shape the cases the tests
 need: startup_s (a slow model load), step_sleep (slow steps), accum (gradient
-accumulation), workers (DataLoader worker processes), steps (optimizer updates to run).
+accumulation), workers (DataLoader worker processes), steps (optimizer updates to run),
+keep_outputs (keep every step's output, as a program that collects its predictions does:
+memory that grows with the steps, past what a trial's few steps hold).
 Every sample carries a 256x256 activation through four layers, kept for the backward pass."""
 import json
 import sys
@@ -30,11 +32,13 @@ def main():
     weights = [torch.randn(256, requires_grad=True) for _ in range(4)]
     optimizer = torch.optim.AdamW(weights, lr=1e-3)
     schedule = torch.optim.lr_scheduler.StepLR(optimizer, 10)
-    updates = 0
+    updates, kept = 0, []
     for index, x in enumerate(loader):
         for w in weights:
             x = torch.relu(x * w + 0.1)
         (x.mean() / accum).backward()
+        if config.get("keep_outputs"):
+            kept.append(x.detach())
         time.sleep(config.get("step_sleep", 0))
         if (index + 1) % accum == 0:
             optimizer.step()

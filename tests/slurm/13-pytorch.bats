@@ -59,3 +59,39 @@ teardown() { reset_plugstack; }
 	grep -q '"eval_steps": 100' eval.json # the trials' copies evaluated at their last step
 	[ "$(grep -c "^trained 4 steps at batch $b, 0 evaluations" <<<"$output")" -eq 1 ]
 }
+
+@test "the closed loop: a run that outgrows its trials is said, its cache entry marked, and the next srun probes below it" {
+	echo '{"batch_size": 4, "steps": 16, "keep_outputs": true}' >cfg.json
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	echo "# $(grep "peaked at" <<<"$stderr")" >&3
+	# the run keeps 16 steps' outputs, the trials 4: its task's watch says so
+	grep -q "^autobatch: task 0 on node[0-9]* peaked at .*, over the 819 MiB limit its decision (batch $b) promised: .*; the cached decision is marked, and the next identical srun probes again below it$" <<<"$stderr"
+	ls "$XDG_CACHE_HOME"/autobatch/*.json.over
+	grep -q "\"batch\": $b," "$XDG_CACHE_HOME"/autobatch/*.json.over
+
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	echo "# $(grep 'went over' <<<"$stderr")" >&3
+	m=$(sed -n "s/^autobatch: the cached decision (batch $b) went over its limit in a real run (task 0: .* of 819 MiB): probing again, at most batch \([0-9]*\)$/\1/p" <<<"$stderr")
+	[ -n "$m" ] && [ "$m" -lt "$b" ]
+	b2=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	[ "$b2" -le "$m" ]
+	assert_line_in "autobatch: chose batch $b2 in " "$stderr"
+}
+
+@test "a run within its limit is not marked: the next srun hits the cache" {
+	. "$SRCDIR/tests/python/gpu-like-memory.sh" # resident memory follows the live tensors
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	if grep -q "peaked at" <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
+	run ! ls "$XDG_CACHE_HOME"/autobatch/*.over
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ]
+	assert_line_in "autobatch: cached decision: batch" "$stderr"
+}

@@ -33,6 +33,7 @@ TESTS = $(UNIT_TESTS) $(EMU_TESTS) \
 	tests/unit/probe-cli.t \
 	tests/unit/probe-run.t \
 	tests/unit/probe-task.t \
+	tests/unit/probe-watch.t \
 	tests/unit/probe-model.t \
 	tests/unit/man-pages.t \
 	tests/unit/messages.t \

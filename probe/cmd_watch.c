@@ -1,0 +1,175 @@
+/* cmd_watch.c - autobatch-probe watch --pid PID --limit BYTES --batch N [--task ID] [--gpu]
+ * [--entry NAME --cache-fd FD]: the closed loop's half on the node. Started by the plugin in
+ * each task of a step whose batch autobatch decided (as the user, before the command), it
+ * follows that task's process tree to its end (host: its resident memory, group_memory.h;
+ * --gpu: what NVML sees the tree hold on one GPU) and compares its peak with the limit the
+ * decision promised. Over it: one line on its standard error, which is the task's (the job's
+ * output), and, with a cache entry, NAME.over written beside it in the cache directory open
+ * on FD, so that srun's next identical step probes again below that batch instead of
+ * trusting the entry. Not meant to be run by hand.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "cache.h"
+#include "error.h"
+#include "commands.h"
+#include "group_memory.h"
+#include "number.h"
+#include "nvml.h"
+#include "protocol.h"
+#include "size.h"
+
+#define SAMPLE_MS 500
+
+struct watch {
+	pid_t pid;
+	long task, batch;
+	uint64_t limit;
+	const char *entry;
+	int cache_fd;
+	struct ab_group_peak group;
+	struct ab_nvml *nv;
+	uint64_t gpu_peak;
+};
+
+/* A descriptor that becomes readable when pid ends (it is not our child); -1 without
+ * pidfd_open (Linux before 5.3), where the watch polls for the pid instead. */
+static int pid_handle(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
+static bool ended(pid_t pid, int handle)
+{
+	struct pollfd p = {handle, POLLIN, 0};
+
+	if (handle >= 0)
+		return poll(&p, 1, SAMPLE_MS) > 0;
+	usleep(SAMPLE_MS * 1000);
+	return kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* One sample: the tree's resident memory, and with NVML its GPU memory. */
+static void sample(struct watch *w)
+{
+	pid_t pids[AB_GROUP_TRACKED + 1];
+	size_t n = 0;
+	uint64_t gpu;
+
+	ab_group_sample(&w->group);
+	if (!w->nv)
+		return;
+	pids[n++] = w->pid;
+	for (size_t i = 0; i < w->group.n && n < AB_GROUP_TRACKED + 1; i++)
+		if (w->group.pid[i] != w->pid)
+			pids[n++] = w->group.pid[i];
+	gpu = ab_nvml_pids_usage(w->nv, pids, n, NULL);
+	w->gpu_peak = gpu > w->gpu_peak ? gpu : w->gpu_peak;
+}
+
+/* NAME.over beside the entry: what srun's next lookup of NAME takes as evidence. */
+static void mark(const struct watch *w, uint64_t peak, const char *node)
+{
+	struct ab_cache c = {.fd = w->cache_fd, .dir = "the cache"};
+	struct json_object *o = json_object_new_object();
+	char name[AB_CACHE_NAME_MAX + 8], err[AB_ERR_MAX];
+
+	snprintf(name, sizeof(name), "%s.over", w->entry);
+	json_object_object_add(o, "batch", json_object_new_int64(w->batch));
+	json_object_object_add(o, "peak_bytes", json_object_new_int64((int64_t)peak));
+	json_object_object_add(o, "limit_bytes", json_object_new_int64((int64_t)w->limit));
+	json_object_object_add(o, "task", json_object_new_int64(w->task));
+	json_object_object_add(o, "node", json_object_new_string(node));
+	if (ab_cache_store(&c, name, json_object_to_json_string(o), err, sizeof(err)) < 0)
+		fprintf(stderr, "autobatch: %s\n", err);
+	json_object_put(o);
+}
+
+static int parse(int argc, char **argv, struct watch *w, bool *gpu)
+{
+	static const struct option opts[] = {
+		{"pid", required_argument, NULL, 'p'},	 {"limit", required_argument, NULL, 'l'},
+		{"batch", required_argument, NULL, 'b'}, {"task", required_argument, NULL, 't'},
+		{"entry", required_argument, NULL, 'e'}, {"cache-fd", required_argument, NULL, 'c'},
+		{"gpu", no_argument, NULL, 'g'},	 {NULL, 0, NULL, 0},
+	};
+	long v;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == 'g') {
+			*gpu = true;
+			continue;
+		}
+		if (o == 'e') {
+			w->entry = optarg;
+			continue;
+		}
+		if (o == '?' || ab_parse_whole(optarg, 0, 1L << 50, &v) < 0)
+			return -EINVAL;
+		if (o == 'p')
+			w->pid = (pid_t)v;
+		else if (o == 'l')
+			w->limit = (uint64_t)v;
+		else if (o == 'b')
+			w->batch = v;
+		else if (o == 't')
+			w->task = v;
+		else
+			w->cache_fd = (int)v;
+	}
+	return w->pid > 1 && w->limit > 0 && w->batch > 0 ? 0 : -EINVAL;
+}
+
+int cmd_watch(int argc, char **argv)
+{
+	struct watch w = {.cache_fd = -1};
+	const char *node = getenv("SLURMD_NODENAME");
+	char err[AB_ERR_MAX], have[32], limit[32];
+	bool gpu = false;
+	uint64_t peak;
+	int handle;
+
+	if (parse(argc, argv, &w, &gpu) < 0) {
+		fprintf(stderr, "usage: autobatch-probe watch --pid PID --limit BYTES --batch N "
+				"[--task ID] [--gpu] [--entry NAME --cache-fd FD]\n");
+		return 2;
+	}
+	w.group.leader = w.pid;
+	w.group.tree_only = true;
+	if (gpu && ab_nvml_open(NULL, &w.nv, err, sizeof(err)) < 0)
+		w.nv = NULL; /* the host's figure, then: no GPU figure to compare */
+	handle = pid_handle(w.pid);
+	do
+		sample(&w);
+	while (!ended(w.pid, handle));
+	peak = w.nv ? w.gpu_peak : ab_group_peak_bytes(&w.group, 0);
+	if (w.nv)
+		ab_nvml_close(w.nv);
+	if (peak <= w.limit)
+		return 0;
+	fprintf(stderr, "autobatch: task %ld on %s peaked at %s, over the %s limit its decision "
+			"(batch %ld) promised: the trials did not see what the run grew to later%s\n",
+		w.task, node && *node ? node : "this node", ab_format_size(peak, have, sizeof(have)),
+		ab_format_size(w.limit, limit, sizeof(limit)), w.batch,
+		w.entry && w.cache_fd >= 0 ? "; the cached decision is marked, and the next "
+					     "identical srun probes again below it"
+					   : "");
+	if (w.entry && w.cache_fd >= 0)
+		mark(&w, peak, node && *node ? node : "");
+	return 0;
+}
