@@ -18,9 +18,9 @@ PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v p
 echo "1..5"
 python_or_skip "$PY" 'import torch' PyTorch 1 5
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
-printf '%s\n' 'import json, sys' 'r = json.load(open(sys.argv[1]))' 'print(eval(sys.argv[2]))' >"$dir/field.py"
-field() { python3 "$dir/field.py" "$@"; }
-F="python3 $dir/field.py"
+# field REPORT EXPRESSION: a Python expression over the report r ($F inside sh -c)
+F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
+field() { $F "$@"; }
 # probe NAME CONFIG-JSON [HOOK-DIR [PROGRAM]]: the trainer at 0.8 of 412 MiB (330 MiB)
 probe() {
 	echo "$2" >"$dir/$1.json"

@@ -19,10 +19,9 @@ PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v p
 echo "1..6"
 python_or_skip "$PY" 'import torch' PyTorch 1 6
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
-# field REPORT EXPRESSION: a Python expression over the report r (also inside sh -c)
-printf '%s\n' 'import json, sys' 'r = json.load(open(sys.argv[1]))' 'print(eval(sys.argv[2]))' >"$dir/field.py"
-field() { python3 "$dir/field.py" "$@"; }
-F="python3 $dir/field.py"
+# field REPORT EXPRESSION: a Python expression over the report r ($F inside sh -c)
+F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
+field() { $F "$@"; }
 # probe NAME CONFIG-JSON: the plain trainer on its own config, at 0.8 of 600 MiB; one
 # measured step after the warm-up (the hook gives every one the worst batch): CI's minutes
 probe() {
