@@ -1,16 +1,18 @@
 /* cmd_watch.c - autobatch-probe watch --pid PID --limit BYTES --batch N [--task ID] [--gpu]
  * [--entry NAME --cache-fd FD]: the closed loop's half on the node. Started by the plugin in
  * each task of a step whose batch autobatch decided (as the user, before the command), it
- * follows that task's process tree to its end (host: its resident memory, group_memory.h;
- * --gpu: what NVML sees the tree hold on one GPU) and compares its peak with the limit the
- * decision promised. Over it: one line on its standard error, which is the task's (the job's
- * output), and, with a cache entry, NAME.over written beside it in the cache directory open
- * on FD, so that srun's next identical step probes again below that batch instead of
- * trusting the entry. Not meant to be run by hand.
+ * follows that task's process tree (host: its resident memory, group_memory.h; --gpu: what
+ * NVML sees the tree hold on one GPU) against the limit the decision promised. The first
+ * sample over it, while the task still runs (at its end a step's stragglers are killed, and
+ * its standard error must not be held open): with a cache entry, NAME.over written beside it
+ * in the cache directory open on FD, so that srun's next identical step probes again below
+ * that batch instead of trusting the entry; one line on its standard error, which is the
+ * task's (the job's output); then it ends. Not meant to be run by hand.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 #include "size.h"
 
 #define SAMPLE_MS 500
+#define SAMPLE_MAX_S 10 /* a sample that hangs (NVML, /proc) ends the watch, not the step */
 
 struct watch {
 	pid_t pid;
@@ -67,8 +70,8 @@ static bool ended(pid_t pid, int handle)
 static void sample(struct watch *w)
 {
 	pid_t pids[AB_GROUP_TRACKED + 1];
+	uint64_t gpu, each[AB_GROUP_TRACKED + 1];
 	size_t n = 0;
-	uint64_t gpu;
 
 	ab_group_sample(&w->group);
 	if (!w->nv)
@@ -77,16 +80,17 @@ static void sample(struct watch *w)
 	for (size_t i = 0; i < w->group.n && n < AB_GROUP_TRACKED + 1; i++)
 		if (w->group.pid[i] != w->pid)
 			pids[n++] = w->group.pid[i];
-	gpu = ab_nvml_pids_usage(w->nv, pids, n, NULL);
+	gpu = ab_nvml_pids_usage(w->nv, pids, n, each);
 	w->gpu_peak = gpu > w->gpu_peak ? gpu : w->gpu_peak;
 }
 
 /* NAME.over beside the entry: what srun's next lookup of NAME takes as evidence. */
-static void mark(const struct watch *w, uint64_t peak, const char *node)
+static bool mark(const struct watch *w, uint64_t peak, const char *node)
 {
 	struct ab_cache c = {.fd = w->cache_fd, .dir = "the cache"};
 	struct json_object *o = json_object_new_object();
 	char name[AB_CACHE_NAME_MAX + 8], err[AB_ERR_MAX];
+	bool ok;
 
 	snprintf(name, sizeof(name), "%s.over", w->entry);
 	json_object_object_add(o, "batch", json_object_new_int64(w->batch));
@@ -94,9 +98,11 @@ static void mark(const struct watch *w, uint64_t peak, const char *node)
 	json_object_object_add(o, "limit_bytes", json_object_new_int64((int64_t)w->limit));
 	json_object_object_add(o, "task", json_object_new_int64(w->task));
 	json_object_object_add(o, "node", json_object_new_string(node));
-	if (ab_cache_store(&c, name, json_object_to_json_string(o), err, sizeof(err)) < 0)
+	ok = ab_cache_store(&c, name, json_object_to_json_string(o), err, sizeof(err)) == 0;
+	if (!ok)
 		fprintf(stderr, "autobatch: %s\n", err);
 	json_object_put(o);
+	return ok;
 }
 
 static int parse(int argc, char **argv, struct watch *w, bool *gpu)
@@ -135,13 +141,41 @@ static int parse(int argc, char **argv, struct watch *w, bool *gpu)
 	return w->pid > 1 && w->limit > 0 && w->batch > 0 ? 0 : -EINVAL;
 }
 
+/* The task's memory now: the GPU's, or the host's. */
+static uint64_t now(struct watch *w)
+{
+	alarm(SAMPLE_MAX_S);
+	sample(w);
+	alarm(0);
+	return w->nv ? w->gpu_peak : ab_group_peak_bytes(&w->group, 0);
+}
+
+/* Over the limit, said once: the mark first, so that the line says whether it was made. */
+static void over(const struct watch *w, uint64_t peak)
+{
+	const char *node = getenv("SLURMD_NODENAME");
+	char have[32], limit[32];
+	bool marked;
+
+	node = node && *node ? node : "";
+	alarm(SAMPLE_MAX_S);
+	marked = w->entry && w->cache_fd >= 0 && mark(w, peak, node);
+	alarm(0);
+	fprintf(stderr, "autobatch: task %ld on %s reached %s, over the %s limit its decision "
+			"(batch %ld) promised: the trials did not see what the run grew to later%s\n",
+		w->task, *node ? node : "this node", ab_format_size(peak, have, sizeof(have)),
+		ab_format_size(w->limit, limit, sizeof(limit)), w->batch,
+		marked ? "; the cached decision is marked, and the next identical srun probes "
+			 "again below it"
+		       : "");
+}
+
 int cmd_watch(int argc, char **argv)
 {
 	struct watch w = {.cache_fd = -1};
-	const char *node = getenv("SLURMD_NODENAME");
-	char err[AB_ERR_MAX], have[32], limit[32];
+	char err[AB_ERR_MAX];
 	bool gpu = false;
-	uint64_t peak;
+	uint64_t peak = 0;
 	int handle;
 
 	if (parse(argc, argv, &w, &gpu) < 0) {
@@ -151,25 +185,15 @@ int cmd_watch(int argc, char **argv)
 	}
 	w.group.leader = w.pid;
 	w.group.tree_only = true;
+	/* a GPU's limit is not judged by the host's memory: without NVML, no verdict */
 	if (gpu && ab_nvml_open(NULL, &w.nv, err, sizeof(err)) < 0)
-		w.nv = NULL; /* the host's figure, then: no GPU figure to compare */
+		return 0;
 	handle = pid_handle(w.pid);
-	do
-		sample(&w);
-	while (!ended(w.pid, handle));
-	peak = w.nv ? w.gpu_peak : ab_group_peak_bytes(&w.group, 0);
+	while ((peak = now(&w)) <= w.limit && !ended(w.pid, handle))
+		;
+	if (peak > w.limit)
+		over(&w, peak);
 	if (w.nv)
 		ab_nvml_close(w.nv);
-	if (peak <= w.limit)
-		return 0;
-	fprintf(stderr, "autobatch: task %ld on %s peaked at %s, over the %s limit its decision "
-			"(batch %ld) promised: the trials did not see what the run grew to later%s\n",
-		w.task, node && *node ? node : "this node", ab_format_size(peak, have, sizeof(have)),
-		ab_format_size(w.limit, limit, sizeof(limit)), w.batch,
-		w.entry && w.cache_fd >= 0 ? "; the cached decision is marked, and the next "
-					     "identical srun probes again below it"
-					   : "");
-	if (w.entry && w.cache_fd >= 0)
-		mark(&w, peak, node && *node ? node : "");
 	return 0;
 }

@@ -60,12 +60,19 @@ static long whole(const struct ab_config *cfg, int document, const char *key)
 }
 
 /* Evaluation inside training every N steps: a whole number of steps only (Lightning's
- * val_check_interval of 0.25 or 1.0 is a share of the epoch, which no trial reaches). */
+ * val_check_interval of 0.25 or 1.0 is a share of the epoch, which no trial reaches), and
+ * not where Hugging Face's strategy says another schedule ("no", "epoch"). */
 static void eval_every(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p)
 {
+	static const char *const strategies[] = {"eval_strategy", "evaluation_strategy"};
 	const char *key = p ? p->keys[AB_ROLE_EVAL_EVERY] : NULL;
 	char value[64], none[AB_ERR_MAX];
 
+	for (size_t i = 0; key && i < 2; i++)
+		if (ab_config_get(cfg, strategies[i], o->document, value, sizeof(value), none,
+				  sizeof(none)) == 0 &&
+		    strcmp(value, "steps") != 0)
+			return;
 	if (!key || ab_config_get(cfg, key, o->document, value, sizeof(value), none,
 				  sizeof(none)) < 0 ||
 	    !value[0] || strspn(value, "0123456789") != strlen(value))

@@ -195,17 +195,18 @@ static bool watch_spec(const char *spec, char *limit, size_t limitlen, char *ent
 /* In the watch's process: its standard error the task's (the job's output), the cache on
  * descriptor 3, a session of its own (the step's end signals the task's process group). */
 static void __attribute__((noreturn)) exec_watch(const struct ab_site *site, int cache_fd,
-						 char **argv)
+						 char **argv, char **envp)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
-	    (cache_fd >= 0 && dup2(cache_fd, 3) < 0))
+	    (cache_fd >= 0 && cache_fd != 3 && dup2(cache_fd, 3) < 0) ||
+	    (cache_fd == 3 && fcntl(3, F_SETFD, 0) < 0)) /* dup2 onto itself keeps CLOEXEC */
 		_exit(127);
 	for (int fd = cache_fd >= 0 ? 4 : 3; fd < 1024; fd++)
 		close(fd);
 	setsid();
-	execv(site->probe, argv);
+	execve(site->probe, argv, envp); /* not slurmstepd's own environment */
 	_exit(127);
 }
 
@@ -216,7 +217,8 @@ static void __attribute__((noreturn)) exec_watch(const struct ab_site *site, int
 static void watch(spank_t sp, const struct ab_ctx *c)
 {
 	char spec[AB_HOLD_VALUE_MAX], twin[64], limit[24], entry[AB_CACHE_NAME_MAX], batch[24];
-	char pid[24], task[24], err[AB_ERR_MAX];
+	char pid[24], task[24], err[AB_ERR_MAX], node[96] = "SLURMD_NODENAME=";
+	char *envp[] = {"PATH=/usr/bin:/bin", node, NULL};
 	const char *dir;
 	char *argv[16] = {"autobatch-probe", "watch", "--pid", pid, "--limit", limit, "--batch",
 			  batch, "--task", task};
@@ -237,6 +239,8 @@ static void watch(spank_t sp, const struct ab_ctx *c)
 	    ab_probe_args_sim(c->site.probe_args))
 		return; /* a simulated device has no memory of the run's to measure */
 	spank_get_item(sp, S_TASK_GLOBAL_ID, &id);
+	if (spank_getenv(sp, "SLURMD_NODENAME", node + 16, sizeof(node) - 16) != ESPANK_SUCCESS)
+		node[16] = '\0';
 	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
 	snprintf(task, sizeof(task), "%u", id);
 	if (ab_probe_args_gpu(c->site.probe_args))
@@ -249,7 +253,7 @@ static void watch(spank_t sp, const struct ab_ctx *c)
 	}
 	if ((child = fork()) == 0) {
 		if (fork() == 0)
-			exec_watch(&c->site, cache.fd, argv);
+			exec_watch(&c->site, cache.fd, argv, envp);
 		_exit(0);
 	}
 	if (child > 0)

@@ -293,8 +293,10 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
 }
 
-/* The limit the decision promised and its cache entry, for each task's watch (remote.c). */
-static int add_watch(struct ab_hold_answer *vars, uint64_t limit, const struct ab_plan *pl)
+/* The limit the decision promised (the fraction of the device's memory: what the trials
+ * kept aside for NCCL or other processes is the run's too) and its cache entry, for each
+ * task's watch (remote.c). */
+static int add_watch(struct ab_hold_answer *vars, double limit, const struct ab_plan *pl)
 {
 	char text[AB_HOLD_VALUE_MAX];
 
@@ -354,7 +356,7 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 	    (res->total_bytes && add_long(vars, AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
 	    (report[0] && add_var(vars, AB_ENV_REPORT, report) < 0) ||
 	    (req->config[0] && add_var(vars, AB_ENV_CONFIG, pl->config) < 0) ||
-	    (res->limit_bytes && add_watch(vars, res->limit_bytes, pl) < 0))
+	    (res->total_bytes && add_watch(vars, res->fraction * (double)res->total_bytes, pl) < 0))
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
 						 "(a path with a control character?)");
 	decision_line(pl, res, eval_batch, wrote);

@@ -118,13 +118,14 @@ static int load(const struct ab_cache *c, const char *name, struct ab_result *re
 /* NAME.over, which a task's watch (autobatch-probe watch) wrote when the real run of this
  * entry's batch went over its limit: the entry is not trusted, and the probe tries batches
  * no larger than the limit's share of that run's peak (its batch less one at most). True
- * with pl->job.max_batch set, said once. */
+ * with pl->job.max_batch set, said once. A mark that is not of this entry's batch (a run of
+ * the decision it replaced) or not over its limit is removed and not taken. */
 static bool went_over(struct ab_plan *pl, const struct ab_cache *c, const char *name,
 		      const struct ab_result *res)
 {
 	struct json_object *o = NULL, *v;
 	char over[AB_CACHE_NAME_MAX + 8], *text = NULL, peak[32], limit[32];
-	int64_t p = 0, l = 0, task = 0;
+	int64_t p = 0, l = 0, task = 0, batch = 0;
 	long cap;
 
 	snprintf(over, sizeof(over), "%s.over", name);
@@ -138,18 +139,23 @@ static bool went_over(struct ab_plan *pl, const struct ab_cache *c, const char *
 		l = json_object_get_int64(v);
 	if (o && json_object_object_get_ex(o, "task", &v))
 		task = json_object_get_int64(v);
-	cap = p > l && l > 0 ? (long)((double)res->batch * (double)l / (double)p) : 0;
-	cap = cap >= res->batch ? res->batch - 1 : cap;
+	if (o && json_object_object_get_ex(o, "batch", &v))
+		batch = json_object_get_int64(v);
+	json_object_put(o);
+	if (batch != res->batch || l <= 0 || p <= l) {
+		unlinkat(c->fd, over, 0);
+		return false;
+	}
+	cap = (long)((double)res->batch * (double)l / (double)p);
+	cap = cap >= res->batch ? res->batch - 1 : cap < 1 ? 1 : cap;
 	if (!pl->job.max_batch)
 		slurm_spank_log(AB_LOG_PREFIX "the cached decision (batch %ld) went over its limit "
 					      "in a real run (task %lld: %s of %s): probing again, "
 					      "at most batch %ld",
-				res->batch, (long long)task,
-				ab_format_size((uint64_t)(p > 0 ? p : 0), peak, sizeof(peak)),
-				ab_format_size((uint64_t)(l > 0 ? l : 0), limit, sizeof(limit)),
-				cap > 0 ? cap : 1);
-	pl->job.max_batch = cap > 0 ? cap : 1;
-	json_object_put(o);
+				res->batch, (long long)task, ab_format_size((uint64_t)p, peak,
+									    sizeof(peak)),
+				ab_format_size((uint64_t)l, limit, sizeof(limit)), cap);
+	pl->job.max_batch = cap;
 	return true;
 }
 

@@ -118,6 +118,7 @@ static int probe(struct ab_deferred *d, struct ab_result *res, long *eval_batch,
 		ej.key = pl->keys.eval;
 		ej.global_batch = 0;
 		ej.warm_batch = 0; /* the cached decision is the train batch's */
+		ej.max_batch = 0;  /* a real run's cap is the train batch's too */
 		if ((rc = ab_probe_run(&ej, "eval", &d->halt, &eval, NULL, err, errlen)) < 0)
 			return rc;
 	}

@@ -206,7 +206,6 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	if (!get_long(o, AB_FIELD_TRIAL_NODES, 0, AB_TRIAL_MAX_RANKS, &r->trial_nodes))
 		r->trial_nodes = 0;
 	get_bytes(o, AB_FIELD_PER_SAMPLE, &r->per_sample);
-	get_bytes(o, "limit_bytes", &r->limit_bytes);
 	read_warm(o, r);
 	read_lengths(o, &r->lengths);
 	read_ramp(o, &r->ramp);

@@ -66,7 +66,6 @@ struct ab_result {
 	long rounds, parallel; /* 0 and 0 from a probe before parallel trials */
 	long ranks, trial_nodes; /* each trial's ranks (1: one process) and its step's nodes */
 	uint64_t per_sample;   /* the memory line's bytes per sample at the choice; 0: unknown */
-	uint64_t limit_bytes;  /* the limit the choice was held to; 0: unknown */
 	char warm_from[80];    /* the cache entry a warm start began from, or "" */
 	bool warm_verified;    /* its batch fit again (else a full search decided) */
 	double elapsed_s;

@@ -69,7 +69,9 @@ check "a program that does not evaluate: the decision says the trial saw no eval
 
 # Lightning's val_check_interval of 1.0 is a share of the epoch: no evaluation awaited
 EXTRA="--max 8" probe share '{"per_device_train_batch_size": 8, "eval_steps": 1.0, "max_steps": 20}'
-check "a fractional interval is not a step count: no evaluation awaited or said" \
-	sh -c "[ \"\$($F '$dir/share.report' '\"eval_in_training\" in r')\" = False ]" ||
-	cat "$dir/share.err" >&2
+EXTRA="--max 8" probe nostrategy '{"per_device_train_batch_size": 8, "eval_steps": 10, "eval_strategy": "no", "max_steps": 20}'
+check "a fractional interval is not a step count, and eval_strategy \"no\" evaluates nothing: no evaluation awaited or said" \
+	sh -c "[ \"\$($F '$dir/share.report' '\"eval_in_training\" in r')\" = False ] &&
+	       [ \"\$($F '$dir/nostrategy.report' '\"eval_in_training\" in r')\" = False ]" ||
+	cat "$dir/share.err" "$dir/nostrategy.err" >&2
 exit $failed

@@ -173,24 +173,41 @@ def _end_trial():
 EVAL_BATCHES = 2  # the longest first (the eval DataLoader's too): what its peak needs
 
 
-def _await_eval(rec):
+def _await_eval(rec, optimizer):
     """After the trial's last step, in a program that evaluates inside training: each
-    forward pass of the model without gradients (or in eval mode) is an eval batch, the
-    model being the outermost module called; after EVAL_BATCHES of them the trial ends."""
+    outermost forward pass of the model (a module holding parameters the optimizer trains;
+    not a frozen encoder, a teacher or a metric) without gradients or in eval mode is an
+    eval batch; after EVAL_BATCHES of them the trial ends. Only in this process's main
+    code: a DataLoader worker forked later inherits the hooks, not the trial."""
     torch = sys.modules.get("torch")
     hooks = getattr(getattr(getattr(torch, "nn", None), "modules", None), "module", None)
     if not hasattr(hooks, "register_module_forward_hook"):
         return False
-    state = {"depth": 0, "model": None, "eval": False}
+    trained = {id(p) for g in getattr(optimizer, "param_groups", []) for p in g["params"]}
+    state = {"depth": 0, "eval": False, "models": {}}
+
+    def is_model(module):
+        known = state["models"].get(id(module))
+        if known is None:
+            known = any(id(p) in trained for p in module.parameters())
+            state["models"][id(module)] = known
+        return known
+
+    def ours():
+        info = getattr(getattr(torch.utils, "data", None), "get_worker_info", None)
+        return os.getpid() == rec.pid and (info is None or info() is None)
 
     def pre(module, args):
+        if not ours():
+            return
         if state["depth"] == 0:
-            state["eval"] = not torch.is_grad_enabled() or not module.training
-            state["model"] = state["model"] or (id(module) if state["eval"] else None)
-            state["eval"] = state["eval"] and state["model"] == id(module)
+            state["eval"] = (not torch.is_grad_enabled() or not module.training) and \
+                is_model(module)
         state["depth"] += 1
 
     def post(module, args, output):
+        if not ours():
+            return
         state["depth"] = max(0, state["depth"] - 1)
         if state["depth"] == 0 and state["eval"]:
             rec.eval_batches += 1
@@ -205,7 +222,7 @@ def _await_eval(rec):
     return True
 
 
-def _on_step():
+def _on_step(optimizer=None):
     global _program_speaks
     if _program_speaks:
         return
@@ -216,7 +233,7 @@ def _on_step():
     if rec.eval_batches is not None:  # training went on: its evaluation came, or never will
         rec.evaluated()
         _end_trial()
-    if rec.step() and not (rec.eval_wanted and _await_eval(rec)):
+    if rec.step() and not (rec.eval_wanted and _await_eval(rec, optimizer)):
         _end_trial()
 
 
@@ -239,7 +256,7 @@ class _StepCounter:
         if self.primary is None:
             self.primary = id(optimizer)
         if id(optimizer) == self.primary:
-            _on_step()
+            _on_step(optimizer)
 
     def failed(self):
         self.depth -= 1
@@ -484,8 +501,9 @@ def _longest_first(loader):
         return
     longest = max(lengths.values())
     varies = longest != min(lengths.values())
-    rec.write({"lengths": {"run_longest": longest, "read": read, "samples": total,
-                           "varies": varies, "longest_first": varies}})
+    if rec.eval_batches is None:  # the training data's, not an eval loader's
+        rec.write({"lengths": {"run_longest": longest, "read": read, "samples": total,
+                               "varies": varies, "longest_first": varies}})
     if varies:
         order = sorted(lengths, key=lambda i: -lengths[i])
         order += [i for i in range(total) if i not in lengths] if read < total else []
