@@ -77,7 +77,8 @@ teardown() { reset_plugstack; }
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	echo "# $(grep 'went over' <<<"$stderr")" >&3
 	m=$(sed -n "s/^autobatch: the cached decision (batch $b) went over its limit in a real run (task 0: .* of 819 MiB): probing again, at most batch \([0-9]*\)$/\1/p" <<<"$stderr")
-	[ -n "$m" ] && [ "$m" -lt "$b" ]
+	[ -n "$m" ]
+	[ "$m" -lt "$b" ]
 	b2=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
 	[ "$b2" -le "$m" ]
 	assert_line_in "autobatch: chose batch $b2 in " "$stderr"
