@@ -19,8 +19,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "cache.h"
 #include "error.h"
 #include "commands.h"
@@ -88,21 +86,14 @@ static void sample(struct watch *w)
 static bool mark(const struct watch *w, uint64_t peak, const char *node)
 {
 	struct ab_cache c = {.fd = w->cache_fd, .dir = "the cache"};
-	struct json_object *o = json_object_new_object();
-	char name[AB_CACHE_NAME_MAX + 8], err[AB_ERR_MAX];
-	bool ok;
+	struct ab_cache_over o = {w->batch, w->task, peak, w->limit, ""};
+	char err[AB_ERR_MAX];
 
-	snprintf(name, sizeof(name), "%s.over", w->entry);
-	json_object_object_add(o, "batch", json_object_new_int64(w->batch));
-	json_object_object_add(o, "peak_bytes", json_object_new_int64((int64_t)peak));
-	json_object_object_add(o, "limit_bytes", json_object_new_int64((int64_t)w->limit));
-	json_object_object_add(o, "task", json_object_new_int64(w->task));
-	json_object_object_add(o, "node", json_object_new_string(node));
-	ok = ab_cache_store(&c, name, json_object_to_json_string(o), err, sizeof(err)) == 0;
-	if (!ok)
-		fprintf(stderr, "autobatch: %s\n", err);
-	json_object_put(o);
-	return ok;
+	snprintf(o.node, sizeof(o.node), "%s", node);
+	if (ab_cache_mark_over(&c, w->entry, &o, err, sizeof(err)) == 0)
+		return true;
+	fprintf(stderr, "autobatch: %s\n", err);
+	return false;
 }
 
 static int parse(int argc, char **argv, struct watch *w, bool *gpu)

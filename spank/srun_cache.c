@@ -10,8 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "srun_cache.h"
 
 #include "error.h"
@@ -123,38 +121,26 @@ static int load(const struct ab_cache *c, const char *name, struct ab_result *re
 static bool went_over(struct ab_plan *pl, const struct ab_cache *c, const char *name,
 		      const struct ab_result *res)
 {
-	struct json_object *o = NULL, *v;
-	char over[AB_CACHE_NAME_MAX + 8], *text = NULL, peak[32], limit[32];
-	int64_t p = 0, l = 0, task = 0, batch = 0;
+	struct ab_cache_over o;
+	char peak[32], limit[32];
 	long cap;
+	int rc = ab_cache_read_over(c, name, &o);
 
-	snprintf(over, sizeof(over), "%s.over", name);
-	if (ab_cache_load(c, over, &text) < 0)
-		return false;
-	o = json_tokener_parse(text);
-	free(text);
-	if (o && json_object_object_get_ex(o, "peak_bytes", &v))
-		p = json_object_get_int64(v);
-	if (o && json_object_object_get_ex(o, "limit_bytes", &v))
-		l = json_object_get_int64(v);
-	if (o && json_object_object_get_ex(o, "task", &v))
-		task = json_object_get_int64(v);
-	if (o && json_object_object_get_ex(o, "batch", &v))
-		batch = json_object_get_int64(v);
-	json_object_put(o);
-	if (batch != res->batch || l <= 0 || p <= l) {
-		unlinkat(c->fd, over, 0);
+	if (rc == 0 && o.batch != res->batch)
+		rc = -ESTALE;
+	if (rc < 0) {
+		if (rc != -ENOENT)
+			ab_cache_clear_over(c, name);
 		return false;
 	}
-	cap = (long)((double)res->batch * (double)l / (double)p);
+	cap = (long)((double)res->batch * (double)o.limit_bytes / (double)o.peak_bytes);
 	cap = cap >= res->batch ? res->batch - 1 : cap < 1 ? 1 : cap;
 	if (!pl->job.max_batch)
 		slurm_spank_log(AB_LOG_PREFIX "the cached decision (batch %ld) went over its limit "
-					      "in a real run (task %lld: %s of %s): probing again, "
+					      "in a real run (task %ld: %s of %s): probing again, "
 					      "at most batch %ld",
-				res->batch, (long long)task, ab_format_size((uint64_t)p, peak,
-									    sizeof(peak)),
-				ab_format_size((uint64_t)l, limit, sizeof(limit)), cap);
+				res->batch, o.task, ab_format_size(o.peak_bytes, peak, sizeof(peak)),
+				ab_format_size(o.limit_bytes, limit, sizeof(limit)), cap);
 	pl->job.max_batch = cap;
 	return true;
 }
@@ -216,13 +202,12 @@ static void store(const struct ab_cache *c, const char *name, const char *entry)
 void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *name,
 			 const char *json, long eval_batch)
 {
-	char *entry, warm[AB_CACHE_NAME_MAX], over[AB_CACHE_NAME_MAX + 8];
+	char *entry, warm[AB_CACHE_NAME_MAX];
 
 	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))
 		return;
 	store(c, name, entry);
-	snprintf(over, sizeof(over), "%s.over", name); /* the new decision's evidence is its own */
-	unlinkat(c->fd, over, 0);
+	ab_cache_clear_over(c, name); /* the new decision's evidence is its own */
 	if (pl->ctx->req.config[0]) { /* where the next job of a sweep looks */
 		entry_name(pl, true, warm, sizeof(warm));
 		store(c, warm, entry);

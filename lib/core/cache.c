@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "error.h"
 #include "file_replace.h"
 
@@ -183,4 +185,72 @@ void ab_cache_unlock(int fd)
 		flock(fd, LOCK_UN);
 		close(fd);
 	}
+}
+
+/* NAME.over, beside entry NAME. */
+static void over_name(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.over", name);
+}
+
+int ab_cache_mark_over(const struct ab_cache *c, const char *name,
+		       const struct ab_cache_over *o, char *err, size_t errlen)
+{
+	struct json_object *j = json_object_new_object();
+	char over[AB_CACHE_NAME_MAX + 8];
+	int rc;
+
+	over_name(name, over, sizeof(over));
+	json_object_object_add(j, "batch", json_object_new_int64(o->batch));
+	json_object_object_add(j, "peak_bytes", json_object_new_int64((int64_t)o->peak_bytes));
+	json_object_object_add(j, "limit_bytes", json_object_new_int64((int64_t)o->limit_bytes));
+	json_object_object_add(j, "task", json_object_new_int64(o->task));
+	json_object_object_add(j, "node", json_object_new_string(o->node));
+	rc = ab_cache_store(c, over, json_object_to_json_string(j), err, errlen);
+	json_object_put(j);
+	return rc;
+}
+
+/* A whole number from 0 of the mark's field key; -1 when it has none. */
+static int64_t over_field(struct json_object *j, const char *key)
+{
+	struct json_object *v;
+
+	return j && json_object_object_get_ex(j, key, &v) && json_object_is_type(v, json_type_int) &&
+			       json_object_get_int64(v) >= 0
+		       ? json_object_get_int64(v)
+		       : -1;
+}
+
+int ab_cache_read_over(const struct ab_cache *c, const char *name, struct ab_cache_over *o)
+{
+	struct json_object *j, *v;
+	char over[AB_CACHE_NAME_MAX + 8], *text;
+	int64_t batch, task, peak, limit;
+	int rc;
+
+	over_name(name, over, sizeof(over));
+	if ((rc = ab_cache_load(c, over, &text)) < 0)
+		return rc;
+	j = json_tokener_parse(text);
+	free(text);
+	batch = over_field(j, "batch"), task = over_field(j, "task");
+	peak = over_field(j, "peak_bytes"), limit = over_field(j, "limit_bytes");
+	memset(o, 0, sizeof(*o));
+	if (j && json_object_object_get_ex(j, "node", &v) && json_object_is_type(v, json_type_string))
+		snprintf(o->node, sizeof(o->node), "%s", json_object_get_string(v));
+	json_object_put(j);
+	if (batch < 1 || task < 0 || limit < 1 || peak <= limit)
+		return -EPROTO;
+	o->batch = batch, o->task = task;
+	o->peak_bytes = (uint64_t)peak, o->limit_bytes = (uint64_t)limit;
+	return 0;
+}
+
+void ab_cache_clear_over(const struct ab_cache *c, const char *name)
+{
+	char over[AB_CACHE_NAME_MAX + 8];
+
+	over_name(name, over, sizeof(over));
+	unlinkat(c->fd, over, 0);
 }

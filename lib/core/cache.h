@@ -58,4 +58,20 @@ int ab_cache_lock(const struct ab_cache *c, const char *name, double timeout_s,
 		  const volatile sig_atomic_t *stop, void (*tick)(void *), void *tick_arg);
 void ab_cache_unlock(int fd);
 
+/* What a task's watch saw when the real run of an entry's batch went over the limit its
+ * decision promised, kept as NAME.over beside the entry: autobatch-probe watch writes it,
+ * srun's next lookup of NAME reads it, and a new decision of NAME clears it. */
+struct ab_cache_over {
+	long batch, task;
+	uint64_t peak_bytes, limit_bytes;
+	char node[64];
+};
+
+int ab_cache_mark_over(const struct ab_cache *c, const char *name,
+		       const struct ab_cache_over *o, char *err, size_t errlen);
+/* 0 with *o; -ENOENT when there is no mark; -EPROTO when it is unreadable or says no run
+ * over its limit (the caller clears it). */
+int ab_cache_read_over(const struct ab_cache *c, const char *name, struct ab_cache_over *o);
+void ab_cache_clear_over(const struct ab_cache *c, const char *name);
+
 #endif

@@ -188,6 +188,37 @@ static void planted_entries(void **state)
 	ab_cache_close(&c);
 }
 
+/* A real run over its limit (autobatch-probe watch's NAME.over): written, read back, and
+ * cleared; a mark that says no run over its limit, or is not JSON, is not one. */
+static void over_marks(void **state)
+{
+	struct ab_cache c;
+	struct ab_cache_over o = {83, 2, 1000u << 20, 819u << 20, "node1"}, back;
+
+	(void)state;
+	make_site(01777);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), -ENOENT);
+	assert_int_equal(ab_cache_mark_over(&c, entry, &o, err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), 0);
+	assert_int_equal(back.batch, 83);
+	assert_int_equal(back.task, 2);
+	assert_int_equal(back.peak_bytes, 1000u << 20);
+	assert_int_equal(back.limit_bytes, 819u << 20);
+	assert_string_equal(back.node, "node1");
+	o.peak_bytes = o.limit_bytes;
+	assert_int_equal(ab_cache_mark_over(&c, entry, &o, err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), -EPROTO);
+	char over[AB_CACHE_NAME_MAX + 8];
+
+	snprintf(over, sizeof(over), "%s.over", entry);
+	assert_int_equal(ab_cache_store(&c, over, "not json", err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), -EPROTO);
+	ab_cache_clear_over(&c, entry);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), -ENOENT);
+	ab_cache_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -195,6 +226,7 @@ int main(void)
 		cmocka_unit_test(unsafe_site),
 		cmocka_unit_test(open_subdirectory),
 		cmocka_unit_test(planted_entries),
+		cmocka_unit_test(over_marks),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
