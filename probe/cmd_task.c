@@ -172,11 +172,8 @@ static uint64_t gpu_sample(struct task *t)
 {
 	pid_t pids[AB_GROUP_TRACKED + 1];
 	uint64_t each[AB_GROUP_TRACKED + 1], now;
-	size_t n = 0;
+	size_t n = ab_group_pids(&t->group, pids);
 
-	pids[n++] = t->group.leader;
-	for (size_t i = 0; i < t->group.n; i++)
-		pids[n++] = t->group.pid[i];
 	now = ab_nvml_pids_usage(t->nv, pids, n, each);
 	for (size_t k = 0; k < n; k++) {
 		size_t i = 0;

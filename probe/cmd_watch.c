@@ -69,16 +69,11 @@ static void sample(struct watch *w)
 {
 	pid_t pids[AB_GROUP_TRACKED + 1];
 	uint64_t gpu, each[AB_GROUP_TRACKED + 1];
-	size_t n = 0;
 
 	ab_group_sample(&w->group);
 	if (!w->nv)
 		return;
-	pids[n++] = w->pid;
-	for (size_t i = 0; i < w->group.n && n < AB_GROUP_TRACKED + 1; i++)
-		if (w->group.pid[i] != w->pid)
-			pids[n++] = w->group.pid[i];
-	gpu = ab_nvml_pids_usage(w->nv, pids, n, each);
+	gpu = ab_nvml_pids_usage(w->nv, pids, ab_group_pids(&w->group, pids), each);
 	w->gpu_peak = gpu > w->gpu_peak ? gpu : w->gpu_peak;
 }
 

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "error.h"
 #include "run.h"
 #include "config_edit.h"
+#include "number.h"
 #include "presets.h"
 #include "search.h"
 
@@ -73,11 +75,9 @@ static void eval_every(struct run_opts *o, const struct ab_config *cfg, const st
 				  sizeof(none)) == 0 &&
 		    strcmp(value, "steps") != 0)
 			return;
-	if (!key || ab_config_get(cfg, key, o->document, value, sizeof(value), none,
-				  sizeof(none)) < 0 ||
-	    !value[0] || strspn(value, "0123456789") != strlen(value))
-		return;
-	if ((o->eval_every = whole(cfg, o->document, key)))
+	if (key && ab_config_get(cfg, key, o->document, value, sizeof(value), none,
+				 sizeof(none)) == 0 &&
+	    ab_parse_whole(value, 1, INT_MAX, &o->eval_every) == 0)
 		o->eval_key = key;
 }
 

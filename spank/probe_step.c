@@ -561,11 +561,15 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 							      : "--autobatch-trial-shape=gpu");
 }
 
-int ab_probe_read_job(struct ab_probe_job *job, char *err, size_t errlen)
+void ab_probe_read_job(struct ab_probe_job *job)
+{
+	job->probe_gpus = probe_step_gpus(job);
+}
+
+int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen)
 {
 	int rc;
 
-	job->probe_gpus = probe_step_gpus(job);
 	job->step_gpus.n = 0;
 	if (trial_ranks_of(job) <= 0 && !(job->per_device && job->global_batch))
 		return 0;

@@ -22,11 +22,12 @@ struct ab_probe_job {
 	unsigned stepid;        /* the real step's: its GPU request shapes the trial steps */
 	/* what ab_probe_read_job read of the job from slurmctld, once per probing */
 	const char *probe_gpus; /* the probe step's GPU option, or NULL */
+	/* what ab_probe_read_step read, before the cache is looked up (the key holds it) */
 	struct ab_step_gpus step_gpus; /* the real step's GPU request, for its trial steps */
 	unsigned ntasks;        /* the step's tasks */
 	unsigned dp_width;      /* its data-parallel replicas, a global batch's divisor: ntasks
 				 * over the config's model-parallel sizes, or its GPUs where the
-				 * batch is per device (ab_probe_read_job) */
+				 * batch is per device (ab_probe_read_step) */
 	bool per_device;        /* the preset's batch is per device (presets.h) */
 	long model_parallel;    /* the config's model-parallel product; 1 without one */
 	unsigned gpus;          /* the step's GPUs, where read for a per-device batch; 0 */
@@ -50,10 +51,14 @@ struct ab_probe_job {
 	void *tick_arg;
 };
 
-/* Reads from slurmctld what every probe step of this srun needs (the job's GPU request, the
- * real step's for trial steps), before ab_probe_run and ab_probe_device; 0, or a negative
- * errno with err when the step's GPU request is none srun takes back. */
-int ab_probe_read_job(struct ab_probe_job *job, char *err, size_t errlen);
+/* Reads from slurmctld the real step's GPU request where it shapes the decision (trial steps
+ * take it; a per-device batch's replicas are its GPUs), before the cache is looked up, which
+ * keys on it; 0, or a negative errno with err when it is none srun takes back. */
+int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen);
+
+/* Reads from slurmctld the job's GPU request, which the probe step's own option comes from:
+ * only when probing, before ab_probe_run and ab_probe_device (a cache hit needs none). */
+void ab_probe_read_job(struct ab_probe_job *job);
 
 /* Runs the probe step; 0 with the result (and its JSON in *json, malloc'ed, when json is not
  * NULL), or a negative errno with one sentence naming the cause. Once *stop is set (srun is

@@ -5,6 +5,7 @@
  * for srun's answer on the hold channel, and a decided step's task starts its watch.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 
 #include "error.h"
 #include "hold.h"
+#include "number.h"
+#include "subprocess.h"
 #include "cache.h"
 
 static const char *const decision_vars[] = {
@@ -203,8 +206,7 @@ static void __attribute__((noreturn)) exec_watch(const struct ab_site *site, int
 	    (cache_fd >= 0 && cache_fd != 3 && dup2(cache_fd, 3) < 0) ||
 	    (cache_fd == 3 && fcntl(3, F_SETFD, 0) < 0)) /* dup2 onto itself keeps CLOEXEC */
 		_exit(127);
-	for (int fd = cache_fd >= 0 ? 4 : 3; fd < 1024; fd++)
-		close(fd);
+	ab_close_from(cache_fd >= 0 ? 4 : 3);
 	setsid();
 	execve(site->probe, argv, envp); /* not slurmstepd's own environment */
 	_exit(127);
@@ -225,6 +227,7 @@ static void watch(spank_t sp, const struct ab_ctx *c)
 	struct ab_cache cache = {.fd = -1};
 	uint32_t id = 0;
 	int n = 10;
+	long whole;
 	pid_t child;
 
 	if (ab_env_twin(AB_ENV_WATCH, twin, sizeof(twin)) < 0 ||
@@ -235,7 +238,7 @@ static void watch(spank_t sp, const struct ab_ctx *c)
 	spank_unsetenv(sp, twin);
 	if (!c->site_ok || !watch_spec(spec, limit, sizeof(limit), entry, sizeof(entry), &dir) ||
 	    spank_getenv(sp, AB_ENV_BATCH_SIZE, batch, sizeof(batch)) != ESPANK_SUCCESS ||
-	    !batch[0] || strspn(batch, "0123456789") != strlen(batch) ||
+	    ab_parse_whole(batch, 1, LONG_MAX, &whole) < 0 ||
 	    ab_probe_args_sim(c->site.probe_args))
 		return; /* a simulated device has no memory of the run's to measure */
 	spank_get_item(sp, S_TASK_GLOBAL_ID, &id);

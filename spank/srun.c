@@ -88,7 +88,7 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 	struct ab_hold_answer vars;
 	struct ab_result res;
 	struct ab_cache cache;
-	char *json = NULL, entry[AB_CACHE_NAME_MAX];
+	char *json = NULL;
 	int rc;
 
 	if ((rc = ab_plan_job(sp, c, *pl, err, errlen)) < 0)
@@ -97,10 +97,10 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 	ab_srun_gpu_models((*pl)->job.nodelist, &(*pl)->models);
 	/* the step's GPU request shapes its trials and a per-device batch's replicas: the cache
 	 * keys on it, and a hit's accumulation is computed from it */
-	if ((rc = ab_probe_read_job(&(*pl)->job, err, errlen)) < 0)
+	if ((rc = ab_probe_read_step(&(*pl)->job, err, errlen)) < 0)
 		return rc;
 	ab_srun_cache_open(&c->site, &cache);
-	if (ab_srun_cache_lookup(*pl, &cache, entry, sizeof(entry), &res, &json) == 0) {
+	if (ab_srun_cache_lookup(*pl, &cache, &res, &json) == 0) {
 		(*pl)->cached = true;
 		if ((rc = ab_apply(*pl, &res, res.eval_batch, json, &vars, err, errlen)) == 0)
 			rc = ab_export_vars(&vars) < 0 ? -EIO : 0;
@@ -108,7 +108,7 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 		free(json);
 		return rc;
 	}
-	if ((rc = ab_srun_defer(c, *pl, &cache, entry, err, errlen)) == 0)
+	if ((rc = ab_srun_defer(c, *pl, &cache, err, errlen)) == 0)
 		*pl = NULL; /* the thread's now */
 	else
 		ab_cache_close(&cache);

@@ -145,17 +145,16 @@ static bool went_over(struct ab_plan *pl, const struct ab_cache *c, const char *
 	return true;
 }
 
-/* 0 and *json on a hit; -ENOENT on a miss (name then names where the entry goes). */
-int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, char *name,
-			 size_t namelen, struct ab_result *res, char **json)
+int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab_result *res,
+			 char **json)
 {
+	const char *name = pl->entry;
 	int rc;
 
-	name[0] = '\0';
+	pl->entry[0] = '\0';
 	if (c->fd < 0)
 		return -ENOENT;
-	entry_name(pl, false, name, namelen);
-	snprintf(pl->entry, sizeof(pl->entry), "%s", name);
+	entry_name(pl, false, pl->entry, sizeof(pl->entry));
 	snprintf(pl->cache_dir, sizeof(pl->cache_dir), "%s", c->dir);
 	if (pl->ctx->req.refresh || (rc = load(c, name, res, json)) == -ENOENT)
 		return -ENOENT;
@@ -199,9 +198,10 @@ static void store(const struct ab_cache *c, const char *name, const char *entry)
 		slurm_verbose(AB_LOG_PREFIX "%s", err);
 }
 
-void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *name,
-			 const char *json, long eval_batch)
+void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *json,
+			 long eval_batch)
 {
+	const char *name = pl->entry;
 	char *entry, warm[AB_CACHE_NAME_MAX];
 
 	if (c->fd < 0 || !name[0] || !(entry = ab_result_with_eval(json, eval_batch, NULL)))

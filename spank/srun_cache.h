@@ -12,12 +12,14 @@
 /* The user's cache, open (c->fd -1 when there is none). */
 void ab_srun_cache_open(const struct ab_site *site, struct ab_cache *c);
 
-/* 0 and *json on a hit; -ENOENT on a miss (name then names where the entry goes). */
-int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, char *name,
-			 size_t namelen, struct ab_result *res, char **json);
+/* 0 and *json on a hit; -ENOENT on a miss. Either way pl->entry names the entry ("" without
+ * a cache) and pl->cache_dir its directory. */
+int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab_result *res,
+			 char **json);
 
-void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *name,
-			 const char *json, long eval_batch);
+/* The decision as pl->entry (and its warm twin), the entry's over-limit mark cleared. */
+void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *json,
+			 long eval_batch);
 
 /* On a miss: the warm start, from the last decision of a job that differs from this one only
  * in memory-neutral config values (the preset's, --autobatch-neutral). 0 with pl->job's warm

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,8 +43,7 @@ struct ab_deferred {
 	struct ab_proc sentinel;        /* the process that hears it (ctrl_c_watch) */
 	pthread_t watcher;
 	struct ab_plan *pl;
-	struct ab_cache cache;
-	char entry[AB_CACHE_NAME_MAX];
+	struct ab_cache cache; /* the entry is pl->entry */
 	struct ab_hold_server server;
 	char **env; /* srun's environment, copied before the launch changes it */
 	pthread_t thread;
@@ -152,9 +150,7 @@ static void sentinel_body(void *arg)
 {
 	(void)arg;
 	signal(SIGQUIT, SIG_IGN);
-	if (syscall(SYS_close_range, 0u, ~0u, 0u) < 0)
-		for (long fd = 0, max = sysconf(_SC_OPEN_MAX); fd < max && fd < 65536; fd++)
-			close((int)fd);
+	ab_close_from(0);
 	for (;;)
 		pause();
 }
@@ -262,17 +258,17 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	bool hit = false;
 
 	ctrl_c_start(d);
-	if (d->entry[0]) {
+	if (pl->entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
-		lock = ab_cache_lock(&d->cache, d->entry, pl->ctx->site.probe_timeout + 60.0,
+		lock = ab_cache_lock(&d->cache, pl->entry, pl->ctx->site.probe_timeout + 60.0,
 				     &d->halt, gather, d);
-		hit = ab_srun_cache_lookup(pl, &d->cache, d->entry, sizeof(d->entry), &res,
-					   &json) == 0;
+		hit = ab_srun_cache_lookup(pl, &d->cache, &res, &json) == 0;
 	}
 	if (hit) {
 		eval_batch = res.eval_batch;
 	} else if (!d->ctrl_c) { /* a Ctrl-C can end the wait for the lock */
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
+		ab_probe_read_job(&pl->job);
 		if ((rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
 			rc = probe(d, &res, &eval_batch, &json, err, errlen);
 		if (rc == 0 && pl->bound && ab_probe_per_rank_limits(&pl->job)) {
@@ -298,7 +294,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	if (d->ctrl_c)
 		rc = ab_probe_interrupted(err, errlen);
 	if (rc == 0 && (rc = ab_apply(pl, &res, eval_batch, json, vars, err, errlen)) == 0 && !hit)
-		ab_srun_cache_store(pl, &d->cache, d->entry, json, eval_batch);
+		ab_srun_cache_store(pl, &d->cache, json, eval_batch);
 	ab_cache_unlock(lock);
 	free(json);
 	return rc;
@@ -324,8 +320,8 @@ static void *deferred_main(void *arg)
 	return NULL;
 }
 
-int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache,
-		  const char *entry, char *err, size_t errlen)
+int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache, char *err,
+		  size_t errlen)
 {
 	struct ab_deferred *d = calloc(1, sizeof(*d));
 	char ticket[256];
@@ -353,7 +349,6 @@ int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache,
 	d->pl->job.tick = gather; /* the tasks say hello while srun probes */
 	d->pl->job.tick_arg = d;
 	d->cache = *cache;
-	snprintf(d->entry, sizeof(d->entry), "%s", entry);
 	if ((rc = pthread_create(&d->thread, NULL, deferred_main, d)) != 0) {
 		d->pl = NULL, d->cache.fd = -1; /* still the caller's */
 		rc = ab_fail(err, errlen, rc, "cannot start probing: %s", strerror(rc));

@@ -13,8 +13,8 @@
 /* Takes pl (malloc'ed) and the open cache on success, and records the decision being made in
  * c->deferred: the tasks are told to wait (SLURM_AUTOBATCH_HOLD) and a thread probes,
  * applies and answers them. On failure nothing is taken or changed. */
-int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache,
-		  const char *entry, char *err, size_t errlen);
+int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache, char *err,
+		  size_t errlen);
 
 /* srun is ending (slurm_spank_exit): a probe still running is stopped, the thread joined. */
 void ab_srun_defer_end(struct ab_ctx *c);

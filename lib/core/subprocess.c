@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -330,4 +331,11 @@ void ab_subprocess_free(struct ab_subprocess *p)
 {
 	free(p->out);
 	p->out = NULL;
+}
+
+void ab_close_from(int first)
+{
+	if (syscall(SYS_close_range, (unsigned)first, ~0u, 0u) < 0)
+		for (long fd = first, max = sysconf(_SC_OPEN_MAX); fd < max && fd < 65536; fd++)
+			close((int)fd);
 }

@@ -14,6 +14,10 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+/* In a child before it execs or waits: every descriptor from first on closed (close_range,
+ * else one by one), so that no copy of the parent's sockets or pipes outlives their use. */
+void ab_close_from(int first);
+
 /* ---- one child, watched ---- */
 
 #define AB_PROC_GROUP 1u     /* the child leads its own process group; stops end the group */

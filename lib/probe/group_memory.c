@@ -413,3 +413,14 @@ bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak)
 	return holders >= 2;
 }
 
+
+size_t ab_group_pids(const struct ab_group_peak *g, pid_t *pids)
+{
+	size_t n = 0;
+
+	pids[n++] = g->leader;
+	for (size_t i = 0; i < g->n; i++)
+		if (g->pid[i] != g->leader)
+			pids[n++] = g->pid[i];
+	return n;
+}

@@ -54,6 +54,10 @@ struct ab_group_peak {
 /* One sample; returns the group's memory now. */
 uint64_t ab_group_sample(struct ab_group_peak *g);
 
+/* The group's processes at the last sample, the leader first, into pids (room for
+ * AB_GROUP_TRACKED + 1): those whose GPU memory NVML is asked for. Returns how many. */
+size_t ab_group_pids(const struct ab_group_peak *g, pid_t *pids);
+
 /* The peak to judge: the leader's (its high-water mark), each other member's largest, and
  * the families' largest one-sample sum; never less than one process's own high-water mark
  * (any member's VmHWM, or leader_maxrss: the leader's and its waited-for children's). */
