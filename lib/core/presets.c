@@ -23,7 +23,12 @@ static const char *const *const hf_neutral = NEUTRAL(
 const struct ab_preset ab_presets[] = {
 	{"deepspeed", "DeepSpeed JSON",
 	 {K(MICRO_BATCH, "train_micro_batch_size_per_gpu"),
-	  K(GRAD_ACCUM, "gradient_accumulation_steps"), K(GLOBAL_BATCH, "train_batch_size")},
+	  K(GRAD_ACCUM, "gradient_accumulation_steps"), K(GLOBAL_BATCH, "train_batch_size"),
+	  /* DeepSpeed divides train_batch_size by the world over AutoTP's tensor width (its
+	   * data_parallel mesh) and over Ulysses' sequence width (DeepSpeedConfig.world_size);
+	   * pipeline stages are a PipelineModule argument, not in this file */
+	  K(TENSOR_PAR, "tensor_parallel.autotp_size"),
+	  K(CONTEXT_PAR, "sequence_parallel_size")},
 	 NEUTRAL("optimizer.params.lr", "optimizer.params.weight_decay", "optimizer.params.betas",
 		 "optimizer.params.eps", "scheduler.params.warmup_min_lr",
 		 "scheduler.params.warmup_max_lr", "scheduler.params.warmup_num_steps",

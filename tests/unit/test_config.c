@@ -325,11 +325,30 @@ static void data_parallel_width(void **state)
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), -EINVAL);
 	assert_contains(err, "model.tensor_model_parallel_size is not a parallel size");
 	ab_config_free(cfg);
-	/* no parallel keys (or a preset without them): every task is a replica */
+	/* DeepSpeed: AutoTP's tensor width and Ulysses' sequence width divide the world */
+	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64,"
+			       " \"tensor_parallel\": {\"autotp_size\": 2},"
+			       " \"sequence_parallel_size\": 4}");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
+	assert_string_equal(k.preset->name, "deepspeed");
+	assert_int_equal(k.model_parallel, 8);
+	assert_string_equal(k.parallel_text, "tensor 2 x context 4");
+	assert_int_equal(ab_keys_data_parallel(&k, 16, "ds.json", err, sizeof(err)), 2);
+	ab_config_free(cfg);
+	/* no parallel keys: every task is a replica */
 	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64}");
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
 	assert_int_equal(k.model_parallel, 1);
 	assert_int_equal(ab_keys_data_parallel(&k, 6, "ds.json", err, sizeof(err)), 6);
+	ab_config_free(cfg);
+	/* MaxText's per_device_batch_size is per device whatever the mesh (pyconfig: the micro
+	 * batch is num_devices x per_device_batch_size): ici_ and dcn_ axes divide nothing */
+	cfg = parse("mt.yml", "per_device_batch_size: 4\nbase_emb_dim: 512\n"
+			      "ici_tensor_parallelism: 4\ndcn_pipeline_parallelism: 2\n");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
+	assert_string_equal(k.preset->name, "maxtext");
+	assert_int_equal(k.model_parallel, 1);
+	assert_int_equal(ab_keys_data_parallel(&k, 8, "mt.yml", err, sizeof(err)), 8);
 	ab_config_free(cfg);
 }
 
