@@ -67,9 +67,7 @@ struct ranks {
 	struct ab_node_memory table; /* and read */
 	char **argv;
 	size_t merged;     /* step lines written to the trial's report */
-	bool lengths_said; /* the ranks' "lengths" line written (merge_lengths) */
-	bool eval_said;    /* their "eval_batches" line written (merge_evidence) */
-	long retries;      /* the largest "alloc_retries" written */
+	struct ab_merge_said said; /* their evidence beyond the steps, written (merge_steps) */
 	struct rank *r;
 	/* --nodes: the trial is a Slurm step over nodes, launched by srun, whose output is read */
 	const char *nodes;
@@ -201,42 +199,12 @@ static void write_peaks(const struct ranks *rs)
 	dprintf(rs->out, "}\n");
 }
 
-/* What the ranks' step hooks said of their dataset's lengths, once: each rank draws the
- * same longest samples, so the first rank that said it speaks for all. */
-static void merge_lengths(struct ranks *rs)
+/* The ranks' reports, as the merging functions of trial_report.h take them. */
+static size_t rank_reports(const struct ranks *rs, const struct ab_trial_report **v)
 {
-	for (int i = 0; i < rs->n && !rs->lengths_said; i++) {
-		const struct ab_lengths *l = &rs->r[i].w.rep.lengths;
-
-		if (!l->said)
-			continue;
-		dprintf(rs->out, "{\"lengths\": {\"run_longest\": %ld, \"read\": %ld, \"samples\": %ld, "
-				 "\"varies\": %s, \"longest_first\": %s}}\n",
-			l->run_longest, l->read, l->samples, l->varies ? "true" : "false",
-			l->longest_first ? "true" : "false");
-		rs->lengths_said = true;
-	}
-}
-
-/* What any rank said of allocator retries (any is an OOM of the trial), and, once every rank
- * said it, the evaluation after the last step: the fewest batches a rank evaluated. */
-static void merge_evidence(struct ranks *rs)
-{
-	long seen = LONG_MAX, retries = 0;
-
-	for (int i = 0; i < rs->n; i++) {
-		const struct ab_trial_report *rep = &rs->r[i].w.rep;
-
-		retries = rep->alloc_retries > retries ? rep->alloc_retries : retries;
-		seen = !rep->eval_said ? -1 : seen < 0 || rep->eval_batches > seen ? seen
-										: rep->eval_batches;
-	}
-	if (retries > rs->retries)
-		dprintf(rs->out, "{\"alloc_retries\": %ld}\n", rs->retries = retries);
-	if (!rs->eval_said && seen >= 0 && rs->n > 0) {
-		dprintf(rs->out, "{\"eval_batches\": %ld}\n", seen);
-		rs->eval_said = true;
-	}
+	for (int i = 0; i < rs->n; i++)
+		v[i] = &rs->r[i].w.rep;
+	return (size_t)rs->n;
 }
 
 /* The steps every rank has taken, each as long as its slowest rank's and of the samples of
@@ -244,14 +212,16 @@ static void merge_evidence(struct ranks *rs)
  * throughput objective ranks a distributed step's batches by. */
 static void merge_steps(struct ranks *rs)
 {
-	size_t common = SIZE_MAX, before = rs->merged;
+	const struct ab_trial_report *v[AB_REPORT_MAX_RANKS];
+	size_t common = SIZE_MAX, before = rs->merged, n = rank_reports(rs, v);
 	double batch = strtod(rs->batch, NULL);
+	char lines[512];
+	long length;
 
 	for (int i = 0; i < rs->n; i++)
 		common = rs->r[i].w.rep.steps < common ? rs->r[i].w.rep.steps : common;
 	for (; rs->merged < common; rs->merged++) {
 		double slowest = 0, samples = 0;
-		long length = 0; /* the longest batch a rank has had so far (issue 41) */
 		char said[48] = "";
 
 		for (int i = 0; i < rs->n; i++) {
@@ -260,14 +230,14 @@ static void merge_steps(struct ranks *rs)
 			if (rep->step_s[rs->merged] > slowest)
 				slowest = rep->step_s[rs->merged];
 			samples += rep->samples[rs->merged] > 0 ? rep->samples[rs->merged] : batch;
-			length = rep->lengths.max > length ? rep->lengths.max : length;
 		}
-		if (length)
+		/* the longest batch a rank has had so far (issue 41) */
+		if ((length = ab_trial_merge_length(v, n)))
 			snprintf(said, sizeof(said), ", \"length\": %ld", length);
 		dprintf(rs->out, "{\"step_s\": %.9f, \"samples\": %.0f%s}\n", slowest, samples, said);
 	}
-	merge_lengths(rs);
-	merge_evidence(rs);
+	if (ab_trial_merge_evidence(v, n, &rs->said, lines, sizeof(lines)))
+		dprintf(rs->out, "%s", lines);
 	if (rs->merged > before)
 		write_peaks(rs);
 }

@@ -72,6 +72,7 @@ struct task {
 	size_t nworkers;
 	size_t merged;  /* steps every worker took, said */
 	bool oom_said;
+	struct ab_merge_said evidence; /* the workers' evidence beyond their steps, relayed */
 	bool stop_on_eof; /* the end of standard input is the launcher's stop */
 	bool launcher;    /* the command is a framework launcher (torchrun): see task_peak */
 	/* --gpu: its processes' memory on the GPUs Slurm bound to the task, not their resident
@@ -255,16 +256,21 @@ static void find_workers(struct task *t)
 		closedir(d);
 }
 
-/* The steps every worker took, each as long as its slowest worker's; an OOM in any. */
+/* The steps every worker took, each as long as its slowest worker's and with the longest
+ * batch any had; an OOM in any; their lengths, allocator retries and evaluation (as a step's
+ * ranks, trial_report.h). */
 static void relay_workers(struct task *t, int final)
 {
+	const struct ab_trial_report *v[WORKERS_MAX];
 	size_t common = SIZE_MAX;
+	char lines[512], said[48];
 
 	find_workers(t);
 	for (size_t i = 0; i < t->nworkers; i++) {
 		struct ab_trial_report *r = &t->workers[i].w.rep;
 
 		ab_report_watch_read(&t->workers[i].w, final);
+		v[i] = r;
 		common = r->steps < common ? r->steps : common;
 		if (r->oom && !t->oom_said) {
 			say("%s {\"oom\": true, \"%s\": %llu}", AB_TASK_REPORT, AB_FIELD_FLOOR,
@@ -276,6 +282,7 @@ static void relay_workers(struct task *t, int final)
 	}
 	for (; t->nworkers && t->merged < common; t->merged++) {
 		double slowest = 0, samples = 0;
+		long length = ab_trial_merge_length(v, t->nworkers);
 
 		/* the task's step is every worker's: their samples add up (0, unknown, when one
 		 * worker's report has none: the launcher then counts the batch) */
@@ -286,9 +293,14 @@ static void relay_workers(struct task *t, int final)
 				slowest = t->workers[i].w.rep.step_s[t->merged];
 			samples = samples >= 0 && n > 0 ? samples + n : -1;
 		}
-		say("%s {\"step_s\": %.9f, \"samples\": %.0f}", AB_TASK_REPORT, slowest,
-		    samples > 0 ? samples : 0);
+		said[0] = '\0';
+		if (length)
+			snprintf(said, sizeof(said), ", \"length\": %ld", length);
+		say("%s {\"step_s\": %.9f, \"samples\": %.0f%s}", AB_TASK_REPORT, slowest,
+		    samples > 0 ? samples : 0, said);
 	}
+	if (t->nworkers && ab_trial_merge_evidence(v, t->nworkers, &t->evidence, lines, sizeof(lines)))
+		say_lines(t, lines, strlen(lines));
 }
 
 static void say_peak(struct task *t)

@@ -1,15 +1,18 @@
 /* cmd_watch.c - autobatch-probe watch --pid PID --limit BYTES --batch N [--task ID] [--gpu]
- * [--entry NAME --cache-fd FD]: the closed loop's half on the node. Started by the plugin in
- * each task of a step whose batch autobatch decided (as the user, before the command), it
- * follows that task's process tree (host: its resident memory, group_memory.h; --gpu: what
- * NVML sees the tree hold on one GPU) against the limit the decision promised. The first
- * sample over it, while the task still runs (at its end a step's stragglers are killed, and
- * its standard error must not be held open): with a cache entry, NAME.over written beside it
- * in the cache directory open on FD, so that srun's next identical step probes again below
- * that batch instead of trusting the entry; one line on its standard error, which is the
- * task's (the job's output); then it ends. Not meant to be run by hand.
+ * [--entry NAME --cache-fd FD] [--report PATH]: the closed loop's half on the node. Started by
+ * the plugin in each task of a step whose batch autobatch decided (as the user, before the
+ * command), it follows that task's process tree (host: its resident memory, group_memory.h;
+ * --gpu: what NVML sees the tree hold on one GPU) against the limit the decision promised, to
+ * the task's end. The first sample over it: with a cache entry, NAME.over written beside it in
+ * the cache directory open on FD, so that srun's next identical step probes again below that
+ * batch instead of trusting the entry; one line on its standard error, which is the task's
+ * (the job's output), then closed (at a step's end its stragglers are killed, and the task's
+ * output must not wait on this one). With --report (srun's JSON report, AUTOBATCH_REPORT):
+ * the task's peak in its "real_run", when it first goes over, as it grows, and at the task's
+ * end. Not meant to be run by hand.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -26,17 +30,25 @@
 #include "number.h"
 #include "nvml.h"
 #include "protocol.h"
+#include "report_run.h"
 #include "size.h"
 
 #define SAMPLE_MS 500
 #define SAMPLE_MAX_S 10 /* a sample that hangs (NVML, /proc) ends the watch, not the step */
+/* the report while the task runs: a peak this much above the one written, at most this
+ * often (a step's end may kill the watch before its last write) */
+#define REPORT_GROWTH 1.02
+#define REPORT_EVERY_S 10
 
 struct watch {
 	pid_t pid;
 	long task, batch;
 	uint64_t limit;
-	const char *entry;
+	const char *entry, *report, *node;
 	int cache_fd;
+	bool reported, said_over;
+	uint64_t reported_peak;
+	time_t reported_at;
 	struct ab_group_peak group;
 	struct ab_nvml *nv;
 	uint64_t gpu_peak;
@@ -97,7 +109,8 @@ static int parse(int argc, char **argv, struct watch *w, bool *gpu)
 		{"pid", required_argument, NULL, 'p'},	 {"limit", required_argument, NULL, 'l'},
 		{"batch", required_argument, NULL, 'b'}, {"task", required_argument, NULL, 't'},
 		{"entry", required_argument, NULL, 'e'}, {"cache-fd", required_argument, NULL, 'c'},
-		{"gpu", no_argument, NULL, 'g'},	 {NULL, 0, NULL, 0},
+		{"gpu", no_argument, NULL, 'g'},	 {"report", required_argument, NULL, 'r'},
+		{NULL, 0, NULL, 0},
 	};
 	long v;
 	int o;
@@ -107,8 +120,8 @@ static int parse(int argc, char **argv, struct watch *w, bool *gpu)
 			*gpu = true;
 			continue;
 		}
-		if (o == 'e') {
-			w->entry = optarg;
+		if (o == 'e' || o == 'r') {
+			*(o == 'e' ? &w->entry : &w->report) = optarg;
 			continue;
 		}
 		if (o == '?' || ab_parse_whole(optarg, 0, 1L << 50, &v) < 0)
@@ -136,29 +149,66 @@ static uint64_t now(struct watch *w)
 	return w->nv ? w->gpu_peak : ab_group_peak_bytes(&w->group, 0);
 }
 
-/* Over the limit, said once: the mark first, so that the line says whether it was made. */
-static void over(const struct watch *w, uint64_t peak)
+/* The task's peak into the report's "real_run"; a failure said once, on the task's
+ * standard error while it is still open. */
+static void report(struct watch *w, uint64_t peak, bool first_over)
 {
-	const char *node = getenv("SLURMD_NODENAME");
+	struct ab_run_figure f = {w->limit,	    peak, w->task, w->batch, w->node,
+				  w->nv ? "gpu" : "host", !w->reported, first_over};
+	char err[AB_ERR_MAX];
+	int rc;
+
+	if (!w->report)
+		return;
+	alarm(SAMPLE_MAX_S);
+	rc = ab_report_add_run(w->report, &f, err, sizeof(err));
+	alarm(0);
+	w->reported = true, w->reported_peak = peak, w->reported_at = time(NULL);
+	if (rc == 0)
+		return;
+	/* not on this node's file systems (srun's $TMPDIR, a directory not shared): quietly */
+	if (rc != -ENOENT && !w->said_over)
+		fprintf(stderr, "autobatch: the run's peak is not in the report: %s\n", err);
+	w->report = NULL;
+}
+
+/* Over the limit, said once: the mark first, so that the line says whether it was made;
+ * then the task's standard error is let go. */
+static void over(struct watch *w, uint64_t peak)
+{
 	char have[32], limit[32];
 	bool marked;
+	int null;
 
-	node = node && *node ? node : "";
 	alarm(SAMPLE_MAX_S);
-	marked = w->entry && w->cache_fd >= 0 && mark(w, peak, node);
+	marked = w->entry && w->cache_fd >= 0 && mark(w, peak, w->node);
 	alarm(0);
+	report(w, peak, true);
 	fprintf(stderr, "autobatch: task %ld on %s reached %s, over the %s limit its decision "
 			"(batch %ld) promised: the trials did not see what the run grew to later%s\n",
-		w->task, *node ? node : "this node", ab_format_size(peak, have, sizeof(have)),
+		w->task, *w->node ? w->node : "this node", ab_format_size(peak, have, sizeof(have)),
 		ab_format_size(w->limit, limit, sizeof(limit)), w->batch,
 		marked ? "; the cached decision is marked, and the next identical srun probes "
 			 "again below it"
 		       : "");
+	w->said_over = true;
+	if ((null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0) {
+		dup2(null, 2);
+		close(null);
+	}
+}
+
+/* While the task runs: the report gets a peak that grew, now and then. */
+static bool report_due(const struct watch *w, uint64_t peak)
+{
+	return w->report && time(NULL) - w->reported_at >= REPORT_EVERY_S &&
+	       (!w->reported || (double)peak > REPORT_GROWTH * (double)w->reported_peak);
 }
 
 int cmd_watch(int argc, char **argv)
 {
 	struct watch w = {.cache_fd = -1};
+	const char *node = getenv("SLURMD_NODENAME");
 	char err[AB_ERR_MAX];
 	bool gpu = false;
 	uint64_t peak = 0;
@@ -166,19 +216,26 @@ int cmd_watch(int argc, char **argv)
 
 	if (parse(argc, argv, &w, &gpu) < 0) {
 		fprintf(stderr, "usage: autobatch-probe watch --pid PID --limit BYTES --batch N "
-				"[--task ID] [--gpu] [--entry NAME --cache-fd FD]\n");
+				"[--task ID] [--gpu] [--entry NAME --cache-fd FD] [--report PATH]\n");
 		return 2;
 	}
+	w.node = node && *node ? node : "";
 	w.group.leader = w.pid;
 	w.group.tree_only = true;
 	/* a GPU's limit is not judged by the host's memory: without NVML, no verdict */
 	if (gpu && ab_nvml_open(NULL, &w.nv, err, sizeof(err)) < 0)
 		return 0;
 	handle = pid_handle(w.pid);
-	while ((peak = now(&w)) <= w.limit && !ended(w.pid, handle))
-		;
-	if (peak > w.limit)
-		over(&w, peak);
+	w.reported_at = time(NULL);
+	do {
+		peak = now(&w);
+		if (peak > w.limit && !w.said_over)
+			over(&w, peak);
+		else if (report_due(&w, peak))
+			report(&w, peak, false);
+	} while (!ended(w.pid, handle));
+	if (!w.reported || peak != w.reported_peak)
+		report(&w, peak, false);
 	if (w.nv)
 		ab_nvml_close(w.nv);
 	return 0;

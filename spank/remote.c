@@ -219,10 +219,11 @@ static void __attribute__((noreturn)) exec_watch(const struct ab_site *site, int
 static void watch(spank_t sp, const struct ab_ctx *c)
 {
 	char spec[AB_HOLD_VALUE_MAX], twin[64], limit[24], entry[AB_CACHE_NAME_MAX], batch[24];
+	char report[AB_HOLD_VALUE_MAX];
 	char pid[24], task[24], err[AB_ERR_MAX], node[96] = "SLURMD_NODENAME=";
 	char *envp[] = {"PATH=/usr/bin:/bin", node, NULL};
 	const char *dir;
-	char *argv[16] = {"autobatch-probe", "watch", "--pid", pid, "--limit", limit, "--batch",
+	char *argv[20] = {"autobatch-probe", "watch", "--pid", pid, "--limit", limit, "--batch",
 			  batch, "--task", task};
 	struct ab_cache cache = {.fd = -1};
 	uint32_t id = 0;
@@ -248,6 +249,11 @@ static void watch(spank_t sp, const struct ab_ctx *c)
 	snprintf(task, sizeof(task), "%u", id);
 	if (ab_probe_args_gpu(c->site.probe_args))
 		argv[n++] = "--gpu";
+	/* the report srun wrote (the task's own variable): the watch, as the user, adds the
+	 * run's peak to it */
+	if (spank_getenv(sp, AB_ENV_REPORT, report, sizeof(report)) == ESPANK_SUCCESS &&
+	    report[0] == '/')
+		argv[n++] = "--report", argv[n++] = report;
 	/* srun's cache, by the path srun opened: this process's own environment is
 	 * slurmstepd's, not the job's */
 	if (entry[0] && ab_cache_open_dir(dir, &cache, err, sizeof(err)) == 0) {

@@ -19,6 +19,8 @@ lib_probe_libabprobe_la_SOURCES = \
 	lib/probe/report.c \
 	lib/probe/report.h \
 	lib/probe/report_svg.c \
+	lib/probe/report_run.c \
+	lib/probe/report_run.h \
 	lib/probe/search.c \
 	lib/probe/search.h \
 	lib/probe/search_aim.c \

@@ -2,6 +2,7 @@
 #include "trial_report.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -348,4 +349,47 @@ uint64_t ab_text_oom_floor(const char *text, size_t len)
 			best = tried > best ? tried : best;
 	}
 	return best;
+}
+
+size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t n,
+			       struct ab_merge_said *said, char *buf, size_t buflen)
+{
+	long seen = n ? LONG_MAX : -1, retries = 0;
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		const struct ab_lengths *l = &reps[i]->lengths;
+
+		if (l->said && !said->lengths) {
+			ab_append(buf, buflen, &len,
+				  "{\"lengths\": {\"run_longest\": %ld, \"read\": %ld, \"samples\": "
+				  "%ld, \"varies\": %s, \"longest_first\": %s}}\n",
+				  l->run_longest, l->read, l->samples, l->varies ? "true" : "false",
+				  l->longest_first ? "true" : "false");
+			said->lengths = true;
+		}
+		retries = reps[i]->alloc_retries > retries ? reps[i]->alloc_retries : retries;
+		seen = !reps[i]->eval_said ? -1
+		       : seen < 0 || reps[i]->eval_batches > seen ? seen
+								  : reps[i]->eval_batches;
+	}
+	if (retries > said->retries)
+		ab_append(buf, buflen, &len, "{\"alloc_retries\": %ld}\n", said->retries = retries);
+	if (!said->eval && seen >= 0) {
+		ab_append(buf, buflen, &len, "{\"eval_batches\": %ld}\n", seen);
+		said->eval = true;
+	}
+	if (len && buf[len - 1] != '\n') /* cut short: no line at all */
+		buf[0] = '\0', len = 0;
+	return len;
+}
+
+long ab_trial_merge_length(const struct ab_trial_report *const *reps, size_t n)
+{
+	long length = 0;
+
+	for (size_t i = 0; i < n; i++)
+		length = reps[i]->lengths.max > length ? reps[i]->lengths.max : length;
+	return length;
 }

@@ -69,6 +69,23 @@ void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *
 /* Adds the lines in buf to what out already holds: a report read while the trial runs. */
 void ab_trial_report_feed(const char *buf, size_t len, struct ab_trial_report *out);
 
+/* What several processes of one trial (a step's ranks, a launcher's workers) said beyond
+ * their steps, already passed on: each said once, or as it grows. */
+struct ab_merge_said {
+	bool lengths, eval;
+	long retries;
+};
+
+/* That evidence of the n reports as report lines for the trial's own report, each line
+ * ending in a newline, into buf (truncated to nothing when it does not fit): the first
+ * "lengths" any said; the most "alloc_retries" (any is an OOM of the trial); once every one
+ * said it, the fewest "eval_batches". Returns the length written. */
+size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t n,
+			       struct ab_merge_said *said, char *buf, size_t buflen);
+
+/* The longest batch any of the n reports has had so far: a merged step's "length". */
+long ab_trial_merge_length(const struct ab_trial_report *const *reps, size_t n);
+
 /* Median step time and samples/s over the steps after the first (the warm-up); false when
  * there are fewer than two steps. */
 bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double *step_s,

@@ -60,6 +60,27 @@ teardown() { reset_plugstack; }
 	[ "$(grep -c "^trained 4 steps at batch $b, 0 evaluations" <<<"$output")" -eq 1 ]
 }
 
+@test "a trainer with dynamic padding through srun: its whole epoch holds, its worst batch uses at least 85% of the limit" {
+	. "$SRCDIR/tests/python/gpu-like-memory.sh" # resident memory follows the live tensors
+	cp "$SRCDIR/tests/python/padded_train.py" .
+	echo '{"batch_size": 4, "lengths": "lognormal", "samples": 300}' >pad.json
+	run --separate-stderr timeout 600 srun -N1 -n2 --autobatch=0.8 --autobatch-config=pad.json \
+		--autobatch-key=batch_size "$PY" padded_train.py pad.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("pad.json"))["batch_size"])')
+	# each task's watch added its whole epoch's peak to the report (real_run)
+	fig=$("$PY" -c 'import json, glob; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
+print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], r["lengths"]["measured"], r["lengths"]["run_longest"])')
+	read -r tasks over batch peak limit measured longest <<<"$fig"
+	echo "# $(grep 'chose batch' <<<"$stderr"); the epoch's peak $((peak >> 20)) MiB of $((limit >> 20)) MiB" >&3
+	assert_line_in "measured at the run's longest batch (length $longest" "$stderr"
+	[ "$measured" -eq "$longest" ]
+	[ "$tasks" -eq 2 ] && [ "$over" -eq 0 ] && [ "$batch" -eq "$b" ]
+	[ "$peak" -le "$limit" ]
+	[ $((peak * 100)) -ge $((limit * 85)) ]
+	if grep -q "over the .* limit its decision" <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
+}
+
 @test "the closed loop: a run that outgrows its trials is said, its cache entry marked, and the next srun probes below it" {
 	echo '{"batch_size": 4, "steps": 16, "keep_outputs": true}' >cfg.json
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \

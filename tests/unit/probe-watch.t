@@ -3,27 +3,40 @@
 # (TAP): it follows a process that is not its child (a task of the real step) while it runs,
 # with the process's children; over the limit its decision promised, it says so in one line
 # and writes NAME.over beside the cache entry on its descriptor, at the first sample over it,
-# while the task runs; within it, nothing; its
-# usage. Through srun: tests/slurm/13-pytorch.bats (the closed loop).
+# while the task runs; within it, nothing; with --report, the task's peak in the report's
+# "real_run" (tasks of one step adding to one file); its usage. Through srun:
+# tests/slurm/13-pytorch.bats (the closed loop, the padded trainer's epoch).
 probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 dir=$(mktemp -d /tmp/autobatch-probe-watch.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-echo "1..4"
+echo "1..8"
 entry=0123456789abcdef.json
 mkdir -m 0700 "$dir/cache"
 
-# watch LIMIT: a task of 4 s whose child holds 64 MiB, watched from outside its tree (a new
-# child is found within 4 samples, 2 s)
+# watch LIMIT [ARGS]: a task of 4 s whose child holds 64 MiB, watched from outside its tree
+# (a new child is found within 4 samples, 2 s); after 3 s, whether the watch spoke yet and
+# the task still ran
 watch() {
+	limit=$1
+	shift
 	sh -c 'python3 -c "import time; x = bytearray(64 << 20); time.sleep(4)" & wait' &
 	task=$!
-	SLURMD_NODENAME=node7 "$probe" watch --pid "$task" --limit "$1" --batch 32 --task 3 \
-		--entry $entry --cache-fd 3 3<"$dir/cache" 2>"$dir/watch.err"
-	echo $? >"$dir/watch.rc"
-	if kill -0 "$task" 2>/dev/null; then echo yes; else echo no; fi >"$dir/alive"
-	wait "$task"
+	(SLURMD_NODENAME=node7 "$probe" watch --pid "$task" --limit "$limit" --batch 32 --task 3 \
+		--entry $entry --cache-fd 3 "$@" 3<"$dir/cache" 2>"$dir/watch.err"
+	 echo $? >"$dir/watch.rc") &
+	sleep 3
+	if kill -0 "$task" 2>/dev/null && [ -s "$dir/watch.err" ]; then echo yes; else echo no; fi >"$dir/alive"
+	wait
 }
+# real FIELDS: the report's real_run fields, as Python prints their tuple (a command: the
+# checks run in sh -c)
+cat >"$dir/real" <<EOF
+#!/bin/sh
+exec python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["real_run"]; print(tuple(r[k] for k in sys.argv[2:]))' "$dir/r.json" "\$@"
+EOF
+chmod +x "$dir/real"
+PATH=$dir:$PATH
 
 watch $((32 << 20))
 check "over the limit: one line naming the task, its node, its peak and the batch, said while the task runs" \
@@ -37,6 +50,37 @@ rm -f "$dir/cache/$entry.over"
 watch $((256 << 20))
 check "within the limit: nothing said, nothing marked" \
 	sh -c "[ ! -s '$dir/watch.err' ] && [ ! -e '$dir/cache/$entry.over' ]"
+
+# --report: srun's report, as it wrote it
+echo '{"status":"ok","batch_size":32,"limit_bytes":268435456}' >"$dir/r.json"
+watch $((256 << 20)) --report "$dir/r.json"
+check "within the limit, --report: the task's peak in real_run, one task, none over, the rest of the report kept" \
+	sh -c "[ \"\$(real tasks over task node batch limit_bytes measured)\" = \"(1, 0, 3, 'node7', 32, 268435456, 'host')\" ] &&
+	       [ \$(real peak_bytes | tr -d '(),') -gt \$((64 << 20)) ] && [ \$(real peak_bytes | tr -d '(),') -lt \$((256 << 20)) ] &&
+	       grep -q '^{\"status\":\"ok\",\"batch_size\":32,\"limit_bytes\":268435456,\"real_run\":{' '$dir/r.json' && [ ! -s '$dir/watch.err' ]" ||
+	{ cat "$dir/r.json" "$dir/watch.err" >&2; }
+watch $((32 << 20)) --report "$dir/r.json"
+check "over it: counted over, the largest peak kept, the line still said while the task ran" \
+	sh -c "[ \"\$(real tasks over)\" = '(2, 1)' ] && [ \"\$(cat '$dir/alive')\" = yes ] &&
+	       grep -q 'over the 32.0 MiB limit' '$dir/watch.err'" || cat "$dir/r.json" >&2
+rm -f "$dir/cache/$entry.over"
+# four tasks at once on one report (a step's tasks on a shared directory): none lost
+echo '{"status":"ok"}' >"$dir/r.json"
+for i in 1 2 3 4; do
+	sh -c 'sleep 1' &
+	"$probe" watch --pid $! --limit $((1 << 30)) --batch 8 --task $i --report "$dir/r.json" 2>>"$dir/many.err" &
+done
+wait
+check "four tasks' watches on one report at once: four tasks counted" \
+	sh -c "[ \"\$(real tasks over batch)\" = '(4, 0, 8)' ] && [ ! -s '$dir/many.err' ]" ||
+	cat "$dir/r.json" "$dir/many.err" >&2
+echo 'not json' >"$dir/r.json"
+sh -c 'sleep 1' &
+"$probe" watch --pid $! --limit $((1 << 30)) --batch 8 --report "$dir/r.json" 2>"$dir/bad.err"
+check "a report that is not JSON is left alone and said in one line" \
+	sh -c "[ \"\$(cat '$dir/r.json')\" = 'not json' ] && [ \$(wc -l <'$dir/bad.err') -eq 1 ] &&
+	       grep -q '^autobatch: the run.s peak is not in the report: .*r.json is not a JSON report$' '$dir/bad.err'" ||
+	cat "$dir/bad.err" >&2
 "$probe" watch --pid 1x --limit 5 --batch 1 2>"$dir/usage.err"
 check "a bad argument is refused with the usage, exit 2" \
 	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe watch --pid PID' '$dir/usage.err'"

@@ -1,0 +1,136 @@
+/* report_run.c - see report_run.h. Tasks on several nodes update one report (the job's
+ * working directory, shared): each takes a POSIX lock on the file, reads it, and replaces it;
+ * a task that waited on a file another one replaced meanwhile starts again on the new one. */
+#include "report_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "file_replace.h"
+
+#define REPORT_MAX (4 << 20) /* a report is a few KiB; a larger file is not ours */
+#define REOPENS 8	     /* replaced under us this often: give up, the figure is not vital */
+
+/* The report, locked, as the file now at path: the descriptor, or a negative errno. */
+static int open_locked(const char *path, char *err, size_t errlen)
+{
+	for (int i = 0; i < REOPENS; i++) {
+		struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+		struct stat held, now;
+		int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+		if (fd < 0)
+			return ab_fail(err, errlen, errno, "cannot open %s: %s", path, strerror(errno));
+		if (fstat(fd, &held) < 0 || !S_ISREG(held.st_mode) || held.st_uid != geteuid() ||
+		    held.st_size > REPORT_MAX) {
+			close(fd);
+			return ab_fail(err, errlen, EPERM, "%s is not a report of yours", path);
+		}
+		if (fcntl(fd, F_SETLKW, &lk) < 0) {
+			int e = errno;
+
+			close(fd);
+			return ab_fail(err, errlen, e, "cannot lock %s: %s", path, strerror(e));
+		}
+		if (lstat(path, &now) == 0 && now.st_ino == held.st_ino && now.st_dev == held.st_dev)
+			return fd;
+		close(fd); /* another task replaced it while this one waited */
+	}
+	return ab_fail(err, errlen, EAGAIN, "%s kept changing", path);
+}
+
+static struct json_object *read_json(int fd)
+{
+	struct stat st;
+	struct json_object *j = NULL;
+	char *text;
+	ssize_t n;
+
+	if (fstat(fd, &st) < 0 || !(text = malloc((size_t)st.st_size + 1)))
+		return NULL;
+	n = pread(fd, text, (size_t)st.st_size, 0);
+	if (n == st.st_size) {
+		text[n] = '\0';
+		j = json_tokener_parse(text);
+	}
+	free(text);
+	if (j && !json_object_is_type(j, json_type_object)) {
+		json_object_put(j);
+		j = NULL;
+	}
+	return j;
+}
+
+static int64_t get_int(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int)
+		       ? json_object_get_int64(v)
+		       : 0;
+}
+
+static void set_int(struct json_object *o, const char *key, int64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64(v));
+}
+
+/* The task's figure merged into run: counts once per task, the largest peak kept. */
+static void merge(struct json_object *run, const struct ab_run_figure *f)
+{
+	set_int(run, "limit_bytes", (int64_t)f->limit_bytes);
+	set_int(run, "batch", f->batch);
+	json_object_object_add(run, "measured", json_object_new_string(f->measured));
+	set_int(run, "tasks", get_int(run, "tasks") + (f->first ? 1 : 0));
+	set_int(run, "over", get_int(run, "over") + (f->first_over ? 1 : 0));
+	if ((int64_t)f->peak_bytes < get_int(run, "peak_bytes"))
+		return;
+	set_int(run, "peak_bytes", (int64_t)f->peak_bytes);
+	set_int(run, "task", f->task);
+	json_object_object_add(run, "node", json_object_new_string(f->node ? f->node : ""));
+}
+
+int ab_report_add_run(const char *path, const struct ab_run_figure *f, char *err, size_t errlen)
+{
+	struct json_object *j = NULL, *run;
+	char copy[PATH_MAX], name[NAME_MAX + 1];
+	int fd, dirfd = -1, rc;
+
+	if (ab_format(copy, sizeof(copy), "%s", path) < 0)
+		return ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", path);
+	snprintf(name, sizeof(name), "%s", basename(copy));
+	snprintf(copy, sizeof(copy), "%s", path);
+	if ((fd = open_locked(path, err, errlen)) < 0)
+		return fd;
+	if (!(j = read_json(fd))) {
+		rc = ab_fail(err, errlen, EINVAL, "%s is not a JSON report", path);
+		goto fail;
+	}
+	if (!json_object_object_get_ex(j, "real_run", &run) ||
+	    !json_object_is_type(run, json_type_object)) {
+		run = json_object_new_object();
+		json_object_object_add(j, "real_run", run);
+	}
+	merge(run, f);
+	if ((dirfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = ab_fail(err, errlen, errno, "cannot open %s's directory: %s", path, strerror(errno));
+		goto fail;
+	}
+	rc = ab_file_replace(dirfd, name, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN),
+			     0644, path, err, errlen);
+fail:
+	if (dirfd >= 0)
+		close(dirfd);
+	json_object_put(j);
+	close(fd); /* the lock goes with it, after the rename */
+	return rc;
+}
