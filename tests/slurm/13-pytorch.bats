@@ -75,7 +75,9 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], r["l
 	echo "# $(grep 'chose batch' <<<"$stderr"); the epoch's peak $((peak >> 20)) MiB of $((limit >> 20)) MiB" >&3
 	assert_line_in "measured at the run's longest batch (length $longest" "$stderr"
 	[ "$measured" -eq "$longest" ]
-	[ "$tasks" -eq 2 ] && [ "$over" -eq 0 ] && [ "$batch" -eq "$b" ]
+	[ "$tasks" -eq 2 ]
+	[ "$over" -eq 0 ]
+	[ "$batch" -eq "$b" ]
 	[ "$peak" -le "$limit" ]
 	[ $((peak * 100)) -ge $((limit * 85)) ]
 	if grep -q "over the .* limit its decision" <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
@@ -92,6 +94,9 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], r["l
 	grep -q "^autobatch: task 0 on node[0-9]* reached .*, over the 819 MiB limit its decision (batch $b) promised: .*; the cached decision is marked, and the next identical srun probes again below it$" <<<"$stderr"
 	ls "$XDG_CACHE_HOME"/autobatch/*.json.over
 	grep -q "\"batch\": $b," "$XDG_CACHE_HOME"/autobatch/*.json.over
+	# and the report: one task, over, its peak past the limit
+	"$PY" -c 'import json, glob, sys; w = json.load(open(glob.glob("autobatch-*.json")[0]))["real_run"]
+sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_bytes"] and w["batch"] == int(sys.argv[1])))' "$b"
 
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
