@@ -5,7 +5,8 @@
  * --gpu: what NVML sees the tree hold on one GPU) against the limit the decision promised, to
  * the task's end. The first sample over it: with a cache entry, NAME.over written beside it in
  * the cache directory open on FD, so that srun's next identical step probes again below that
- * batch instead of trusting the entry; one line on its standard error, which is the task's
+ * batch instead of trusting the entry (and at the task's end again with the run's peak, if
+ * higher); one line on its standard error, which is the task's
  * (the job's output), then closed (at a step's end its stragglers are killed, and the task's
  * output must not wait on this one). With --report (srun's JSON report, AUTOBATCH_REPORT):
  * the task's peak in its "real_run", when it first goes over, as it grows, and at the task's
@@ -47,7 +48,7 @@ struct watch {
 	const char *entry, *report, *node;
 	int cache_fd;
 	bool reported, said_over;
-	uint64_t reported_peak;
+	uint64_t reported_peak, marked_peak;
 	time_t reported_at;
 	struct ab_group_peak group;
 	struct ab_nvml *nv;
@@ -183,6 +184,7 @@ static void over(struct watch *w, uint64_t peak)
 	alarm(SAMPLE_MAX_S);
 	marked = w->entry && w->cache_fd >= 0 && mark(w, peak, w->node);
 	alarm(0);
+	w->marked_peak = peak;
 	report(w, peak, true);
 	fprintf(stderr, "autobatch: task %ld on %s reached %s, over the %s limit its decision "
 			"(batch %ld) promised: the trials did not see what the run grew to later%s\n",
@@ -236,6 +238,17 @@ int cmd_watch(int argc, char **argv)
 	} while (!ended(w.pid, handle));
 	if (!w.reported || peak != w.reported_peak)
 		report(&w, peak, false);
+	/* the mark holds the run's peak, not its first sample over (the next srun's cap), unless
+	 * another task's mark holds more */
+	if (w.said_over && peak > w.marked_peak && w.entry && w.cache_fd >= 0) {
+		struct ab_cache c = {.fd = w.cache_fd, .dir = "the cache"};
+		struct ab_cache_over o;
+
+		alarm(SAMPLE_MAX_S);
+		if (ab_cache_read_over(&c, w.entry, &o) < 0 || o.batch != w.batch || o.peak_bytes < peak)
+			mark(&w, peak, w.node);
+		alarm(0);
+	}
 	if (w.nv)
 		ab_nvml_close(w.nv);
 	return 0;
