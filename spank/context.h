@@ -6,7 +6,9 @@
 #define AUTOBATCH_CONTEXT_H
 
 #include <slurm/spank.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "settings.h"
 
@@ -36,6 +38,10 @@ struct ab_ctx {
 	/* srun: the decision made after the launch, whose thread outlives local_user_init until
 	 * slurm_spank_exit joins it */
 	struct ab_deferred *deferred;
+	/* srun: the report its decision wrote (ab_apply, in the deferred thread: read after
+	 * slurm_spank_exit joined it), for the job's Comment with the site's comment=on */
+	char report[PATH_MAX];
+	uint32_t jobid, stepid;
 };
 
 #endif

@@ -22,6 +22,8 @@ spank_autobatch_la_SOURCES = \
 	spank/srun_apply.h \
 	spank/srun_cache.c \
 	spank/srun_cache.h \
+	spank/srun_comment.c \
+	spank/srun_comment.h \
 	spank/srun_gpus.c \
 	spank/srun_gpus.h \
 	spank/srun_hold.c \

@@ -99,20 +99,27 @@ static int kill_step(const job_step_info_t *s)
 #endif
 }
 
+/* The call's form changed in 26.05 with the step calls'. */
+int ab_load_job(uint32_t jobid, job_info_msg_t **msg)
+{
+#ifdef HAVE_SLURM_SIGNAL_STEP_ID
+	slurm_step_id_t id = {.job_id = jobid, .step_id = NO_VAL, .step_het_comp = NO_VAL};
+
+	return slurm_load_job(msg, id, SHOW_ALL);
+#else
+	return slurm_load_job(msg, jobid, SHOW_ALL);
+#endif
+}
+
 /* The job's nodes when its GPUs were asked for as a whole (--gpus=N), else 0. A step of such
  * a job over fewer nodes than it holds gets GPUs only as --gpus=K: with --gres=gpu:1, or no
  * GPU option, it is "Invalid generic resource (gres) specification" and no probe ran
- * (measured on 22.05). The call's form changed in 26.05 with the step calls'. */
+ * (measured on 22.05). */
 static uint32_t gpus_per_job_nodes(uint32_t jobid)
 {
 	job_info_msg_t *msg = NULL;
 	uint32_t nodes = 0;
-#ifdef HAVE_SLURM_SIGNAL_STEP_ID
-	slurm_step_id_t id = {.job_id = jobid, .step_id = NO_VAL, .step_het_comp = NO_VAL};
-	int rc = slurm_load_job(&msg, id, SHOW_ALL);
-#else
-	int rc = slurm_load_job(&msg, jobid, SHOW_ALL);
-#endif
+	int rc = ab_load_job(jobid, &msg);
 
 	if (rc == SLURM_SUCCESS && msg && msg->record_count > 0 && msg->job_array[0].tres_per_job &&
 	    strstr(msg->job_array[0].tres_per_job, "gpu"))

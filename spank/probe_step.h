@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <slurm/slurm.h>
+
 #include "context.h"
 #include "decision.h"
 #include "gpu_models.h"
@@ -55,6 +57,10 @@ struct ab_probe_job {
  * take it; a per-device batch's replicas are its GPUs), before the cache is looked up, which
  * keys on it; 0, or a negative errno with err when it is none srun takes back. */
 int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen);
+
+/* slurmctld's record of the job (slurm_load_job, whose form changed in 26.05): SLURM_SUCCESS
+ * and *msg for slurm_free_job_info_msg, or an error. */
+int ab_load_job(uint32_t jobid, job_info_msg_t **msg);
 
 /* Reads from slurmctld the job's GPU request, which the probe step's own option comes from:
  * only when probing, before ab_probe_run and ab_probe_device (a cache hit needs none). */

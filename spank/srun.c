@@ -21,6 +21,7 @@
 #include "probe_step.h"
 #include "srun_apply.h"
 #include "srun_cache.h"
+#include "srun_comment.h"
 #include "srun_gpus.h"
 #include "srun_hold.h"
 
@@ -179,4 +180,5 @@ int ab_srun_user_init(spank_t sp, struct ab_ctx *c)
 void ab_srun_exit(struct ab_ctx *c)
 {
 	ab_srun_defer_end(c);
+	ab_srun_comment(c);
 }

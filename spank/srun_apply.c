@@ -135,7 +135,7 @@ static bool het_step(void)
 	return n > 0 && ab_srun_het_step(args, (size_t)n);
 }
 
-int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *err,
+int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		size_t errlen)
 {
 	const struct ab_request *req = &c->req;
@@ -347,6 +347,8 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 		json = marked; /* the entry was the probe's report: it said "miss" then */
 	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
 	free(marked);
+	snprintf(pl->ctx->report, sizeof(pl->ctx->report), "%s", report);
+	pl->ctx->jobid = pl->job.jobid, pl->ctx->stepid = pl->stepid;
 	memset(vars, 0, sizeof(*vars));
 	if (add_long(vars, AB_ENV_BATCH_SIZE, res->batch) < 0 ||
 	    add_long(vars, AB_ENV_GRAD_ACCUM, res->grad_accum) < 0 ||

@@ -18,7 +18,7 @@
 #include "probe_step.h"
 
 struct ab_plan {
-	const struct ab_ctx *ctx; /* the settings it was planned with */
+	struct ab_ctx *ctx; /* the settings it was planned with; ab_apply leaves the report's path */
 	struct ab_probe_job job;
 	struct ab_keys keys;
 	char srun[PATH_MAX];
@@ -35,7 +35,7 @@ struct ab_plan {
 };
 
 /* The step, its command and config, as srun knows them before it launches. */
-int ab_plan_job(spank_t sp, const struct ab_ctx *c, struct ab_plan *pl, char *err,
+int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		size_t errlen);
 
 /* Applies a decision: the config rewritten (refused when the user changed it meanwhile), the

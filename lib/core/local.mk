@@ -26,6 +26,8 @@ lib_core_libabcore_la_SOURCES = \
 	lib/core/config_yaml.c \
 	lib/core/decision.c \
 	lib/core/decision.h \
+	lib/core/job_comment.c \
+	lib/core/job_comment.h \
 	lib/core/error.c \
 	lib/core/error.h \
 	lib/core/file_replace.c \

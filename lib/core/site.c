@@ -76,6 +76,7 @@ static const struct site_arg site_args[] = {
 	{"instrument", ARG_ONOFF, FIELD(instrument)},
 	{"parallel", ARG_ONOFF, FIELD(parallel)},
 	{"trial_shape", ARG_SHAPE, FIELD(trial_shape)},
+	{"comment", ARG_ONOFF, FIELD(comment)},
 };
 
 #define N_SITE_ARGS (sizeof(site_args) / sizeof(site_args[0]))

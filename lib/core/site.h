@@ -44,6 +44,7 @@ struct ab_site {
 	bool instrument;          /* the probe's Python step hook, unless a user turns it off */
 	bool parallel; /* trials at once on the GPUs the job holds on the probe's node */
 	enum ab_shape trial_shape; /* a trial of a step of several tasks, unless the user says */
+	bool comment; /* the step's decision and real peak in the job's Comment (sacct) */
 };
 
 void ab_site_init(struct ab_site *site);

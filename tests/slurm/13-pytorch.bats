@@ -122,3 +122,15 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 	[ "$status" -eq 0 ]
 	assert_line_in "autobatch: cached decision: batch" "$stderr"
 }
+
+@test "comment=on: the step's decision and its real run's peak in the job's Comment, after the user's own" {
+	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120 comment=on"
+	. "$SRCDIR/tests/python/gpu-like-memory.sh" # resident memory follows the live tensors
+	printf '#!/bin/bash\nsrun -n1 --autobatch=0.8 --autobatch-config=cfg.json --autobatch-key=batch_size %q plain_torch.py cfg.json\nscontrol show job "$SLURM_JOB_ID"\n' "$PY" >job.sh
+	run timeout 600 sbatch --wait -N1 --comment="my run" -o job.out -e job.err job.sh
+	[ "$status" -eq 0 ] || { cat job.out job.err >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	line=$(grep -o 'Comment=.*' job.out)
+	echo "# $line" >&3
+	[[ $line =~ ^Comment=my\ run\ \|\ autobatch:\ step\ 0\ batch\ $b,\ limit\ 819\.[0-9]\ MiB\ of\ 1\.00?\ GiB\;\ run\ peak\ [0-9.]+\ MiB\ \(task\ 0\ on\ node[0-9]+\),\ 1\ tasks,\ 0\ over$ ]] || { cat job.out job.err >&2; return 1; }
+}

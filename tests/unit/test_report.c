@@ -12,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decision.h"
+#include "job_comment.h"
 #include "protocol.h"
 #include "report.h"
+#include "report_run.h"
 
 #define GiB (1024ULL * 1024 * 1024)
 
@@ -172,6 +175,43 @@ static void lines(void **state)
 	assert_contains(buf, "chose batch 24 (gradient accumulation 4, global 768)");
 }
 
+/* The job's Comment (comment=on) from the report the probe wrote and the tasks' watches
+ * added to (report_run.c): the user's own comment kept, an earlier autobatch part replaced,
+ * "no figure" before any task reported. */
+static void job_comment(void **state)
+{
+	struct ab_report r = report();
+	char *json = ab_report_json(&r), path[] = "/tmp/autobatch-test-report.XXXXXX", out[512];
+	struct ab_run_figure f = {64 * GiB, 63 * GiB, 3, 24, "node7", "gpu", true, false};
+	FILE *fp;
+	int fd = mkstemp(path);
+	size_t n;
+
+	(void)state;
+	assert_true(fd >= 0 && json);
+	assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+	close(fd);
+	assert_int_equal(ab_job_comment(json, NULL, 2, out, sizeof(out)), 0);
+	assert_string_equal(out, "autobatch: step 2 batch 24, limit 64.0 GiB of 80.0 GiB; run: no figure");
+	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
+	f.task = 5, f.peak_bytes = 65 * GiB, f.first_over = true;
+	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
+	free(json);
+	assert_non_null(fp = fopen(path, "r"));
+	json = calloc(1, 1 << 16);
+	n = fread(json, 1, (1 << 16) - 1, fp);
+	fclose(fp);
+	unlink(path);
+	assert_true(n > 0);
+	assert_int_equal(ab_job_comment(json, "my run | autobatch: step 1 batch 9, limit 1 GiB", 2,
+					out, sizeof(out)), 0);
+	assert_string_equal(out, "my run | autobatch: step 2 batch 24, limit 64.0 GiB of 80.0 GiB; "
+				 "run peak 65.0 GiB (task 5 on node7), 2 tasks, 1 over");
+	assert_int_equal(ab_job_comment("{\"status\": \"failed\"}", "mine", 0, out, sizeof(out)),
+			 -EINVAL);
+	free(json);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -179,6 +219,7 @@ int main(void)
 		cmocka_unit_test(failed_and_interrupted),
 		cmocka_unit_test(global_batch_rule),
 		cmocka_unit_test(lines),
+		cmocka_unit_test(job_comment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,18 @@
+/* job_comment.h - the job's Comment with the step's decision and its real run (the site's
+ * comment=on): what sacct and scontrol show, the user's own comment kept before it.
+ */
+#ifndef AUTOBATCH_JOB_COMMENT_H
+#define AUTOBATCH_JOB_COMMENT_H
+
+#include <stddef.h>
+
+#define AB_COMMENT_TAG "autobatch:" /* where our part of a comment begins */
+#define AB_COMMENT_MAX 512
+
+/* The comment: old (the job's, NULL for none) without an earlier autobatch part, then
+ * "autobatch: step S batch B, limit L of TOTAL; run peak P (task T on NODE), N tasks, M over"
+ * from report (the step's JSON report, its "real_run" if any tasks added one, else "run:
+ * no figure"). 0, or a negative errno when the report says no decision. */
+int ab_job_comment(const char *report, const char *old, unsigned step, char *out, size_t outlen);
+
+#endif

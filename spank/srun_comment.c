@@ -1,0 +1,70 @@
+/* srun_comment.c - local context, at srun's end, with the site's comment=on: the step's
+ * decision and what its real run held (the report's "real_run", which the tasks' watches
+ * added) in the job's Comment, where sacct (AccountingStoreFlags=job_comment) and scontrol
+ * show it; the user's own comment is kept before it. One RPC, as the user, per step.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+
+#include "srun_comment.h"
+
+#include "error.h"
+#include "job_comment.h"
+#include "probe_step.h"
+
+#define REPORT_MAX (4 << 20)
+
+/* srun's own report, written whole by ab_apply: NULL when it is gone or not a plain file of
+ * the user's (a name someone replaced meanwhile). */
+static char *read_report(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	char *text = NULL;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    st.st_size < REPORT_MAX && (text = calloc(1, (size_t)st.st_size + 1)) &&
+	    pread(fd, text, (size_t)st.st_size, 0) != st.st_size) {
+		free(text);
+		text = NULL;
+	}
+	close(fd);
+	return text;
+}
+
+void ab_srun_comment(const struct ab_ctx *c)
+{
+	job_info_msg_t *msg = NULL;
+	job_desc_msg_t desc;
+	char comment[AB_COMMENT_MAX];
+	char *report;
+	int rc;
+
+	if (!c->site_ok || !c->site.comment || !c->report[0] || !c->jobid)
+		return;
+	if (!(report = read_report(c->report))) {
+		slurm_error(AB_LOG_PREFIX "the job's comment was not written: %s is gone", c->report);
+		return;
+	}
+	ab_load_job(c->jobid, &msg); /* the user's comment, kept; none when it cannot be read */
+	rc = ab_job_comment(report, msg && msg->record_count ? msg->job_array[0].comment : NULL,
+			    c->stepid, comment, sizeof(comment));
+	slurm_free_job_info_msg(msg);
+	free(report);
+	if (rc < 0)
+		return;
+	slurm_init_job_desc_msg(&desc);
+	desc.job_id = c->jobid;
+	desc.comment = comment;
+	if (slurm_update_job(&desc) != SLURM_SUCCESS)
+		slurm_error(AB_LOG_PREFIX "the job's comment was not written: %s",
+			    slurm_strerror(slurm_get_errno()));
+}
