@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,7 +45,7 @@ void ab_srun_comment(const struct ab_ctx *c)
 {
 	job_info_msg_t *msg = NULL;
 	job_desc_msg_t desc;
-	char comment[AB_COMMENT_MAX];
+	char comment[AB_COMMENT_MAX], id[16];
 	char *report;
 	int rc;
 
@@ -62,9 +63,10 @@ void ab_srun_comment(const struct ab_ctx *c)
 	if (rc < 0)
 		return;
 	slurm_init_job_desc_msg(&desc);
-	desc.job_id = c->jobid;
+	/* by its string, as scontrol names a job: the numeric field moved in Slurm 26.05 */
+	snprintf(id, sizeof(id), "%u", c->jobid);
+	desc.job_id_str = id;
 	desc.comment = comment;
 	if (slurm_update_job(&desc) != SLURM_SUCCESS)
-		slurm_error(AB_LOG_PREFIX "the job's comment was not written: %s",
-			    slurm_strerror(slurm_get_errno()));
+		slurm_error(AB_LOG_PREFIX "the job's comment was not written: %s", slurm_strerror(errno));
 }
