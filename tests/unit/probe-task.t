@@ -130,8 +130,9 @@ big=$(trial_env "$peakrun" "$py" "$src/tests/python/plain_torch.py" "$dir/w1.jso
 	sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p')
 small=$(trial_env "$peakrun" "$py" "$src/tests/python/plain_torch.py" "$dir/w0.json" 2>&1 >/dev/null |
 	sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p')
-check "a launcher's two workers: 4 steps every worker took, its peak the larger worker's ($peak; alone: $big and $small), not their sum" \
-	sh -c "[ \$(grep -c '^@autobatch-task report {\"step_s\": [0-9.]*, \"samples\": [0-9]*}\$' '$dir/two.out') -eq 4 ] &&
+check "a launcher's two workers: 4 steps every worker took (each with the longest batch any had, the lengths said once), its peak the larger worker's ($peak; alone: $big and $small), not their sum" \
+	sh -c "[ \$(grep -c '^@autobatch-task report {\"step_s\": [0-9.]*, \"samples\": [0-9]*, \"length\": 256}\$' '$dir/two.out') -eq 4 ] &&
+	       [ \$(grep -c '^@autobatch-task report {\"lengths\": {\"run_longest\": 256,' '$dir/two.out') -eq 1 ] &&
 	       [ -n '$big' ] && [ -n '$small' ] && [ '$peak' -ge \$(($big * 9 / 10)) ] &&
 	       [ '$peak' -le \$(($big * 11 / 10)) ] && [ '$peak' -lt \$(($big + $small * 9 / 10)) ] &&
 	       [ \"\$(tail -n1 '$dir/two.out')\" = '@autobatch-task end status 0' ]" ||
@@ -151,7 +152,7 @@ last=$(sed -n 's/^@autobatch-task peak //p' "$dir/run.out" | tail -n1)
 check "torchrun's two workers: held each to 1.3 times one's memory, none over (exit $rc); its peaks one worker's (largest $most, last $last; one alone: $big)" \
 	sh -c "[ $rc -eq 0 ] && ! grep -q '^@autobatch-task over' '$dir/run.out' && [ -n '$big' ] &&
 	       [ -n '$most' ] && [ '$most' -le \$(($big * 11 / 10)) ] && [ '$last' -ge \$(($big * 9 / 10)) ] &&
-	       [ \$(grep -c '^@autobatch-task report {\"step_s\": [0-9.]*, \"samples\": [0-9]*}\$' '$dir/run.out') -eq 4 ]" ||
+	       [ \$(grep -c '^@autobatch-task report {\"step_s\": [0-9.]*, \"samples\": [0-9]*, \"length\": 256}\$' '$dir/run.out') -eq 4 ]" ||
 	{ grep -v report "$dir/run.out" | tail -n 5; tail -n 20 "$dir/run.err"; }
 
 # the larger worker goes over a capacity between the two: the task ends at once
