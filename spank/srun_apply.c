@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "srun_apply.h"
+#include "srun_comment.h"
 #include "srun_gpus.h"
 
 #include "error.h"
@@ -362,6 +363,7 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
 						 "(a path with a control character?)");
 	decision_line(pl, res, eval_batch, wrote);
+	ab_srun_comment(pl->ctx, false);
 	return 0;
 }
 

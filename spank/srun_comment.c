@@ -1,7 +1,9 @@
-/* srun_comment.c - local context, at srun's end, with the site's comment=on: the step's
- * decision and what its real run held (the report's "real_run", which the tasks' watches
- * added) in the job's Comment, where sacct (AccountingStoreFlags=job_comment) and scontrol
- * show it; the user's own comment is kept before it. One RPC, as the user, per step.
+/* srun_comment.c - local context, with the site's comment=on: the step's decision, when it
+ * is made, and what its real run held (the report's "real_run", which the tasks' watches
+ * added), at srun's end, in the job's Comment, where sacct (AccountingStoreFlags=job_comment)
+ * and scontrol show it; the user's own comment is kept before it. Two updates, as the user,
+ * per step: an srun that made its own allocation ends after its job, which then keeps the
+ * first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,10 +43,11 @@ static char *read_report(const char *path)
 	return text;
 }
 
-void ab_srun_comment(const struct ab_ctx *c)
+void ab_srun_comment(const struct ab_ctx *c, bool at_end)
 {
 	job_info_msg_t *msg = NULL;
 	job_desc_msg_t desc;
+	job_array_resp_msg_t *resp = NULL;
 	char comment[AB_COMMENT_MAX], id[16];
 	char *report;
 	int rc;
@@ -67,6 +70,12 @@ void ab_srun_comment(const struct ab_ctx *c)
 	snprintf(id, sizeof(id), "%u", c->jobid);
 	desc.job_id_str = id;
 	desc.comment = comment;
-	if (slurm_update_job(&desc) != SLURM_SUCCESS)
+	rc = slurm_update_job2(&desc, &resp); /* the call for a job named by its string */
+	if (rc == SLURM_SUCCESS && resp && resp->job_array_count > 0 && resp->error_code)
+		rc = (int)resp->error_code[0], errno = rc;
+	/* a job already done at srun's end was its own allocation's: the decision stays said */
+	if (rc != SLURM_SUCCESS &&
+	    !(at_end && (errno == ESLURM_ALREADY_DONE || errno == ESLURM_JOB_FINISHED)))
 		slurm_error(AB_LOG_PREFIX "the job's comment was not written: %s", slurm_strerror(errno));
+	slurm_free_job_array_resp(resp);
 }

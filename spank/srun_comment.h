@@ -2,9 +2,12 @@
 #ifndef AUTOBATCH_SRUN_COMMENT_H
 #define AUTOBATCH_SRUN_COMMENT_H
 
+#include <stdbool.h>
+
 #include "context.h"
 
-/* At srun's end, after the deferred decision is joined: nothing unless the site asked. */
-void ab_srun_comment(const struct ab_ctx *c);
+/* Once the decision is applied, and at srun's end (at_end, after the deferred decision is
+ * joined): nothing unless the site asked. */
+void ab_srun_comment(const struct ab_ctx *c, bool at_end);
 
 #endif

@@ -39,14 +39,14 @@ static size_t user_part(const char *old)
 	return n;
 }
 
-/* "; run peak P (task T on NODE), N tasks, M over", or "; run: no figure". */
+/* "; run peak P (task T on NODE), N tasks, M over", or "; run: not reported". */
 static void run_text(struct json_object *run, char *buf, size_t buflen, size_t *len)
 {
 	char peak[32];
 	const char *node = text_field(run, "node");
 
 	if (field(run, "peak_bytes") < 0 || field(run, "tasks") < 1) {
-		ab_append(buf, buflen, len, "; run: no figure");
+		ab_append(buf, buflen, len, "; run: not reported");
 		return;
 	}
 	ab_append(buf, buflen, len, "; run peak %s (task %lld%s%s), %lld tasks, %lld over",

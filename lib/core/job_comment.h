@@ -12,7 +12,7 @@
 /* The comment: old (the job's, NULL for none) without an earlier autobatch part, then
  * "autobatch: step S batch B, limit L of TOTAL; run peak P (task T on NODE), N tasks, M over"
  * from report (the step's JSON report, its "real_run" if any tasks added one, else "run:
- * no figure"). 0, or a negative errno when the report says no decision. */
+ * not reported"). 0, or a negative errno when the report says no decision. */
 int ab_job_comment(const char *report, const char *old, unsigned step, char *out, size_t outlen);
 
 #endif

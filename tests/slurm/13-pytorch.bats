@@ -132,5 +132,15 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
 	line=$(grep -o 'Comment=.*' job.out)
 	echo "# $line" >&3
-	[[ $line =~ ^Comment=my\ run\ \|\ autobatch:\ step\ 0\ batch\ $b,\ limit\ 819\.[0-9]\ MiB\ of\ 1\.00?\ GiB\;\ run\ peak\ [0-9.]+\ MiB\ \(task\ 0\ on\ node[0-9]+\),\ 1\ tasks,\ 0\ over$ ]] || { cat job.out job.err >&2; return 1; }
+	[[ $line =~ ^Comment=my\ run\ \|\ autobatch:\ step\ 0\ batch\ $b,\ limit\ 819(\.[0-9])?\ MiB\ of\ 1\.0\ GiB\;\ run\ peak\ [0-9.]+\ MiB\ \(task\ 0\ on\ node[0-9]+\),\ 1\ tasks,\ 0\ over\ *$ ]] || { cat job.out job.err >&2; return 1; }
+	# an srun of its own allocation ends after its job: the decision, said when made, stays
+	run --separate-stderr timeout 600 srun -N1 -n1 --comment=solo --autobatch=0.8 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	if grep -q "comment was not written" <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
+	j=$(ls -t autobatch-*.json | head -n1)
+	id=${j#autobatch-}
+	line=$(scontrol show job "${id%%.*}" | grep -o 'Comment=.*')
+	echo "# $line" >&3
+	[[ $line =~ ^Comment=solo\ \|\ autobatch:\ step\ 0\ batch\ $b,\ limit\ 819(\.[0-9])?\ MiB\ of\ 1\.0\ GiB\;\ run:\ not\ reported\ *$ ]]
 }

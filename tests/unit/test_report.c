@@ -177,7 +177,7 @@ static void lines(void **state)
 
 /* The job's Comment (comment=on) from the report the probe wrote and the tasks' watches
  * added to (report_run.c): the user's own comment kept, an earlier autobatch part replaced,
- * "no figure" before any task reported. */
+ * "not reported" before any task reported. */
 static void job_comment(void **state)
 {
 	struct ab_report r = report();
@@ -192,7 +192,7 @@ static void job_comment(void **state)
 	assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
 	close(fd);
 	assert_int_equal(ab_job_comment(json, NULL, 2, out, sizeof(out)), 0);
-	assert_string_equal(out, "autobatch: step 2 batch 24, limit 64.0 GiB of 80.0 GiB; run: no figure");
+	assert_string_equal(out, "autobatch: step 2 batch 24, limit 64.0 GiB of 80.0 GiB; run: not reported");
 	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
 	f.task = 5, f.peak_bytes = 65 * GiB, f.first_over = true;
 	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
