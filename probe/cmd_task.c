@@ -262,7 +262,7 @@ static void find_workers(struct task *t)
 static void relay_workers(struct task *t, int final)
 {
 	const struct ab_trial_report *v[WORKERS_MAX];
-	size_t common = SIZE_MAX;
+	size_t common = SIZE_MAX, evidence;
 	char lines[512], said[48];
 
 	find_workers(t);
@@ -299,8 +299,9 @@ static void relay_workers(struct task *t, int final)
 		say("%s {\"step_s\": %.9f, \"samples\": %.0f%s}", AB_TASK_REPORT, slowest,
 		    samples > 0 ? samples : 0, said);
 	}
-	if (t->nworkers && ab_trial_merge_evidence(v, t->nworkers, &t->evidence, lines, sizeof(lines)))
-		say_lines(t, lines, strlen(lines));
+	if (t->nworkers && (evidence = ab_trial_merge_evidence(v, t->nworkers, &t->evidence, lines,
+							       sizeof(lines))))
+		say_lines(t, lines, evidence);
 }
 
 static void say_peak(struct task *t)

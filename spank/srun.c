@@ -180,5 +180,5 @@ int ab_srun_user_init(spank_t sp, struct ab_ctx *c)
 void ab_srun_exit(struct ab_ctx *c)
 {
 	ab_srun_defer_end(c);
-	ab_srun_comment(c, true);
+	ab_srun_comment(c, NULL);
 }

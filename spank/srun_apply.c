@@ -347,7 +347,6 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 	if (pl->cached && (marked = ab_result_with_eval(json, 0, "hit")))
 		json = marked; /* the entry was the probe's report: it said "miss" then */
 	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
-	free(marked);
 	snprintf(pl->ctx->report, sizeof(pl->ctx->report), "%s", report);
 	pl->ctx->jobid = pl->job.jobid, pl->ctx->stepid = pl->stepid;
 	memset(vars, 0, sizeof(*vars));
@@ -359,11 +358,14 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 	    (res->total_bytes && add_long(vars, AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
 	    (report[0] && add_var(vars, AB_ENV_REPORT, report) < 0) ||
 	    (req->config[0] && add_var(vars, AB_ENV_CONFIG, pl->config) < 0) ||
-	    (res->total_bytes && add_watch(vars, res->fraction * (double)res->total_bytes, pl) < 0))
+	    (res->total_bytes && add_watch(vars, res->fraction * (double)res->total_bytes, pl) < 0)) {
+		free(marked);
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
 						 "(a path with a control character?)");
+	}
 	decision_line(pl, res, eval_batch, wrote);
-	ab_srun_comment(pl->ctx, false);
+	ab_srun_comment(pl->ctx, json);
+	free(marked);
 	return 0;
 }
 

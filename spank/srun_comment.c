@@ -18,6 +18,7 @@
 #include "srun_comment.h"
 
 #include "error.h"
+#include "file_replace.h"
 #include "job_comment.h"
 #include "probe_step.h"
 
@@ -34,32 +35,30 @@ static char *read_report(const char *path)
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    st.st_size < REPORT_MAX && (text = calloc(1, (size_t)st.st_size + 1)) &&
-	    pread(fd, text, (size_t)st.st_size, 0) != st.st_size) {
-		free(text);
-		text = NULL;
-	}
+	    st.st_size < REPORT_MAX)
+		ab_read_whole(fd, (size_t)st.st_size, &text);
 	close(fd);
 	return text;
 }
 
-void ab_srun_comment(const struct ab_ctx *c, bool at_end)
+void ab_srun_comment(const struct ab_ctx *c, const char *json)
 {
 	job_info_msg_t *msg = NULL;
 	job_desc_msg_t desc;
 	job_array_resp_msg_t *resp = NULL;
 	char comment[AB_COMMENT_MAX], id[16];
-	char *report;
+	char *report = NULL;
+	bool at_end = !json;
 	int rc;
 
 	if (!c->site_ok || !c->site.comment || !c->report[0] || !c->jobid)
 		return;
-	if (!(report = read_report(c->report))) {
+	if (at_end && !(json = report = read_report(c->report))) {
 		slurm_error(AB_LOG_PREFIX "the job's comment was not written: %s is gone", c->report);
 		return;
 	}
 	ab_load_job(c->jobid, &msg); /* the user's comment, kept; none when it cannot be read */
-	rc = ab_job_comment(report, msg && msg->record_count ? msg->job_array[0].comment : NULL,
+	rc = ab_job_comment(json, msg && msg->record_count ? msg->job_array[0].comment : NULL,
 			    c->stepid, comment, sizeof(comment));
 	slurm_free_job_info_msg(msg);
 	free(report);

@@ -17,6 +17,7 @@
 
 #include "error.h"
 #include "file_replace.h"
+#include "json_field.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
@@ -120,25 +121,15 @@ int ab_cache_load(const struct ab_cache *c, const char *name, char **json)
 {
 	int fd = openat(c->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
-	ssize_t n;
-	char *buf;
+	int rc;
 
 	if (fd < 0)
 		return errno == ENOENT ? -ENOENT : -errno;
-	if (!own_file(fd, &st) || st.st_size > AB_CACHE_MAX_BYTES ||
-	    !(buf = malloc((size_t)st.st_size + 1))) {
-		close(fd);
-		return -EPROTO;
-	}
-	n = read(fd, buf, (size_t)st.st_size);
+	rc = own_file(fd, &st) && st.st_size <= AB_CACHE_MAX_BYTES
+		     ? ab_read_whole(fd, (size_t)st.st_size, json)
+		     : -EPROTO;
 	close(fd);
-	if (n != st.st_size) {
-		free(buf);
-		return -EPROTO;
-	}
-	buf[n] = '\0';
-	*json = buf;
-	return 0;
+	return rc == -ENOMEM ? -EPROTO : rc;
 }
 
 int ab_cache_store(const struct ab_cache *c, const char *name, const char *json, char *err,
@@ -211,20 +202,9 @@ int ab_cache_mark_over(const struct ab_cache *c, const char *name,
 	return rc;
 }
 
-/* A whole number from 0 of the mark's field key; -1 when it has none. */
-static int64_t over_field(struct json_object *j, const char *key)
-{
-	struct json_object *v;
-
-	return j && json_object_object_get_ex(j, key, &v) && json_object_is_type(v, json_type_int) &&
-			       json_object_get_int64(v) >= 0
-		       ? json_object_get_int64(v)
-		       : -1;
-}
-
 int ab_cache_read_over(const struct ab_cache *c, const char *name, struct ab_cache_over *o)
 {
-	struct json_object *j, *v;
+	struct json_object *j;
 	char over[AB_CACHE_NAME_MAX + 8], *text;
 	int64_t batch, task, peak, limit;
 	int rc;
@@ -234,11 +214,11 @@ int ab_cache_read_over(const struct ab_cache *c, const char *name, struct ab_cac
 		return rc;
 	j = json_tokener_parse(text);
 	free(text);
-	batch = over_field(j, "batch"), task = over_field(j, "task");
-	peak = over_field(j, "peak_bytes"), limit = over_field(j, "limit_bytes");
+	/* absent or mistyped: -1, which the checks below refuse, as they do a negative value */
+	batch = ab_json_int(j, "batch", -1), task = ab_json_int(j, "task", -1);
+	peak = ab_json_int(j, "peak_bytes", -1), limit = ab_json_int(j, "limit_bytes", -1);
 	memset(o, 0, sizeof(*o));
-	if (j && json_object_object_get_ex(j, "node", &v) && json_object_is_type(v, json_type_string))
-		snprintf(o->node, sizeof(o->node), "%s", json_object_get_string(v));
+	snprintf(o->node, sizeof(o->node), "%s", ab_json_text(j, "node"));
 	json_object_put(j);
 	if (batch < 1 || task < 0 || limit < 1 || peak <= limit)
 		return -EPROTO;

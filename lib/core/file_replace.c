@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +23,22 @@ int ab_write_all(int fd, const char *buf, size_t len)
 		buf += n;
 		len -= (size_t)n;
 	}
+	return 0;
+}
+
+int ab_read_whole(int fd, size_t size, char **out)
+{
+	char *buf = malloc(size + 1);
+	ssize_t n;
+
+	if (!buf)
+		return -ENOMEM;
+	if ((n = pread(fd, buf, size, 0)) < 0 || (size_t)n != size) {
+		free(buf);
+		return -EPROTO;
+	}
+	buf[size] = '\0';
+	*out = buf;
 	return 0;
 }
 

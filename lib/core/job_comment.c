@@ -8,24 +8,13 @@
 #include <string.h>
 
 #include "error.h"
+#include "json_field.h"
 #include "size.h"
 
+/* A field of o, -1 when absent (json_field.h). */
 static int64_t field(struct json_object *o, const char *key)
 {
-	struct json_object *v;
-
-	return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int)
-		       ? json_object_get_int64(v)
-		       : -1;
-}
-
-static const char *text_field(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-		       ? json_object_get_string(v)
-		       : "";
+	return ab_json_int(o, key, -1);
 }
 
 /* The user's part of a comment: up to our tag, without the separator before it. */
@@ -43,7 +32,7 @@ static size_t user_part(const char *old)
 static void run_text(struct json_object *run, char *buf, size_t buflen, size_t *len)
 {
 	char peak[32];
-	const char *node = text_field(run, "node");
+	const char *node = ab_json_text(run, "node");
 
 	if (field(run, "peak_bytes") < 0 || field(run, "tasks") < 1) {
 		ab_append(buf, buflen, len, "; run: not reported");

@@ -16,6 +16,7 @@
 
 #include "error.h"
 #include "file_replace.h"
+#include "json_field.h"
 
 #define REPORT_MAX (4 << 20) /* a report is a few KiB; a larger file is not ours */
 #define REOPENS 8	     /* replaced under us this often: give up, the figure is not vital */
@@ -50,33 +51,19 @@ static int open_locked(const char *path, char *err, size_t errlen)
 
 static struct json_object *read_json(int fd)
 {
-	struct stat st;
 	struct json_object *j = NULL;
+	struct stat st;
 	char *text;
-	ssize_t n;
 
-	if (fstat(fd, &st) < 0 || !(text = malloc((size_t)st.st_size + 1)))
+	if (fstat(fd, &st) < 0 || ab_read_whole(fd, (size_t)st.st_size, &text) < 0)
 		return NULL;
-	n = pread(fd, text, (size_t)st.st_size, 0);
-	if (n == st.st_size) {
-		text[n] = '\0';
-		j = json_tokener_parse(text);
-	}
+	j = json_tokener_parse(text);
 	free(text);
 	if (j && !json_object_is_type(j, json_type_object)) {
 		json_object_put(j);
 		j = NULL;
 	}
 	return j;
-}
-
-static int64_t get_int(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int)
-		       ? json_object_get_int64(v)
-		       : 0;
 }
 
 static void set_int(struct json_object *o, const char *key, int64_t v)
@@ -90,9 +77,9 @@ static void merge(struct json_object *run, const struct ab_run_figure *f)
 	set_int(run, "limit_bytes", (int64_t)f->limit_bytes);
 	set_int(run, "batch", f->batch);
 	json_object_object_add(run, "measured", json_object_new_string(f->measured));
-	set_int(run, "tasks", get_int(run, "tasks") + (f->first ? 1 : 0));
-	set_int(run, "over", get_int(run, "over") + (f->first_over ? 1 : 0));
-	if ((int64_t)f->peak_bytes < get_int(run, "peak_bytes"))
+	set_int(run, "tasks", ab_json_int(run, "tasks", 0) + (f->first ? 1 : 0));
+	set_int(run, "over", ab_json_int(run, "over", 0) + (f->first_over ? 1 : 0));
+	if ((int64_t)f->peak_bytes < ab_json_int(run, "peak_bytes", 0))
 		return;
 	set_int(run, "peak_bytes", (int64_t)f->peak_bytes);
 	set_int(run, "task", f->task);
