@@ -208,6 +208,14 @@ static void shapes(void **state)
 	assert_int_equal(c.d.batch, 221);
 	assert_int_equal(c.trials, 3);
 	ab_sim_free(&s);
+	/* a small answer on a quiet line (a sharded large model: 3 GiB a sample, batch 12 one
+	 * percent over the limit): three fits on the line show the next size over at half a
+	 * percent, without a fourth trial to run it (the 2% margin asked for one) */
+	make_sim(&s, 80 * GiB, linear, (double[]){1.01 * 0.7 * 80 * GiB - 36 * GiB, 3 * GiB}, 0, 0);
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.7});
+	assert_int_equal(c.d.batch, 11);
+	assert_int_equal(c.trials, 3);
+	ab_sim_free(&s);
 	/* allocator granularity, fragmentation, jumps, jitter */
 	bent_curves(p);
 	for (int seed = 1; seed <= 20; seed++) {
