@@ -37,9 +37,11 @@
 #define SAMPLE_MS 500
 #define SAMPLE_MAX_S 10 /* a sample that hangs (NVML, /proc) ends the watch, not the step */
 /* the report while the task runs: a peak this much above the one written, at most this
- * often (a step's end may kill the watch before its last write) */
-#define REPORT_GROWTH 1.02
-#define REPORT_EVERY_S 10
+ * often. The step's end kills the watch (SIGKILL to the step's processes) as it wakes for
+ * its last write, and on a loaded node it often loses: the figure written as the task ran
+ * must already hold its peak (at 10 s, a padded epoch of 30 s left its longest batch out). */
+#define REPORT_GROWTH 1.01
+#define REPORT_EVERY_S 1
 
 struct watch {
 	pid_t pid;

@@ -10,7 +10,7 @@ probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 dir=$(mktemp -d /tmp/autobatch-probe-watch.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-echo "1..9"
+echo "1..10"
 entry=0123456789abcdef.json
 mkdir -m 0700 "$dir/cache"
 
@@ -84,6 +84,18 @@ wait
 check "four tasks' watches on one report at once: four tasks counted" \
 	sh -c "[ \"\$(real tasks over batch)\" = '(4, 0, 8)' ] && [ ! -s '$dir/many.err' ]" ||
 	cat "$dir/r.json" "$dir/many.err" >&2
+# the step's end kills the watch (SIGKILL) before its last write: the figure written while
+# the task ran already holds the peak it reached two seconds before
+echo '{"status":"ok"}' >"$dir/r.json"
+sh -c 'python3 -c "import time; x = bytearray(16 << 20); time.sleep(1); y = bytearray(96 << 20); time.sleep(3)" & wait' &
+task=$!
+"$probe" watch --pid $task --limit $((1 << 30)) --batch 8 --task 5 --report "$dir/r.json" 2>"$dir/kill.err" &
+sleep 3
+kill -9 $!
+wait
+check "a watch killed before its last write: the report already holds the task's peak" \
+	sh -c "[ \"\$(real tasks task)\" = '(1, 5)' ] && [ \$(real peak_bytes | tr -d '(),') -gt \$((112 << 20)) ]" ||
+	cat "$dir/r.json" "$dir/kill.err" >&2
 echo 'not json' >"$dir/r.json"
 sh -c 'sleep 1' &
 "$probe" watch --pid $! --limit $((1 << 30)) --batch 8 --report "$dir/r.json" 2>"$dir/bad.err"
