@@ -56,6 +56,7 @@ struct run_opts {
 	const char *length_cap_key;
 	long eval_every;            /* the config evaluates inside training that often, 0: not */
 	const char *eval_key;
+	const char *save_key;       /* saving every N steps beside eval_key, or NULL */
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds, max_trial_seconds;
 	bool keep;

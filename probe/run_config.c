@@ -79,6 +79,10 @@ static void eval_every(struct run_opts *o, const struct ab_config *cfg, const st
 				 sizeof(none)) == 0 &&
 	    ab_parse_whole(value, 1, INT_MAX, &o->eval_every) == 0)
 		o->eval_key = key;
+	/* a whole number of steps between saves, which the copy moves past the trial's end: a
+	 * ratio (0.1) is the user's own mix with a step count, refused by the framework alike */
+	if (o->eval_key && whole(cfg, o->document, p->keys[AB_ROLE_SAVE_EVERY]))
+		o->save_key = p->keys[AB_ROLE_SAVE_EVERY];
 }
 
 /* The preset's batch ramp-up, where the file turns one on: MaxText's per-device ramp (its

@@ -38,7 +38,7 @@ const struct ab_preset ab_presets[] = {
 	 {K(MICRO_BATCH, "per_device_train_batch_size"),
 	  K(GRAD_ACCUM, "gradient_accumulation_steps"),
 	  K(EVAL_BATCH, "per_device_eval_batch_size"), K(MAX_LENGTH, "max_length"),
-	  K(EVAL_EVERY, "eval_steps"),
+	  K(EVAL_EVERY, "eval_steps"), K(SAVE_EVERY, "save_steps"),
 	  K(HIDDEN, "hidden_size"),
 	  K(LAYERS, "num_hidden_layers"), K(HEADS, "num_attention_heads"),
 	  K(FFN, "intermediate_size"), K(SEQ_LEN, "max_position_embeddings"),
@@ -47,7 +47,8 @@ const struct ab_preset ab_presets[] = {
 	{"axolotl", "axolotl",
 	 {K(MICRO_BATCH, "micro_batch_size"), K(GRAD_ACCUM, "gradient_accumulation_steps"),
 	  K(EVAL_BATCH, "eval_batch_size"), K(SEQ_LEN, "sequence_len"),
-	  K(MAX_LENGTH, "sequence_len"), K(EVAL_EVERY, "eval_steps")},
+	  K(MAX_LENGTH, "sequence_len"), K(EVAL_EVERY, "eval_steps"),
+	  K(SAVE_EVERY, "save_steps")},
 	 NEUTRAL("learning_rate", "lr_scheduler", "warmup_steps", "warmup_ratio", "num_epochs",
 		 "max_steps", "weight_decay", "max_grad_norm", "output_dir", "seed",
 		 "logging_steps", "save_steps", "eval_steps", "saves_per_epoch", "evals_per_epoch",
@@ -123,7 +124,7 @@ static const char *const role_names[AB_ROLE_COUNT] = {
 	"micro_batch", "grad_accum", "global_batch",   "eval_batch",     "hidden", "layers",
 	"heads",       "ffn",        "seq_len",        "vocab",          "dtype",  "tensor_par",
 	"pipeline_par", "context_par", "ramp_switch", "ramp_start", "ramp_step",
-	"global_ramp_start", "global_ramp_step", "max_length", "eval_every",
+	"global_ramp_start", "global_ramp_step", "max_length", "eval_every", "save_every",
 };
 
 const char *ab_role_name(enum ab_role role)

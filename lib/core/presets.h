@@ -39,6 +39,9 @@ enum ab_role {
 	/* evaluation inside training every N steps: a trial evaluates after its last step, so
 	 * that the peak holds the eval loop beside the optimizer's state */
 	AB_ROLE_EVAL_EVERY,
+	/* saving every N steps, a multiple of EVAL_EVERY where the best model is kept: a trial
+	 * that evaluates at its last step saves past its end (Hugging Face refuses otherwise) */
+	AB_ROLE_SAVE_EVERY,
 	AB_ROLE_COUNT
 };
 

@@ -38,6 +38,7 @@ struct ab_exec {
 	/* the config evaluates inside training (this key): the copy evaluates after the trial's
 	 * last step, and the trial is awaited through that evaluation; or NULL */
 	const char *eval_key;
+	const char *save_key;   /* saving every N steps: moved past the trial's end; or NULL */
 	int document;           /* -1: the key's only document */
 	const char *phase;      /* "train" or "eval" */
 	int steps;              /* AUTOBATCH_TRIAL_STEPS, measured after one warm-up step */

@@ -188,6 +188,9 @@ static int write_file(const char *path, const char *buf, size_t len)
 	return rc;
 }
 
+/* A trial's copy saves at this many times its last step: never, within a trial. */
+#define SAVE_PAST 1000
+
 /* The config copy with the trial's batch written by the same editor the plugin uses. */
 static int copy_config(const struct ab_trial_place *t, long batch, struct ab_trial_files *f,
 		       char *err, size_t errlen)
@@ -197,8 +200,8 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 	/* peak memory does not depend on how many micro-batches are accumulated, a step's time
 	 * does: a trial's optimizer step is one micro-batch; and a batch ramp-up would run the
 	 * ramp's start, not the trial's batch */
-	struct ab_edit e[4] = {{t->key, value}};
-	char at[16];
+	struct ab_edit e[5] = {{t->key, value}};
+	char at[16], save[24];
 	size_t len, n = 1;
 	int rc;
 
@@ -215,6 +218,9 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 	snprintf(at, sizeof(at), "%d", t->eval_at);
 	if (t->eval_key) /* the run's evaluation comes right after the trial's last step */
 		e[n++] = (struct ab_edit){t->eval_key, at};
+	snprintf(save, sizeof(save), "%ld", (long)t->eval_at * SAVE_PAST);
+	if (t->eval_key && t->save_key)
+		e[n++] = (struct ab_edit){t->save_key, save};
 	rc = ab_config_apply(cfg, e, n, t->document, &out, &len, note,
 			     sizeof(note), err, errlen);
 	if (rc == 0 && (rc = write_file(f->config, out, len)) < 0)

@@ -30,6 +30,10 @@ struct ab_trial_place {
 	const char *ramp_key; /* a batch ramp-up's switch, written false into it; or NULL */
 	const char *eval_key; /* evaluation inside training every N steps, written as eval_at */
 	int eval_at;          /* the trial's last step: the warm-up and the measured steps */
+	/* saving every N steps beside eval_key: written as a multiple of eval_at that no trial
+	 * reaches (Hugging Face's load_best_model_at_end refuses a save interval that is not a
+	 * multiple of the evaluation's, and a save would write into the user's output_dir) */
+	const char *save_key;
 };
 
 struct ab_trial_files {

@@ -1,6 +1,6 @@
 """A Hugging Face Trainer job that knows nothing of autobatch: TrainingArguments from a YAML
 or JSON file (argv[1]), a small GPT-2 shaped model built from its config (no download),
-random tokens, the CPU. argv[2] (optional): seconds of start-up, standing for a model load."""
+random tokens, the CPU; a held-out set of 64 samples where the arguments evaluate. argv[2] (optional): seconds of start-up, standing for a model load."""
 import sys
 import time
 
@@ -11,8 +11,11 @@ from transformers import (GPT2Config, GPT2LMHeadModel, HfArgumentParser, Trainer
 
 
 class Tokens(torch.utils.data.Dataset):
+    def __init__(self, n=100000):
+        self.n = n
+
     def __len__(self):
-        return 100000
+        return self.n
 
     def __getitem__(self, index):
         ids = torch.randint(0, 1024, (128,))
@@ -27,7 +30,9 @@ def main(path, startup=0.0, callbacks=None):
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=128,
                                        vocab_size=1024, bos_token_id=0, eos_token_id=0))
-    Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=callbacks).train()
+    held_out = Tokens(64) if args.eval_strategy != "no" else None
+    Trainer(model=model, args=args, train_dataset=Tokens(), eval_dataset=held_out,
+            callbacks=callbacks).train()
     print(f"trained at batch {args.per_device_train_batch_size}, rank {args.process_index} of "
           f"{args.world_size}", flush=True)
 

@@ -15,8 +15,8 @@ export PROBE PEAKRUN
 dir=$(mktemp -d /tmp/autobatch-eval.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..5"
-python_or_skip "$PY" 'import torch' PyTorch 1 5
+echo "1..6"
+python_or_skip "$PY" 'import torch' PyTorch 1 6
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
 # field REPORT EXPRESSION: a Python expression over the report r ($F inside sh -c)
 F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
@@ -74,4 +74,12 @@ check "a fractional interval is not a step count, and eval_strategy \"no\" evalu
 	sh -c "[ \"\$($F '$dir/share.report' '\"eval_in_training\" in r')\" = False ] &&
 	       [ \"\$($F '$dir/nostrategy.report' '\"eval_in_training\" in r')\" = False ]" ||
 	cat "$dir/share.err" "$dir/nostrategy.err" >&2
+
+# it also saves every 25 steps and keeps the best model: the copy's evaluation at step 2 needs
+# a save interval that is a multiple of it (the framework refuses 25), past the trial's end
+EXTRA="--max 8" probe save "{\"per_device_train_batch_size\": 8, \"eval_steps\": 10, \"save_steps\": 25, \"load_best_model_at_end\": true, \"output_dir\": \"$dir/out\", \"max_steps\": 50}"
+check "a config that also saves, keeping the best model: the trials run, evaluate, and write no checkpoint into its output_dir" \
+	sh -c "[ \"\$($F '$dir/save.report' 'r[\"status\"], r[\"eval_in_training\"][\"seen\"]')\" = \"('ok', 2)\" ] &&
+	       [ ! -e '$dir/out' ] && grep -q '\"save_steps\": 25,' '$dir/save.json'" ||
+	cat "$dir/save.err" >&2
 exit $failed
