@@ -89,7 +89,8 @@ void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_
 	else if (l->max && l->min != l->max) {
 		ab_append(buf, buflen, len, "; the trials' batches varied in length (%ld to %ld) "
 					    "and autobatch could not see the run's longest (no "
-					    "DataLoader over a sized dataset): a longer batch",
+					    "DataLoader over a dataset of known size: batches "
+					    "built by hand, or streamed): a longer batch",
 			  l->min, l->max);
 		if (l->config_max > l->max)
 			ab_append(buf, buflen, len, ", up to the config's %s of %ld,", l->config_key,

@@ -3,7 +3,7 @@ a shuffled DataLoader whose collate_fn pads each batch to its own longest sample
 padding, the default of Hugging Face's DataCollatorWithPadding), or to the maximum length
 ("padding": "max"). It knows nothing of autobatch; its batch comes from its JSON config
 (argv[1]). Keys: batch_size, lengths ("narrow", "lognormal" or "longtail"), padding
-("dynamic" or "max"), samples (the dataset's size), max_len, steps (optimizer updates; 0:
+("dynamic" or "max"), samples (the dataset's size), stream (read as an IterableDataset), max_len, steps (optimizer updates; 0:
 the whole epoch), seed (the shuffle's). Memory grows with batch x padded length (an
 attention's scores with its square)."""
 import json
@@ -43,6 +43,19 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.items[i], "labels": self.items[i]}
 
 
+class Stream(torch.utils.data.IterableDataset):
+    """The samples as a streaming dataset yields them (a shuffle buffer's order): one pass,
+    nothing to index or count ahead."""
+
+    def __init__(self, tokens, seed):
+        self.tokens, self.seed = tokens, seed
+
+    def __iter__(self):
+        order = list(range(len(self.tokens)))
+        random.Random(self.seed).shuffle(order)
+        return (self.tokens[i] for i in order)
+
+
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -80,10 +93,14 @@ def main():
     batch, max_len = config["batch_size"], config.get("max_len", 512)
     lengths = draw_lengths(config.get("lengths", "lognormal"), config.get("samples", 800),
                            max_len, random.Random(1))
-    loader = torch.utils.data.DataLoader(
-        Tokens(lengths, 2), batch_size=batch, shuffle=True,
-        generator=torch.Generator().manual_seed(config.get("seed", 0)),
-        collate_fn=collate(max_len, config.get("padding", "dynamic")))
+    data, pad = Tokens(lengths, 2), collate(max_len, config.get("padding", "dynamic"))
+    if config.get("stream"):  # read as a stream (an IterableDataset): no length, no index
+        loader = torch.utils.data.DataLoader(Stream(data, config.get("seed", 0)),
+                                             batch_size=batch, collate_fn=pad)
+    else:
+        loader = torch.utils.data.DataLoader(
+            data, batch_size=batch, shuffle=True,
+            generator=torch.Generator().manual_seed(config.get("seed", 0)), collate_fn=pad)
     model = Model()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     updates, longest = 0, 0

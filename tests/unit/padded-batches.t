@@ -16,8 +16,8 @@ export PROBE PEAKRUN
 dir=$(mktemp -d /tmp/autobatch-padded.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..6"
-python_or_skip "$PY" 'import torch' PyTorch 1 6
+echo "1..7"
+python_or_skip "$PY" 'import torch' PyTorch 1 7
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
 # field REPORT EXPRESSION: a Python expression over the report r ($F inside sh -c)
 F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
@@ -26,7 +26,7 @@ field() { $F "$@"; }
 # measured step after the warm-up (the hook gives every one the worst batch): CI's minutes
 probe() {
 	echo "$2" >"$dir/$1.json"
-	"$PROBE" run --device host:capacity=600MiB --fraction 0.8 --hook-dir "$HOOK_DIR" --steps 1 \
+	"$PROBE" run --device host:capacity=600MiB --fraction 0.8 --hook-dir "$HOOK_DIR" --steps 1 $EXTRA \
 		--config "$dir/$1.json" --key batch_size --json "$dir/$1.report" \
 		-- "$PY" "$prog" "$dir/$1.json" 2>"$dir/$1.err" >/dev/null
 }
@@ -93,7 +93,14 @@ echo '{"per_device_train_batch_size": 2, "max_length": 512}' >"$dir/byhand.json"
 	--config "$dir/byhand.json" --json "$dir/byhand.report" \
 	-- "$PY" "$dir/byhand.py" "$dir/byhand.json" "$here" 2>"$dir/byhand.err" >/dev/null
 check "batches built by hand that vary in length: the decision says the run's longest is unknown, up to the config's max_length, and the report too" \
-	sh -c "grep -q 'batches varied in length (40 to 120) and autobatch could not see the run.s longest (no DataLoader over a sized dataset): a longer batch, up to the config.s max_length of 512, may not fit' '$dir/byhand.err' &&
+	sh -c "grep -q 'batches varied in length (40 to 120) and autobatch could not see the run.s longest (no DataLoader over a dataset of known size: batches built by hand, or streamed): a longer batch, up to the config.s max_length of 512, may not fit' '$dir/byhand.err' &&
 	       [ \"\$($F '$dir/byhand.report' 'r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"varies\"], r[\"lengths\"][\"config_max\"]')\" = '(None, True, 512)' ]" ||
 	cat "$dir/byhand.err" >&2
+
+# the same samples streamed (an IterableDataset): nothing to scan ahead, said so
+EXTRA="--max 16" probe stream '{"batch_size": 4, "lengths": "lognormal", "samples": 300, "stream": true}'
+check "a streaming dataset whose batches vary in length: the decision and report say the run's longest is unknown" \
+	sh -c "grep -q 'batches varied in length ([0-9]* to [0-9]*) and autobatch could not see the run.s longest (no DataLoader over a dataset of known size: batches built by hand, or streamed): a longer batch may not fit' '$dir/stream.err' &&
+	       [ \"\$($F '$dir/stream.report' 'r[\"status\"], r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"varies\"], r[\"lengths\"][\"longest_first\"]')\" = \"('ok', None, True, False)\" ]" ||
+	cat "$dir/stream.err" >&2
 exit $failed
