@@ -1,16 +1,17 @@
 #!/bin/sh
 # messages.t - every message the SPANK plugin itself prints (spank/*.c, and lib/core site,
 # request, settings, decision, cache and the hold channel, which only the plugin uses) is
-# explained in the README's Troubleshooting section: its fixed words (a run of four or more,
+# explained in the user guide's Troubleshooting section (doc/user-guide.md): its fixed words (a run of four or more,
 # without format directives) appear there (TAP).
 . "$(dirname "$0")/tap.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
 python3 - "$src" <<'PY'
 import re, sys, glob
 src = sys.argv[1]
-readme = open(f"{src}/README.md").read()
+readme = open(f"{src}/doc/user-guide.md").read()
 section = readme[readme.index("## Troubleshooting"):]
-section = section[:section.index("\n## ", 5)]
+end = section.find("\n## ", 5)
+section = section[:end] if end > 0 else section
 section = re.sub(r"\s+", " ", re.sub(r"[`*\\]", "", section))
 n = failed = 0
 for path in sorted(glob.glob(f"{src}/spank/*.c")) + [f"{src}/lib/core/{f}.c" for f in ("settings", "site", "request", "decision", "cache", "file_replace", "hold")]:
