@@ -39,6 +39,9 @@ lib_core_libabcore_la_SOURCES = \
 	lib/core/gpu_models.c \
 	lib/core/gpu_models.h \
 	lib/core/hold.c \
+	lib/core/hold_client.c \
+	lib/core/hold_server.c \
+	lib/core/hold_wire.h \
 	lib/core/hold.h \
 	lib/core/hostlist.c \
 	lib/core/hostlist.h \

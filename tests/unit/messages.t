@@ -14,7 +14,7 @@ end = section.find("\n## ", 5)
 section = section[:end] if end > 0 else section
 section = re.sub(r"\s+", " ", re.sub(r"[`*\\]", "", section))
 n = failed = 0
-for path in sorted(glob.glob(f"{src}/spank/*.c")) + [f"{src}/lib/core/{f}.c" for f in ("settings", "site", "request", "decision", "cache", "file_replace", "hold")]:
+for path in sorted(glob.glob(f"{src}/spank/*.c")) + [f"{src}/lib/core/{f}.c" for f in ("settings", "site", "request", "decision", "cache", "file_replace", "hold", "hold_server", "hold_client")]:
     text = open(path).read()
     for m in re.finditer(r"\b(?:ab_fail|slurm_error|slurm_info|slurm_spank_log)\s*\(", text):
         i, depth = m.end(), 1
