@@ -7,6 +7,8 @@ probe_autobatch_probe_SOURCES = \
 	probe/cmd_config.c \
 	probe/cmd_presets.c \
 	probe/cmd_ranks.c \
+	probe/ranks.h \
+	probe/ranks_step.c \
 	probe/cmd_run.c \
 	probe/cmd_task.c \
 	probe/cmd_watch.c \
