@@ -22,6 +22,7 @@ lib_probe_libabprobe_la_SOURCES = \
 	lib/probe/report_run.c \
 	lib/probe/report_run.h \
 	lib/probe/search.c \
+	lib/probe/search_trials.c \
 	lib/probe/search.h \
 	lib/probe/search_aim.c \
 	lib/probe/search_candidates.c \

@@ -55,9 +55,15 @@ static inline long c_last(const struct cands *c) { return c->list ? c->list[c->n
 static inline long c_next(const struct cands *c, long b) { return c_ceil(c, (double)b + 1); }
 static inline long c_prev(const struct cands *c, long b) { return c_floor(c, (double)b - 1); }
 
-/* search.c: the trial of batch b, or NULL; whether a trial fits this search's limit. */
+/* search_trials.c: the trial of batch b, or NULL; whether a trial fits this search's limit;
+ * a round of trials at batches (0, or the error of the first that could not run), one
+ * trial; whether two runs of one batch told its spread; trial i run again. */
 const struct ab_trial *search_find(const struct run *r, long b);
 bool search_fits(const struct run *r, const struct ab_trial *t);
+int search_measure_round(struct run *r, const long *batches, size_t n);
+int search_measure(struct run *r, long b);
+bool search_spread_known(const struct run *r);
+int search_repeat(struct run *r, size_t i);
 
 /* search_model.c: whether b is a candidate; the bracket of the trials so far. */
 bool search_is_candidate(const struct run *r, long b);

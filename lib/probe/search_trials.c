@@ -1,0 +1,172 @@
+/* search_trials.c - the search's trials (search_run.h): running a round of them, finding
+ * and judging one, the margin helper processes' noise needs, and repeating a choice.
+ */
+#include "search_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "size.h"
+
+/* Helper processes' memory differs between runs of one batch. The margin kept under the
+ * limit for it: twice the spread two runs of the choice showed (two readings understate the
+ * range), and at least NOISE_FLOOR of the limit, what plain runs with two DataLoader workers
+ * spread over (Python 3.14, forkserver: 788 to 812 MiB in three runs of one batch, 3.0%;
+ * Debian 12, fork: up to 17 MiB of 409 within a session, 4.2%; on a loaded machine, CI run 5:
+ * a choice measured under 397 MiB ran at 408, 409 and 420 MiB, so 3% let it over). A larger
+ * floor costs programs whose samples are small most of their batch (an HF job at 5 MiB a
+ * sample). */
+#define NOISE_FLOOR 0.05
+
+void ab_trials_free(struct ab_trials *t)
+{
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+bool search_fits(const struct run *r, const struct ab_trial *t)
+{
+	return ab_trial_fits(t, r->limit, r->p->total_bytes);
+}
+
+const struct ab_trial *search_find(const struct run *r, long b)
+{
+	for (size_t i = 0; i < r->trials->n; i++)
+		if (r->trials->v[i].batch == b)
+			return &r->trials->v[i];
+	return NULL;
+}
+
+static void keep_margin(struct run *r);
+
+/* Tells the caller of a run of trial tr; runs are numbered in order, repeats included. */
+static void progress(const struct run *r, const struct ab_trial *tr, size_t index)
+{
+	if (r->p->progress)
+		r->p->progress(r->p->progress_arg, index, tr, search_fits(r, tr), r->target,
+			       r->target - r->limit);
+}
+
+static int grow(struct run *r, size_t n)
+{
+	struct ab_trials *t = r->trials;
+	size_t cap = t->cap ? t->cap : 16;
+	struct ab_trial *v;
+
+	while (cap < t->n + n)
+		cap *= 2;
+	if (cap == t->cap)
+		return 0;
+	if (!(v = realloc(t->v, cap * sizeof(*v))))
+		return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
+	t->v = v;
+	t->cap = cap;
+	return 0;
+}
+
+/* Runs one round: the batches at once where a round function and GPUs allow, else one
+ * after another. Every batch is a new one. */
+int search_measure_round(struct run *r, const long *batches, size_t n)
+{
+	struct ab_trials *t = r->trials;
+	struct ab_trial *out;
+	int rc;
+
+	if ((rc = grow(r, n)) < 0)
+		return rc;
+	out = &t->v[t->n];
+	memset(out, 0, n * sizeof(*out));
+	if (n > 1 && r->p->round)
+		rc = r->p->round(r->p->round_ctx, batches, n, out, r->err, r->errlen);
+	else
+		for (size_t i = 0; i < n && rc >= 0; i++)
+			rc = r->fn(r->ctx, batches[i], &out[i], r->err, r->errlen);
+	if (rc < 0)
+		return rc;
+	t->rounds++;
+	r->new_rounds++;
+	for (size_t i = 0; i < n; i++) {
+		out[i].batch = batches[i];
+		out[i].runs = 1;
+		out[i].round = (int)t->rounds;
+	}
+	t->n += n;
+	r->new_trials += n;
+	keep_margin(r);
+	for (size_t i = 0; i < n; i++)
+		progress(r, &t->v[t->n - n + i], t->n - n + i + t->repeats);
+	return 0;
+}
+
+int search_measure(struct run *r, long b)
+{
+	return search_find(r, b) ? 0 : search_measure_round(r, &b, 1);
+}
+
+/* The margin the helpers' noise asks for: twice the largest spread seen, at least the floor;
+ * none while no trial had helpers. */
+static uint64_t noise_margin(const struct run *r, uint64_t target)
+{
+	uint64_t spread = 0, floor_bytes = (uint64_t)(NOISE_FLOOR * (double)target);
+	bool helpers = false;
+
+	for (size_t i = 0; i < r->trials->n; i++) {
+		helpers = helpers || r->trials->v[i].helpers;
+		if (r->trials->v[i].spread_bytes > spread)
+			spread = r->trials->v[i].spread_bytes;
+	}
+	if (!helpers)
+		return 0;
+	return 2 * spread > floor_bytes ? 2 * spread : floor_bytes;
+}
+
+/* From the first trial with helpers on, the search aims under the margin. */
+static void keep_margin(struct run *r)
+{
+	uint64_t margin = noise_margin(r, r->target);
+
+	r->limit = margin < r->target ? r->target - margin : 0;
+}
+
+bool search_spread_known(const struct run *r)
+{
+	for (size_t i = 0; i < r->trials->n; i++)
+		if (r->trials->v[i].runs > 1)
+			return true;
+	return false;
+}
+
+/* Runs trial i's batch again; the trial keeps the larger peak and the spread. */
+int search_repeat(struct run *r, size_t i)
+{
+	struct ab_trials *t = r->trials;
+	struct ab_trial again, *tr;
+	int rc;
+
+	memset(&again, 0, sizeof(again));
+	if ((rc = r->fn(r->ctx, t->v[i].batch, &again, r->err, r->errlen)) < 0)
+		return rc;
+	r->new_trials++;
+	r->new_rounds++;
+	t->repeats++;
+	t->rounds++;
+	tr = &t->v[i];
+	tr->runs++;
+	tr->round = (int)t->rounds;
+	tr->oom = tr->oom || again.oom;
+	tr->helpers = tr->helpers || again.helpers;
+	if (again.has_peak && tr->has_peak) {
+		uint64_t lo = again.peak_bytes < tr->peak_bytes ? again.peak_bytes : tr->peak_bytes;
+
+		tr->peak_bytes = again.peak_bytes > tr->peak_bytes ? again.peak_bytes : tr->peak_bytes;
+		tr->spread_bytes = tr->peak_bytes - lo > tr->spread_bytes ? tr->peak_bytes - lo
+									   : tr->spread_bytes;
+	}
+	keep_margin(r);
+	progress(r, tr, t->n - 1 + t->repeats);
+	return 0;
+}
