@@ -218,9 +218,10 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 	snprintf(at, sizeof(at), "%d", t->eval_at);
 	if (t->eval_key) /* the run's evaluation comes right after the trial's last step */
 		e[n++] = (struct ab_edit){t->eval_key, at};
-	snprintf(save, sizeof(save), "%ld", (long)t->eval_at * SAVE_PAST);
-	if (t->eval_key && t->save_key)
+	if (t->save_key) { /* set only beside eval_key (probe/run_config.c) */
+		snprintf(save, sizeof(save), "%ld", (long)t->eval_at * SAVE_PAST);
 		e[n++] = (struct ab_edit){t->save_key, save};
+	}
 	rc = ab_config_apply(cfg, e, n, t->document, &out, &len, note,
 			     sizeof(note), err, errlen);
 	if (rc == 0 && (rc = write_file(f->config, out, len)) < 0)
