@@ -21,7 +21,7 @@
 #define DEFAULT_TRIAL_CAP 12 /* past the budget, to close a bracket too wide to stand */
 #define WIDE 0.9             /* a best fit below this share of a failure: too far to stand */
 #define QUIET_MARGIN 0.005 /* MARGIN, when three fits lie on their line within QUIET */
-#define STEP_MARGIN 0.05 /* MARGIN, when one step is larger than the tolerance */
+#define STEP_MARGIN 0.03 /* MARGIN, when one step is larger than the tolerance: 4x NOISE_GUESS */
 #define TIE 0.01         /* throughputs this close are equal: prefer the smaller batch */
 #define THROUGHPUT_EXTRA_TRIALS 4
 #define NOISE_ROUNDS 3 /* lowerings of the target before giving up on a margin */
@@ -147,14 +147,30 @@ static bool plateau(const struct run *r)
 	return false;
 }
 
-/* Past the budget: a best fit below WIDE of the smallest failure is too far from the best to
- * stand, and the search goes on, up to the cap (said once). */
-static bool go_on(struct run *r, const struct bracket *k, int trial_cap, bool *told)
+/* Past the budget: a best fit below WIDE of the smallest failure, or with no failure yet of
+ * the line's crossing, is too far from the best to stand, and the search goes on, up to the
+ * cap (said once). */
+static bool go_on(struct run *r, const struct bracket *k, double pred, int trial_cap, bool *told)
 {
 	char line[256];
 
-	if (!k->hi || (int)r->new_rounds >= trial_cap ||
-	    (!*told && (double)k->lo->batch >= WIDE * (double)k->hi->batch))
+	if ((int)r->new_rounds >= trial_cap)
+		return false;
+	if (!k->hi) {
+		if (!(pred < INFINITY) || (double)k->lo->batch >= WIDE * pred)
+			return false;
+		if (!*told && r->p->note) {
+			snprintf(line, sizeof(line),
+				 "the trial budget of %d is spent with batch %ld fitting and the "
+				 "line's crossing at %.0f: going on until within %.0f%% (at most %d "
+				 "trials)",
+				 r->budget, k->lo->batch, pred, 100.0 * AB_SEARCH_TOLERANCE, trial_cap);
+			r->p->note(r->p->progress_arg, line);
+		}
+		*told = true;
+		return true;
+	}
+	if (!*told && (double)k->lo->batch >= WIDE * (double)k->hi->batch)
 		return false; /* once going on, until within the tolerance (done) or the cap */
 	if (!*told && r->p->note) {
 		snprintf(line, sizeof(line),
@@ -237,7 +253,7 @@ static int memory_search(struct run *r, struct ab_decision *out)
 					       "no fitting batch found in %d %s", r->budget,
 					       cap > 1 ? "rounds" : "trials");
 			}
-			if (!go_on(r, &k, trial_cap, &told)) {
+			if (!go_on(r, &k, pred, trial_cap, &told)) {
 				spent = true;
 				break;
 			}

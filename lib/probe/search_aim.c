@@ -28,7 +28,8 @@ static double damped(const struct run *r, const struct bracket *k, double pred)
 	noise = NOISE_GUESS * (plo + (double)q->peak_bytes);
 	if ((res = search_residual(r, k)) >= 0) /* a third trial shows the real noise */
 		noise = fmax(res, QUIET * (double)r->limit);
-	if (rise > 0 && noise < DAMP_FROM * rise)
+	/* past the budget, steps this short cannot reach the crossing: a failure ends it */
+	if ((rise > 0 && noise < DAMP_FROM * rise) || (int)r->new_rounds >= r->budget)
 		return pred * (1 - AIM_BELOW);
 	/* the steepest slope the two peaks allow, noise included, meets the limit here */
 	return lo + ((double)r->limit - plo) * (lo - (double)q->batch) / (fmax(rise, 0) + noise);

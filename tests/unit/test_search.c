@@ -216,6 +216,15 @@ static void shapes(void **state)
 	assert_int_equal(c.d.batch, 11);
 	assert_int_equal(c.trials, 3);
 	ab_sim_free(&s);
+	/* the same under a little jitter (0.2%: the residual is over QUIET): batch 8 is 4% over
+	 * the limit on the line, more than the 3% margin and three times the noise, so 7 is the
+	 * answer in 3 trials (a 5% margin ran 8 as a fourth, to see it fail) */
+	make_sim(&s, 80 * GiB, linear, (double[]){1.04 * 0.6 * 80 * GiB - 19.2 * GiB, 2.4 * GiB},
+		 0.002, 2 * MiB);
+	c = run_checked(&s, (struct ab_search_params){.fraction = 0.6});
+	assert_int_equal(c.d.batch, 7);
+	assert_int_equal(c.trials, 3);
+	ab_sim_free(&s);
 	/* allocator granularity, fragmentation, jumps, jitter */
 	bent_curves(p);
 	for (int seed = 1; seed <= 20; seed++) {
@@ -916,6 +925,45 @@ static void contradicting_trials(void **state)
 	ab_trials_free(&t);
 }
 
+/* Almost all fixed (95% of the limit) under 1% jitter: the rise between fits is hardly more
+ * than their noise, each aim falls short, and the budget of 6 ended with no failure seen, far
+ * below the crossing (66 where 83 fits in bench/search; seed 7 here chose 66 of 76). Past the
+ * budget the search goes on, at the line's crossing, until a failure closes the bracket or
+ * the fit is within 10% of the crossing. Jitter of 1% is 19 samples here, so the choice is
+ * held to 90% of the noise-free best, not to 97%, and a bracket inside the noise may take
+ * 10 trials (seed 4, before and after); bench/search's irregular curves take 8 at most. */
+static void fixed_under_jitter(void **state)
+{
+	double L = 0.6 * 80 * GiB;
+	struct ab_search_params p = {.fraction = 0.6, .total_bytes = (uint64_t)(80 * GiB),
+				     .max = 4096};
+
+	(void)state;
+	for (int seed = 1; seed <= 8; seed++) {
+		struct ab_sim s;
+		struct ab_trials t = {0};
+		struct ab_decision d;
+		long best;
+
+		make_sim(&s, 80 * GiB, linear, (double[]){0.95 * L, 0.05 * L / 96}, 0.01, 2 * MiB);
+		s.seed = 0; /* the curve without noise: the best is where it meets the limit */
+		s.jitter = 0;
+		best = truth(&s, (uint64_t)(L * 0.99), 0, 0, 4096);
+		s.jitter = 0.01;
+		s.seed = (uint64_t)seed;
+		assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), 0);
+		assert_true(ab_trial_fits(&t.v[d.chosen], d.limit_bytes, p.total_bytes));
+		if ((double)d.batch < 0.9 * (double)best || t.n > 10) {
+			for (size_t i = 0; i < t.n; i++)
+				fprintf(stderr, "# trial %zu: batch %ld oom %d peak %.3f GiB\n", i,
+					t.v[i].batch, t.v[i].oom, t.v[i].peak_bytes / GiB);
+			fail_msg("seed %d: chose %ld of %ld in %zu trials", seed, d.batch, best, t.n);
+		}
+		ab_trials_free(&t);
+		ab_sim_free(&s);
+	}
+}
+
 /* What the property check (below, and the fuzzer) found, each kept as it was found:
  * - a choice with helpers ran again and ran out of memory; the step down below it ran out of
  *   memory too, and was chosen (a batch measured not to fit);
@@ -990,6 +1038,7 @@ int main(void)
 		cmocka_unit_test(sim_curve_file),   cmocka_unit_test(sizes),
 		cmocka_unit_test(oom_floor_below_a_fit), cmocka_unit_test(any_evidence),
 		cmocka_unit_test(search_findings),
+		cmocka_unit_test(fixed_under_jitter),
 		cmocka_unit_test(contradicting_trials),
 	};
 
