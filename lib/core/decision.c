@@ -78,7 +78,12 @@ static void read_warm(struct json_object *o, struct ab_result *r)
 
 void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_t *len)
 {
-	if (l->said && l->longest_first && l->read == l->samples && l->max >= l->run_longest)
+	if (l->said && l->padded_to && l->max == l->padded_to)
+		ab_append(buf, buflen, len, "; measured at the config's %s of %ld (the batches are "
+					    "streamed: the trials padded them to it, the longest any "
+					    "batch can be)",
+			  l->config_key[0] ? l->config_key : "maximum length", l->padded_to);
+	else if (l->said && l->longest_first && l->read == l->samples && l->max >= l->run_longest)
 		ab_append(buf, buflen, len, "; measured at the run's longest batch (length %ld: "
 					    "the dataset's longest samples first)",
 			  l->max);
@@ -170,9 +175,11 @@ static void read_lengths(struct json_object *o, struct ab_lengths *l)
 	get_long(g, "measured", 1, 1L << 40, &l->max);
 	get_long(g, "measured_min", 1, 1L << 40, &l->min);
 	l->said = get_long(g, "run_longest", 0, 1L << 40, &l->run_longest) &&
-		  get_long(g, "samples", 0, 1L << 40, &l->samples);
+		  (get_long(g, "samples", 0, 1L << 40, &l->samples) ||
+		   get_long(g, "padded_to", 1, 1L << 40, &l->padded_to));
 	get_long(g, "read", 0, 1L << 40, &l->read);
 	get_long(g, "config_max", 1, 1L << 40, &l->config_max);
+	get_long(g, "padded_to", 1, 1L << 40, &l->padded_to);
 	get_text(g, "config_key", l->config_key, sizeof(l->config_key));
 	l->varies = json_object_object_get_ex(g, "varies", &v) && json_object_get_boolean(v);
 	l->longest_first = json_object_object_get_ex(g, "longest_first", &v) &&

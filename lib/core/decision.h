@@ -21,6 +21,7 @@ struct ab_lengths {
 	bool varies;        /* its samples differ in length */
 	bool longest_first; /* the trial drew the dataset's longest samples first */
 	long config_max;    /* the config's maximum length (config_key), a cap; 0: none */
+	long padded_to;     /* a stream's batches were padded to the config's maximum; 0: not */
 	char config_key[64];
 };
 

@@ -51,6 +51,9 @@
 #define AB_ENV_TRIAL_PHASE "AUTOBATCH_TRIAL_PHASE"
 /* "1": the config evaluates inside training; the trial evaluates after its last step */
 #define AB_ENV_TRIAL_EVAL "AUTOBATCH_TRIAL_EVAL"
+/* the config's maximum length (N): batches of a loader whose samples cannot be read ahead (a
+ * stream) are padded to it, the longest any batch of the run can be */
+#define AB_ENV_TRIAL_PAD_TO "AUTOBATCH_TRIAL_PAD_TO"
 /* "1" in a trial step's task: each Python process writes its own report, REPORT.pid.PID (a
  * launcher's workers, each sized as a rank) */
 #define AB_ENV_TRIAL_PER_PROCESS "AUTOBATCH_TRIAL_PER_PROCESS"

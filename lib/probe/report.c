@@ -139,9 +139,12 @@ static struct json_object *lengths_json(const struct ab_lengths *l)
 	json_object_object_add(o, "run_longest",
 			       l->said ? json_object_new_int64(l->run_longest) : NULL);
 	json_object_object_add(o, "read", json_object_new_int64(l->read));
-	json_object_object_add(o, "samples", l->said ? json_object_new_int64(l->samples) : NULL);
+	json_object_object_add(o, "samples", l->said && !l->padded_to
+						     ? json_object_new_int64(l->samples) : NULL);
 	json_object_object_add(o, "varies", json_object_new_boolean(l->varies || l->min != l->max));
 	json_object_object_add(o, "longest_first", json_object_new_boolean(l->longest_first));
+	if (l->padded_to) /* a stream's batches, padded to the config's cap in the trials */
+		json_object_object_add(o, "padded_to", json_object_new_int64(l->padded_to));
 	if (l->config_max) { /* the config's cap on any batch's length */
 		json_object_object_add(o, "config_max", json_object_new_int64(l->config_max));
 		json_object_object_add(o, "config_key", json_object_new_string(l->config_key));

@@ -130,6 +130,10 @@ static void child(void *arg)
 	setenv(AB_ENV_TRIAL_PHASE, x->phase, 1);
 	if (x->eval_key)
 		setenv(AB_ENV_TRIAL_EVAL, "1", 1);
+	if (x->pad_to > 0) {
+		snprintf(value, sizeof(value), "%ld", x->pad_to);
+		setenv(AB_ENV_TRIAL_PAD_TO, value, 1);
+	}
 	if (f->config[0])
 		setenv(AB_ENV_CONFIG, f->config, 1);
 	if (x->hook_dir && python_path(x->hook_dir) < 0)

@@ -39,6 +39,7 @@ struct ab_exec {
 	 * last step, and the trial is awaited through that evaluation; or NULL */
 	const char *eval_key;
 	const char *save_key;   /* saving every N steps: moved past the trial's end; or NULL */
+	long pad_to;            /* the config's maximum length: streamed batches padded to it */
 	int document;           /* -1: the key's only document */
 	const char *phase;      /* "train" or "eval" */
 	int steps;              /* AUTOBATCH_TRIAL_STEPS, measured after one warm-up step */

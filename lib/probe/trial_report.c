@@ -90,6 +90,7 @@ static bool length_fields(struct json_object *obj, struct ab_trial_report *r)
 		l->longest_first = json_object_object_get_ex(o, "longest_first", &b) &&
 				   json_object_is_type(b, json_type_boolean) &&
 				   json_object_get_boolean(b);
+		l->padded_to = number(o, "padded_to", LENGTH_MAX, &v) && v >= 1 ? (long)v : 0;
 		l->said = used = true;
 	}
 	return used;
@@ -364,9 +365,9 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 		if (l->said && !said->lengths) {
 			ab_append(buf, buflen, &len,
 				  "{\"lengths\": {\"run_longest\": %ld, \"read\": %ld, \"samples\": "
-				  "%ld, \"varies\": %s, \"longest_first\": %s}}\n",
+				  "%ld, \"varies\": %s, \"longest_first\": %s, \"padded_to\": %ld}}\n",
 				  l->run_longest, l->read, l->samples, l->varies ? "true" : "false",
-				  l->longest_first ? "true" : "false");
+				  l->longest_first ? "true" : "false", l->padded_to);
 			said->lengths = true;
 		}
 		retries = reps[i]->alloc_retries > retries ? reps[i]->alloc_retries : retries;

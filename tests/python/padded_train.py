@@ -3,9 +3,10 @@ a shuffled DataLoader whose collate_fn pads each batch to its own longest sample
 padding, the default of Hugging Face's DataCollatorWithPadding), or to the maximum length
 ("padding": "max"). It knows nothing of autobatch; its batch comes from its JSON config
 (argv[1]). Keys: batch_size, lengths ("narrow", "lognormal" or "longtail"), padding
-("dynamic" or "max"), samples (the dataset's size), stream (read as an IterableDataset), max_len, steps (optimizer updates; 0:
-the whole epoch), seed (the shuffle's). Memory grows with batch x padded length (an
-attention's scores with its square)."""
+("dynamic" or "max"), samples (the dataset's size), stream (read as an IterableDataset),
+max_len, steps (optimizer updates; 0: the whole epoch), seed (the shuffle's); Hugging Face's
+per_device_train_batch_size and max_length stand for batch_size and max_len. Memory
+grows with batch x padded length (an attention's scores with its square)."""
 import json
 import math
 import random
@@ -90,7 +91,9 @@ def main():
     config = json.load(open(sys.argv[1]))
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    batch, max_len = config["batch_size"], config.get("max_len", 512)
+    # a Hugging Face config's names too (its preset gives the probe max_length)
+    batch = config.get("batch_size", config.get("per_device_train_batch_size"))
+    max_len = config.get("max_len", config.get("max_length", 512))
     lengths = draw_lengths(config.get("lengths", "lognormal"), config.get("samples", 800),
                            max_len, random.Random(1))
     data, pad = Tokens(lengths, 2), collate(max_len, config.get("padding", "dynamic"))

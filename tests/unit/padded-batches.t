@@ -16,18 +16,19 @@ export PROBE PEAKRUN
 dir=$(mktemp -d /tmp/autobatch-padded.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..7"
-python_or_skip "$PY" 'import torch' PyTorch 1 7
+echo "1..8"
+python_or_skip "$PY" 'import torch' PyTorch 1 8
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
 # field REPORT EXPRESSION: a Python expression over the report r ($F inside sh -c)
 F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
 field() { $F "$@"; }
-# probe NAME CONFIG-JSON: the plain trainer on its own config, at 0.8 of 600 MiB; one
-# measured step after the warm-up (the hook gives every one the worst batch): CI's minutes
+# probe NAME CONFIG-JSON: the plain trainer on its own config (KEYARG: --key batch_size), at
+# 0.8 of 600 MiB; one measured step after the warm-up (the hook gives every one the worst
+# batch): CI's minutes
 probe() {
 	echo "$2" >"$dir/$1.json"
 	"$PROBE" run --device host:capacity=600MiB --fraction 0.8 --hook-dir "$HOOK_DIR" --steps 1 $EXTRA \
-		--config "$dir/$1.json" --key batch_size --json "$dir/$1.report" \
+		--config "$dir/$1.json" ${KEYARG:---key batch_size} --json "$dir/$1.report" \
 		-- "$PY" "$prog" "$dir/$1.json" 2>"$dir/$1.err" >/dev/null
 }
 # epoch NAME BATCH: the plain run's peak over its whole epoch, no autobatch
@@ -103,4 +104,17 @@ check "a streaming dataset whose batches vary in length: the decision and report
 	sh -c "grep -q 'batches varied in length ([0-9]* to [0-9]*) and autobatch could not see the run.s longest (no DataLoader over a dataset of known size: batches built by hand, or streamed): a longer batch may not fit' '$dir/stream.err' &&
 	       [ \"\$($F '$dir/stream.report' 'r[\"status\"], r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"varies\"], r[\"lengths\"][\"longest_first\"]')\" = \"('ok', None, True, False)\" ]" ||
 	cat "$dir/stream.err" >&2
+
+# the same stream with the config's maximum length (Hugging Face's names, so its preset gives
+# max_length): the trials pad the streamed batches to it, the longest any batch can be
+KEYARG='--preset huggingface' probe streamcap '{"per_device_train_batch_size": 4, "max_length": 512, "lengths": "lognormal", "samples": 300, "stream": true}'
+batch=$(field "$dir/streamcap.report" 'r["batch_size"]' 2>/dev/null)
+limit=$(field "$dir/streamcap.report" 'r["limit_bytes"]' 2>/dev/null)
+peak=$(epoch streamcap "${batch:-1}")
+echo "# a stream padded to max_length: chose ${batch:-none}; its plain epoch peaks at $((${peak:-0} / 1048576)) MiB of $((${limit:-0} / 1048576)) MiB"
+check "a stream with the config's max_length: trials padded to 512, the decision and report say so, and the choice's plain epoch stays within the limit" \
+	sh -c "grep -q 'measured at the config.s max_length of 512 (the batches are streamed: the trials padded them to it, the longest any batch can be)' '$dir/streamcap.err' &&
+	       [ \"\$($F '$dir/streamcap.report' 'r[\"lengths\"][\"measured\"], r[\"lengths\"][\"measured_min\"], r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"padded_to\"]')\" = '(512, 512, 512, 512)' ] &&
+	       [ -n '$peak' ] && [ '$peak' -le '${limit:-0}' ]" ||
+	cat "$dir/streamcap.err" >&2
 exit $failed

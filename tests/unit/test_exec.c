@@ -1133,6 +1133,28 @@ static void report_lengths(void **state)
 	len = 0, line[0] = '\0';
 	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
 	assert_string_equal(line, ""); /* fixed shapes: nothing to say */
+	/* a stream padded to the config's maximum length: measured at it, said so */
+	text = "{\"lengths\": {\"run_longest\": 512, \"read\": 0, \"samples\": 0, "
+	       "\"varies\": true, \"longest_first\": false, \"padded_to\": 512}}\n"
+	       "{\"step_s\": 1, \"length\": 512}\n{\"step_s\": 1, \"length\": 512}";
+	memset(&r, 0, sizeof(r));
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_int_equal(r.lengths.padded_to, 512);
+	snprintf(r.lengths.config_key, sizeof(r.lengths.config_key), "max_length");
+	len = 0, line[0] = '\0';
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_string_equal(line, "; measured at the config's max_length of 512 (the batches are "
+				  "streamed: the trials padded them to it, the longest any batch can "
+				  "be)");
+	/* a program that does not truncate to it: a batch past the cap is not "the longest" */
+	text = "{\"lengths\": {\"run_longest\": 512, \"read\": 0, \"samples\": 0, "
+	       "\"varies\": true, \"longest_first\": false, \"padded_to\": 512}}\n"
+	       "{\"step_s\": 1, \"length\": 512}\n{\"step_s\": 1, \"length\": 700}";
+	ab_trial_report_parse(text, strlen(text), &r);
+	len = 0, line[0] = '\0';
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_null(strstr(line, "the longest any batch can be"));
+	assert_non_null(strstr(line, "varied in length (512 to 700) and autobatch could not see"));
 }
 
 /* Evaluation inside training (issue 41): the hook's "eval_batches", the largest said; the

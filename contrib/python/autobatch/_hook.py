@@ -483,13 +483,56 @@ class LongestFirst:
         return iter(batches[:len(self)])
 
 
+def pad_batch(batch, width):
+    """A collated batch padded to width along its length (the second dimension of each
+    tensor of two or more whose length is the batch's): labels with -100 (what losses
+    ignore), the rest with 0 (pad token, masked out). The same container back."""
+    import torch
+
+    length = batch_length(batch)
+    if not length or length >= width:
+        return batch
+
+    def pad(key, v):
+        shape = getattr(v, "shape", None)
+        if shape is None or len(shape) < 2 or int(shape[1]) != length:
+            return v
+        fill = -100 if str(key).startswith("label") and not v.is_floating_point() else 0
+        return torch.nn.functional.pad(v, (0, 0) * (len(shape) - 2) + (0, width - length),
+                                       value=fill)
+
+    if hasattr(batch, "keys") and hasattr(batch, "__setitem__"):
+        for k in list(batch.keys()):
+            batch[k] = pad(k, batch[k])
+        return batch
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(pad(i, v) for i, v in enumerate(batch))
+    return pad(0, batch)
+
+
+def _pad_stream(loader):
+    """A loader whose samples cannot be read ahead (a stream): with the config's maximum
+    length, its batches are padded to it, the longest any batch of the run can be; said
+    once, as the run's longest."""
+    width = positive_int("AUTOBATCH_TRIAL_PAD_TO")
+    rec = recorder()
+    if not width:
+        return
+    object.__setattr__(loader, "_autobatch_pad_to", width)
+    if rec.eval_batches is None:
+        rec.write({"lengths": {"run_longest": width, "read": 0, "samples": 0, "varies": True,
+                               "longest_first": False, "padded_to": width}})
+
+
 def _longest_first(loader):
     """Has a DataLoader over a sized dataset draw its longest samples first, and says once
-    what the run's longest is. Loaders of fixed shapes, of an IterableDataset or without
-    automatic batching are left as they are."""
+    what the run's longest is. Loaders of fixed shapes or without automatic batching are
+    left as they are; of an IterableDataset, padded to the config's maximum (_pad_stream)."""
     rec = recorder()
     sampler = getattr(loader, "batch_sampler", None)
     dataset = getattr(loader, "dataset", None)
+    if isinstance(dataset, _iterable_dataset()):
+        return _pad_stream(loader)
     if sampler is None or dataset is None or not hasattr(dataset, "__getitem__"):
         return
     try:
@@ -512,6 +555,12 @@ def _longest_first(loader):
         object.__setattr__(loader, "batch_sampler", LongestFirst(sampler, order, size, repeat))
 
 
+def _iterable_dataset():
+    import torch
+
+    return torch.utils.data.IterableDataset
+
+
 def instrument_data(torch):
     """In a trial: DataLoaders draw their longest samples first; each batch's length is
     noted for its step."""
@@ -526,7 +575,10 @@ def instrument_data(torch):
         if not self.__dict__.get("_autobatch_seen"):
             object.__setattr__(self, "_autobatch_seen", True)
             _longest_first(self)
-        return loader_iter(self)
+        it = loader_iter(self)
+        if self.__dict__.get("_autobatch_pad_to"):
+            it._autobatch_pad_to = self._autobatch_pad_to
+        return it
 
     handle = []  # the module hook, removed once a DataLoader gives the lengths
 
@@ -534,6 +586,8 @@ def instrument_data(torch):
         batch = next_batch(self)
         rec = recorder()
         try:
+            if getattr(self, "_autobatch_pad_to", 0):
+                batch = pad_batch(batch, self._autobatch_pad_to)
             rec.length = max(rec.length, batch_length(batch))
             rec.from_loader = rec.from_loader or rec.length > 0
         except Exception:
