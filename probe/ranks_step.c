@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "argv.h"
 #include "commands.h"
 #include "error.h"
 #include "gpu_models.h"
@@ -60,11 +61,6 @@ void ranks_step_stop(struct ranks *rs)
 
 
 
-struct step_argv {
-	char **v;
-	char *owned[6];
-};
-
 /* The srun that probes (the guard its probe step carries): trial steps are named after it,
  * so that it can cancel those its cancelled probe step left (spank/probe_step.c). */
 static const char *guard_pid(void)
@@ -79,59 +75,46 @@ static const char *guard_pid(void)
  * end is our stop (stop_step); --kill-on-bad-exit ends every task when one fails (or goes
  * over: the task exits 3) and has not seen that stop; --quit-on-interrupt makes our one SIGINT
  * cancel it. */
-static int step_argv(const struct ranks *rs, struct step_argv *a)
+static int step_argv(const struct ranks *rs, struct ab_argv *a, char *err, size_t errlen)
 {
-	size_t n = 0, k = 0;
+	char *self = realpath("/proc/self/exe", NULL);
 
-	while (rs->argv[n])
-		n++;
-	if (!(a->v = calloc(n + 27 + AB_STEP_OPTIONS_MAX, sizeof(*a->v))) ||
-	    !(a->owned[0] = realpath("/proc/self/exe", NULL)) ||
-	    asprintf(&a->owned[1], "--nodelist=%s", rs->nodes) < 0 ||
-	    asprintf(&a->owned[2], "--ntasks=%d", rs->n) < 0 ||
-	    asprintf(&a->owned[3], "%llu", (unsigned long long)rs->capacity) < 0 ||
-	    asprintf(&a->owned[4], "--job-name=autobatch-trial.%s", guard_pid()) < 0 ||
-	    asprintf(&a->owned[5], "--ntasks-per-node=%ld", rs->per_node) < 0)
-		return -1;
-	a->v[k++] = "srun";
-	a->v[k++] = "--overlap";
-	a->v[k++] = a->owned[1];
-	a->v[k++] = a->owned[2];
+	if (!self)
+		return ab_fail(err, errlen, errno, "cannot find this program: %s", strerror(errno));
+	ab_argv_add(a, "srun");
+	ab_argv_add(a, "--overlap");
+	ab_argv_addf(a, "--nodelist=%s", rs->nodes);
+	ab_argv_addf(a, "--ntasks=%d", rs->n);
 	if (rs->per_node)
-		a->v[k++] = a->owned[5];
-	a->v[k++] = "--kill-on-bad-exit=1";
-	a->v[k++] = "--input=all";
-	a->v[k++] = "--label";
-	a->v[k++] = "--quit-on-interrupt";
-	a->v[k++] = "--mem=0";
-	a->v[k++] = "--export=ALL";
-	a->v[k++] = a->owned[4];
+		ab_argv_addf(a, "--ntasks-per-node=%ld", rs->per_node);
+	ab_argv_add(a, "--kill-on-bad-exit=1");
+	ab_argv_add(a, "--input=all");
+	ab_argv_add(a, "--label");
+	ab_argv_add(a, "--quit-on-interrupt");
+	ab_argv_add(a, "--mem=0");
+	ab_argv_add(a, "--export=ALL");
+	ab_argv_addf(a, "--job-name=autobatch-trial.%s", guard_pid());
 	for (int i = 0; i < rs->nsrun_options; i++) /* the GPUs of the real step's tasks */
-		a->v[k++] = (char *)rs->srun_option[i];
-	a->v[k++] = "--";
-	a->v[k++] = a->owned[0];
-	a->v[k++] = "task";
+		ab_argv_add(a, rs->srun_option[i]);
+	ab_argv_add(a, "--");
+	ab_argv_addf(a, "%s", self); /* this program, `autobatch-probe task` around the command */
+	free(self);
+	ab_argv_add(a, "task");
 	if (rs->gpu)
-		a->v[k++] = "--gpu";
+		ab_argv_add(a, "--gpu");
 	if (rs->capacity) {
-		a->v[k++] = "--capacity";
-		a->v[k++] = a->owned[3];
+		ab_argv_add(a, "--capacity");
+		ab_argv_addf(a, "%llu", (unsigned long long)rs->capacity);
 	}
 	if (rs->node_memory) { /* each task holds itself to its node's */
-		a->v[k++] = "--node-memory";
-		a->v[k++] = (char *)rs->node_memory;
+		ab_argv_add(a, "--node-memory");
+		ab_argv_add(a, rs->node_memory);
 	}
-	a->v[k++] = "--stop-on-eof";
-	a->v[k++] = "--";
-	memcpy(a->v + k, rs->argv, n * sizeof(*a->v));
-	return 0;
-}
-
-static void free_step_argv(struct step_argv *a)
-{
-	for (size_t i = 0; i < sizeof(a->owned) / sizeof(a->owned[0]); i++)
-		free(a->owned[i]);
-	free(a->v);
+	ab_argv_add(a, "--stop-on-eof");
+	ab_argv_add(a, "--");
+	for (size_t n = 0; rs->argv[n]; n++)
+		ab_argv_add(a, rs->argv[n]);
+	return ab_argv_done(a, "the trial step's command line", err, errlen);
 }
 
 struct srun_start {
@@ -180,11 +163,15 @@ static void srun_body(void *arg)
 
 int ranks_step_start(struct ranks *rs)
 {
-	struct step_argv a = {0};
+	struct ab_argv a = {0};
 	int p[2] = {-1, -1}, in[2] = {-1, -1}, rc = -1;
 	char err[256];
 
-	if (step_argv(rs, &a) < 0 || pipe2(p, O_CLOEXEC) < 0 || pipe2(in, O_CLOEXEC) < 0) {
+	if (step_argv(rs, &a, err, sizeof(err)) < 0) {
+		fprintf(stderr, "autobatch-probe ranks: %s\n", err);
+		goto out;
+	}
+	if (pipe2(p, O_CLOEXEC) < 0 || pipe2(in, O_CLOEXEC) < 0) {
 		fprintf(stderr, "autobatch-probe ranks: cannot set up the trial step: %s\n",
 			strerror(errno));
 		goto out;
@@ -206,7 +193,7 @@ out:
 		if (in[i] >= 0)
 			close(in[i]);
 	}
-	free_step_argv(&a);
+	ab_argv_free(&a);
 	return rc;
 }
 

@@ -12,6 +12,8 @@ spank_autobatch_la_SOURCES = \
 	spank/dispatch.c \
 	spank/options.c \
 	spank/options.h \
+	spank/probe_args.c \
+	spank/probe_args.h \
 	spank/probe_step.c \
 	spank/probe_step.h \
 	spank/remote.c \

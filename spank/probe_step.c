@@ -3,7 +3,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <slurm/slurm.h>
 
 #include "probe_step.h"
+#include "probe_args.h"
 
 #include "error.h"
 #include "hostlist.h"
@@ -20,60 +20,7 @@
 #include "step_gpus.h"
 #include "subprocess.h"
 
-#define MAX_ARGS 256
 #define GRACE_S 10.0
-
-
-struct argv_builder {
-	char *v[MAX_ARGS + 1];
-	char *owned[MAX_ARGS];
-	int n, nowned;
-	bool full;
-};
-
-static void add(struct argv_builder *b, const char *arg)
-{
-	if (b->n < MAX_ARGS)
-		b->v[b->n++] = (char *)arg;
-	else
-		b->full = true;
-	b->v[b->n] = NULL;
-}
-
-static void addf(struct argv_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void addf(struct argv_builder *b, const char *fmt, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	if (!s || b->nowned >= MAX_ARGS) {
-		free(s);
-		b->full = true;
-		return;
-	}
-	b->owned[b->nowned++] = s;
-	add(b, s);
-}
-
-static void builder_free(struct argv_builder *b)
-{
-	for (int i = 0; i < b->nowned; i++)
-		free(b->owned[i]);
-}
-
-/* probe_args come from plugstack.conf (the admin), split on blanks, never through a shell. */
-static void add_site_args(struct argv_builder *b, char *copy)
-{
-	char *save = NULL;
-
-	for (char *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
-		add(b, w);
-}
 
 /* The job's steps, and one killed (a step ends with its tasks): the calls' forms changed in
  * Slurm 26.05. */
@@ -145,103 +92,6 @@ static const char *probe_step_gpus(const struct ab_probe_job *job)
 	return NULL;
 }
 
-/* The nested srun's options and the probe up to its own options: a step of one task on the
- * node, within the job's resources. */
-static int build_step(const struct ab_probe_job *job, const char *on_node, struct argv_builder *b,
-		      char *err, size_t errlen)
-{
-	const struct ab_site *site = &job->ctx->site;
-	char node[256];
-
-	if (on_node)
-		snprintf(node, sizeof(node), "%s", on_node);
-	else if (ab_hostlist_first(job->probe_node ? job->probe_node : job->nodelist, node,
-				   sizeof(node)) < 0)
-		return ab_fail(err, errlen, EINVAL, "cannot tell the step's first node from '%.80s'",
-			       job->nodelist ? job->nodelist : "(none)");
-	add(b, job->srun);
-	addf(b, "--jobid=%u", job->jobid);
-	addf(b, "--nodelist=%s", node);
-	add(b, "--nodes=1");
-	add(b, "--ntasks=1");
-	add(b, "--overlap"); /* the step srun is about to launch already holds the resources */
-	add(b, "--mem=0");
-	add(b, "--quit-on-interrupt"); /* one Ctrl-C cancels the probe step */
-	add(b, "--job-name=autobatch-probe");
-	if (job->probe_gpus)
-		add(b, job->probe_gpus);
-	add(b, site->probe);
-	add(b, "run");
-	add(b, "--json");
-	add(b, "-");
-	return 0;
-}
-
-/* The argv is complete, or said to be too long. */
-static int built(const struct argv_builder *b, char *err, size_t errlen)
-{
-	return b->full ? ab_fail(err, errlen, E2BIG, "the probe's command line is too long") : 0;
-}
-
-/* The short step that names the device on node (ab_probe_device). */
-static int build_device(const struct ab_probe_job *job, const char *node, char *probe_args_copy,
-			struct argv_builder *b, char *err, size_t errlen)
-{
-	int rc;
-
-	if ((rc = build_step(job, node, b, err, errlen)) < 0)
-		return rc;
-	add_site_args(b, probe_args_copy);
-	add(b, "--describe-device");
-	return built(b, err, errlen);
-}
-
-/* How many ranks each trial runs, and where (--autobatch-trial-shape): the whole step's
- * tasks over its nodes, or its first node's, each trial a step of the job; 0 for a trial of
- * one process (the gpu shape, a step of one task, model mode, a site's simulated device,
- * which measures one process: the decision line says so). */
-static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool *whole,
-		       char *err, size_t errlen)
-{
-	const struct ab_ctx *c = job->ctx;
-	unsigned nodes = job->nnodes ? job->nnodes : 1, ranks;
-	/* a launcher's workers each hold a GPU: its one task is a step trial too, whose task
-	 * measures each worker (autobatch-probe task) */
-	bool launcher = !c->req.trial_command[0] && ab_launcher_name(job->argc, job->argv);
-
-	if ((job->ntasks < 2 && !launcher) || c->eff.shape == AB_SHAPE_GPU ||
-	    c->req.mode == AB_MODE_MODEL || ab_probe_args_sim(c->site.probe_args))
-		return 0;
-	*whole = c->eff.shape == AB_SHAPE_STEP && nodes > 1;
-	*per_node = job->ntasks % nodes ? 0 : job->ntasks / nodes;
-	ranks = *whole ? job->ntasks : (job->ntasks + nodes - 1) / nodes;
-	if (ranks > AB_TRIAL_MAX_RANKS)
-		return ab_fail(err, errlen, E2BIG, "a trial of %u tasks is more than the %d a trial "
-				       "measures; use --autobatch-trial-shape=%s", ranks,
-			       AB_TRIAL_MAX_RANKS, *whole ? "node or gpu" : "gpu");
-	return ranks > 1 || launcher ? (int)ranks : 0;
-}
-
-/* Ranks of each trial, 0 for one process, without a message. */
-static int trial_ranks_of(const struct ab_probe_job *job)
-{
-	unsigned per_node;
-	bool whole;
-	char err[8];
-
-	return trial_ranks(job, &per_node, &whole, err, sizeof(err));
-}
-
-bool ab_probe_per_rank_limits(const struct ab_probe_job *job)
-{
-	unsigned per_node;
-	bool whole = false;
-	char err[8], memory[16];
-
-	return job->models && trial_ranks(job, &per_node, &whole, err, sizeof(err)) > 0 && whole &&
-	       ab_gpu_models_node_memory(job->models, memory, sizeof(memory)) != -ENODATA;
-}
-
 /* The real step's GPU request (--gpus-per-task, --gres, --gpu-bind...), from its record in
  * slurmctld, for the trial steps: each task of a trial sees the GPUs its task of the real
  * step sees (CUDA_VISIBLE_DEVICES), where the job's default would give it all of its node's.
@@ -269,102 +119,6 @@ static int read_step_gpus(struct ab_probe_job *job, char *err, size_t errlen)
 	}
 	slurm_free_job_step_info_response_msg(steps);
 	return rc;
-}
-
-/* The trial's shape on the probe's command line: N ranks as a step over the nodes, with the
- * real step's GPU request. */
-static int add_shape(const struct ab_probe_job *job, struct argv_builder *b, char *err,
-		     size_t errlen)
-{
-	unsigned per_node = 0;
-	bool whole = false;
-	char first[256];
-	int ranks = trial_ranks(job, &per_node, &whole, err, errlen);
-
-	if (ranks <= 0)
-		return ranks;
-	addf(b, "--ranks=%d", ranks);
-	for (int i = 0; i < job->step_gpus.n; i++)
-		addf(b, "--step-option=%s", job->step_gpus.opt[i]);
-	if (whole) {
-		char memory[AB_GPU_MODELS_MAX * (AB_GPU_NODES_MAX + 24)];
-
-		addf(b, "--step-nodes=%s", job->nodelist);
-		if (per_node)
-			addf(b, "--ranks-per-node=%u", per_node);
-		/* each rank held to its own GPU's memory, measured for its model */
-		if (job->models && ab_gpu_models_node_memory(job->models, memory, sizeof(memory)) == 0)
-			addf(b, "--node-memory=%s", memory);
-		return 1;
-	}
-	if (ab_hostlist_first(job->probe_node ? job->probe_node : job->nodelist, first,
-			      sizeof(first)) < 0)
-		return ab_fail(err, errlen, EINVAL, "cannot tell the step's first node");
-	addf(b, "--step-nodes=%s", first);
-	return 1;
-}
-
-static int build(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
-		 struct argv_builder *b, char *err, size_t errlen)
-{
-	const struct ab_site *site = &job->ctx->site;
-	const struct ab_request *req = &job->ctx->req;
-	int rc, ranks;
-
-	if ((rc = build_step(job, NULL, b, err, errlen)) < 0)
-		return rc;
-	if ((ranks = add_shape(job, b, err, errlen)) < 0)
-		return ranks;
-	if (site->parallel && !ranks) /* a trial of several ranks takes the node */
-		add(b, "--parallel=auto");
-	addf(b, "--fraction=%g", job->ctx->eff.fraction);
-	add(b, "--objective");
-	add(b, ab_objective_name(req->objective));
-	add(b, "--phase");
-	add(b, phase);
-	if (req->mode == AB_MODE_MODEL)
-		add(b, "--mode=model");
-	addf(b, "--startup-seconds=%u", site->startup_seconds);
-	addf(b, "--max-trial-seconds=%u", site->max_trial_seconds);
-	addf(b, "--trial-cap=%u", site->trial_cap);
-	if (!job->ctx->eff.instrument)
-		add(b, "--instrument=off");
-	if (job->config) {
-		add(b, "--config");
-		add(b, job->config);
-		add(b, "--key");
-		add(b, job->key);
-		if (job->accum_key) {
-			add(b, "--accum-key");
-			add(b, job->accum_key);
-		}
-	}
-	if (job->warm_batch) {
-		addf(b, "--warm-start=%ld", job->warm_batch);
-		if (job->warm_per_sample)
-			addf(b, "--warm-per-sample=%llu", (unsigned long long)job->warm_per_sample);
-		addf(b, "--warm-from=%s", job->warm_from);
-	}
-	if (job->max_batch)
-		addf(b, "--max=%ld", job->max_batch);
-	if (job->global_batch) {
-		addf(b, "--global-batch=%ld", job->global_batch);
-		addf(b, "--devices=%u", job->dp_width ? job->dp_width : job->ntasks);
-	}
-	/* the step's ranks will hold NCCL buffers a one-process trial cannot see */
-	if (job->ntasks > 1 && !ranks && ab_probe_args_gpu(site->probe_args) && site->comm_reserve)
-		addf(b, "--comm-reserve=%llu", (unsigned long long)site->comm_reserve);
-	add_site_args(b, probe_args_copy);
-	add(b, "--");
-	if (req->trial_command[0]) {
-		add(b, "/bin/sh"); /* the user's own command line, run as the user in the step */
-		add(b, "-c");
-		add(b, req->trial_command);
-	} else {
-		for (int i = 0; i < job->argc; i++)
-			add(b, job->argv[i]);
-	}
-	return built(b, err, errlen);
 }
 
 /* The environment of the nested srun: ours, less what would reshape its step, plus the
@@ -505,7 +259,7 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 }
 
 /* Runs the step argv b (the probe's stdout kept in p->out, its stderr relayed). */
-static int run_step(const struct ab_probe_job *job, struct argv_builder *b,
+static int run_step(const struct ab_probe_job *job, struct ab_argv *b,
 		    const volatile sig_atomic_t *stop, struct ab_subprocess *p, struct relay *relay,
 		    char *err, size_t errlen)
 {
@@ -559,7 +313,7 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 	const struct ab_ctx *c = job->ctx;
 	size_t len = strlen(err);
 
-	if (job->ntasks < 2 || trial_ranks_of(job) > 0 || c->req.mode == AB_MODE_MODEL)
+	if (job->ntasks < 2 || ab_probe_trial_ranks(job) > 0 || c->req.mode == AB_MODE_MODEL)
 		return;
 	snprintf(err + len, errlen - len, "; each trial was one process of the step's %u "
 			 "tasks (%s), holding the whole model where the step may shard it (FSDP, "
@@ -578,7 +332,7 @@ int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen)
 	int rc;
 
 	job->step_gpus.n = 0;
-	if (trial_ranks_of(job) <= 0 && !(job->per_device && job->global_batch))
+	if (ab_probe_trial_ranks(job) <= 0 && !(job->per_device && job->global_batch))
 		return 0;
 	if ((rc = read_step_gpus(job, err, errlen)) < 0)
 		return rc;
@@ -594,14 +348,14 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		 const volatile sig_atomic_t *stop, struct ab_result *res, char **json, char *err,
 		 size_t errlen)
 {
-	struct argv_builder b = {.n = 0};
+	struct ab_argv b = {0};
 	struct relay relay = {.last = ""};
 	struct ab_subprocess p = {0};
 	char args[AB_ARGS_MAX];
 	int rc;
 
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
-	if ((rc = build(job, phase, args, &b, err, errlen)) < 0 ||
+	if ((rc = ab_probe_argv(job, phase, args, &b, err, errlen)) < 0 ||
 	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
 		goto done;
 	if ((rc = judge(&job->ctx->site, &p, &relay, res, err, errlen)) == 0 && json) {
@@ -612,11 +366,11 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 		why_nothing_fits(job, err, errlen);
 	/* what is left of the trial steps of a probe that was killed, or whose launcher was,
 	 * ends here, before the real step starts */
-	if (trial_ranks_of(job) > 0)
+	if (ab_probe_trial_ranks(job) > 0)
 		cancel_trial_steps(job);
 done:
 	ab_subprocess_free(&p);
-	builder_free(&b);
+	ab_argv_free(&b);
 	return rc;
 }
 
@@ -624,14 +378,14 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 		    const volatile sig_atomic_t *stop, char *name, size_t namelen, uint64_t *total,
 		    char *err, size_t errlen)
 {
-	struct argv_builder b = {.n = 0};
+	struct ab_argv b = {0};
 	struct relay relay = {.last = ""};
 	struct ab_subprocess p = {0};
 	char args[AB_ARGS_MAX];
 	int rc;
 
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
-	if ((rc = build_device(job, node, args, &b, err, errlen)) < 0 ||
+	if ((rc = ab_probe_device_argv(job, node, args, &b, err, errlen)) < 0 ||
 	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
 		goto done;
 	/* the same ends as the probe step's: a Ctrl-C here stops the probing, whatever the
@@ -650,7 +404,7 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 			     relay.last);
 done:
 	ab_subprocess_free(&p);
-	builder_free(&b);
+	ab_argv_free(&b);
 	return rc;
 }
 

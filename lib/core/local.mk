@@ -7,6 +7,8 @@
 ##-----------------------------------------------------------------------------
 noinst_LTLIBRARIES = lib/core/libabcore.la
 lib_core_libabcore_la_SOURCES = \
+	lib/core/argv.c \
+	lib/core/argv.h \
 	lib/core/cache.c \
 	lib/core/cache.h \
 	lib/core/clock.h \

@@ -125,6 +125,12 @@ fits_plain() {
 	grep -q "autobatch: trial 1: batch 64 fits, peak .* (rank [0-3] on node[12], the largest of 4)" <<<"$stderr"
 	# the real step ran at the choice on both nodes, at the user's own MASTER_PORT
 	[ "$(grep -c "^rank [0-3] of 4: batch $b, loss" <<<"$output")" -eq 4 ]
+	# the closed loop over two nodes: each task's watch (on its own node) added its peak to
+	# the one report, under its lock: four tasks, none over, the largest named with its node
+	"$PY" -c 'import json, glob, sys; w = json.load(open(glob.glob("autobatch-*.json")[0]))["real_run"]
+print("# real run:", w, file=sys.stderr)
+sys.exit(not (w["tasks"] == 4 and w["over"] == 0 and 0 < w["peak_bytes"] <= w["limit_bytes"] and
+              w["batch"] == int(sys.argv[1]) and w["node"] in ("node1", "node2")))' "$b"
 	fits_plain plain "$b"
 	none_left 'autobatch-probe|ddp_train|greedy.py|torch.distributed.run'
 }

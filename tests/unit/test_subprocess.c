@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "argv.h"
 #include "clock.h"
 #include "subprocess.h"
 
@@ -253,6 +254,35 @@ static void left_behind(void **state)
 		fail_msg("cannot run pkill");
 }
 
+/* The argument vector srun's probe step and the probe's trial steps are built in: borrowed
+ * and owned words, an admin's list split on blanks, NULL-terminated; past AB_ARGV_MAX a clear
+ * refusal, not a truncated command. */
+static void argv_built(void **state)
+{
+	struct ab_argv a = {0};
+	char words[] = "--device  host\t--steps 2";
+
+	(void)state;
+	assert_int_equal(ab_argv_done(&a, "nothing", err, sizeof(err)), -ENOMEM);
+	ab_argv_add(&a, "srun");
+	ab_argv_addf(&a, "--ntasks=%d", 4);
+	ab_argv_add_words(&a, words);
+	assert_int_equal(ab_argv_done(&a, "it", err, sizeof(err)), 0);
+	assert_int_equal(a.n, 6);
+	assert_string_equal(a.v[1], "--ntasks=4");
+	assert_string_equal(a.v[3], "host");
+	assert_string_equal(a.v[4], "--steps");
+	assert_null(a.v[6]);
+	ab_argv_free(&a);
+	for (int i = 0; i < AB_ARGV_MAX + 10; i++)
+		ab_argv_addf(&a, "%d", i);
+	assert_int_equal(ab_argv_done(&a, "the probe's command line", err, sizeof(err)), -E2BIG);
+	assert_string_equal(err, "the probe's command line is longer than 4096 arguments");
+	assert_int_equal(a.n, AB_ARGV_MAX);
+	assert_null(a.v[a.n]);
+	ab_argv_free(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -264,6 +294,7 @@ int main(void)
 		cmocka_unit_test(program_ticks),
 		cmocka_unit_test(program_missing),
 		cmocka_unit_test(left_behind),
+		cmocka_unit_test(argv_built),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

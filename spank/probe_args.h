@@ -1,0 +1,24 @@
+/* probe_args.h - srun side, private to spank/probe_step.c: the probe step's command line
+ * (the nested srun's options, the trial's shape, the probe's options) from the job.
+ */
+#ifndef AUTOBATCH_PROBE_ARGS_H
+#define AUTOBATCH_PROBE_ARGS_H
+
+#include <stddef.h>
+
+#include "argv.h"
+#include "probe_step.h"
+
+/* The probe step's argv into b: the probe of the job's command, in phase; probe_args_copy is
+ * the site's probe_args, split in place. 0, or a negative errno with err. */
+int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
+		  struct ab_argv *b, char *err, size_t errlen);
+
+/* The argv of the short step that names the device on node. */
+int ab_probe_device_argv(const struct ab_probe_job *job, const char *node, char *probe_args_copy,
+			 struct ab_argv *b, char *err, size_t errlen);
+
+/* Ranks of each trial (a step of the job), 0 for a trial of one process. */
+int ab_probe_trial_ranks(const struct ab_probe_job *job);
+
+#endif
