@@ -30,6 +30,8 @@ spank_autobatch_la_SOURCES = \
 	spank/srun_gpus.h \
 	spank/srun_hold.c \
 	spank/srun_hold.h \
+	spank/srun_policy.c \
+	spank/srun_policy.h \
 	# end of spank_autobatch_la_SOURCES
 spank_autobatch_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS)
 # Only the SPANK entry points leave the plugin: nothing of ours can clash with Slurm's

@@ -24,29 +24,11 @@
 #include "srun_comment.h"
 #include "srun_gpus.h"
 #include "srun_hold.h"
-
-/* Slurm's logger prints a newline inside a message as '?': an error of several lines (a
- * failed trial's last output, quoted) is said a line at a time, then what follows from it;
- * a one-line error keeps its outcome on its line. outcome may be NULL. */
-static void say_error(const char *err, const char *outcome)
-{
-	const char *line = err, *nl = strchr(err, '\n');
-
-	if (!nl) {
-		slurm_error(AB_LOG_PREFIX "%s%s%s", err, outcome ? "; " : "", outcome ? outcome : "");
-		return;
-	}
-	for (; line; line = nl ? nl + 1 : NULL) {
-		nl = strchr(line, '\n');
-		slurm_error(AB_LOG_PREFIX "%.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
-	}
-	if (outcome)
-		slurm_error(AB_LOG_PREFIX "%s", outcome);
-}
+#include "srun_policy.h"
 
 static int refuse(struct ab_ctx *c, const char *err)
 {
-	say_error(err, NULL);
+	ab_srun_say_error(err, NULL);
 	c->failed = true;
 	return -1;
 }
@@ -127,23 +109,6 @@ static int refuse_launch(const struct ab_ctx *c, const struct ab_plan *pl)
 	snprintf(mark, sizeof(mark), "%u.%u", pl->job.jobid, pl->stepid);
 	setenv(AB_ABORT_ENV, mark, 1);
 	return c->in_allocation ? 0 : -1;
-}
-
-int ab_srun_policy(const struct ab_ctx *c, const char *err, int rc,
-		   enum ab_hold_verdict *verdict)
-{
-	*verdict = AB_HOLD_ABORT;
-	if (rc == -EINTR) {
-		say_error(err, "nothing was changed");
-		return rc;
-	}
-	if (c->site.on_failure == AB_ON_FAILURE_ABORT) {
-		say_error(err, "the step is not launched (on_failure=abort)");
-		return rc;
-	}
-	say_error(err, "launching with the original settings (on_failure=continue)");
-	*verdict = AB_HOLD_CONTINUE;
-	return 0;
 }
 
 int ab_srun_user_init(spank_t sp, struct ab_ctx *c)

@@ -26,7 +26,7 @@
 #include "clock.h"
 #include "error.h"
 #include "probe_step.h"
-#include "srun.h"
+#include "srun_policy.h"
 #include "srun_cache.h"
 #include "srun_gpus.h"
 #include "subprocess.h"
