@@ -9,8 +9,9 @@ PYTHONPATH by the tests that run torchrun, so that it runs there as it runs from
   support, run with USE_LIBUV=0", and USE_LIBUV=0 reaches only the env:// rendezvous. With
   USE_LIBUV=0 set, TCPStore's default follows it.
 Each fix is applied when the module it fixes is imported, and only where the bug is there.
+A usercustomize, which Python runs after the sitecustomize: it shadows none (the probe's step
+hook, Debian's), so it need not run one itself.
 """
-import importlib
 import importlib.abc
 import importlib.util
 import os
@@ -77,23 +78,5 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _chain():
-    """Runs the sitecustomize this one shadows, as Python would have."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    ours = sys.modules.pop("sitecustomize", None)
-    saved = sys.path[:]
-    sys.path[:] = [p for p in saved if os.path.abspath(p or os.curdir) != here]
-    try:
-        importlib.import_module("sitecustomize")
-    except ImportError as error:
-        if error.name != "sitecustomize":
-            raise
-    finally:
-        sys.path[:] = saved
-        if ours is not None:
-            sys.modules["sitecustomize"] = ours
-
-
 sys.meta_path.insert(0, _AfterImport("torch.distributed.elastic.multiprocessing.api", _fix_std))
 sys.meta_path.insert(0, _AfterImport("torch.distributed", _fix_tcpstore))
-_chain()
