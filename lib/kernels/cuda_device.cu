@@ -1,5 +1,6 @@
 /* cuda_device.cu - the GPU as the probe sees it: `--device cuda:N` through the CUDA runtime,
- * the model-mode trial (the proxy step, timed with CUDA events), and the bf16 GEMM rate.
+ * the model-mode trial (the proxy step, timed with CUDA events), the bf16 GEMM rate, and the
+ * kernels' last message (ab_cuda_fail).
  */
 #include <algorithm>
 #include <errno.h>
@@ -14,6 +15,24 @@ extern "C" {
 #include "clock.h"
 #include "error.h"
 #include "trial_report.h"
+}
+
+/* ---- the kernels' messages --------------------------------------------------------- */
+
+static thread_local char last_message[512];
+
+int ab_cuda_fail(int code, const char *what, const char *detail, const char *file, int line)
+{
+	const char *base = strrchr(file, '/');
+
+	snprintf(last_message, sizeof(last_message), "%s:%d: %s: %s", base ? base + 1 : file,
+		 line, what, detail);
+	return code;
+}
+
+extern "C" const char *ab_kernels_message(void)
+{
+	return last_message;
 }
 
 static int report(int rc, const char *doing, char *err, size_t errlen)

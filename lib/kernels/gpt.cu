@@ -14,29 +14,11 @@
 #include "gpt.h"
 #include "layers.cuh"
 
-/* ---- messages ----------------------------------------------------------------------- */
-
-static thread_local char last_message[512];
-
-int ab_cuda_fail(int code, const char *what, const char *detail, const char *file, int line)
-{
-	const char *base = strrchr(file, '/');
-
-	snprintf(last_message, sizeof(last_message), "%s:%d: %s: %s", base ? base + 1 : file,
-		 line, what, detail);
-	return code;
-}
-
-extern "C" const char *ab_kernels_message(void)
-{
-	return last_message;
-}
-
 static int report(int rc, const char *doing, char *err, size_t errlen)
 {
 	if (rc && err && errlen)
 		snprintf(err, errlen, "%s: %s", doing,
-			 rc == -ENOMEM ? "out of GPU memory" : last_message);
+			 rc == -ENOMEM ? "out of GPU memory" : ab_kernels_message());
 	return rc;
 }
 
