@@ -100,7 +100,7 @@ over_own() {
 
 @test "each trial the whole step over a big and a small GPU: each rank held to its own GPU's limit, not all to the small one's" {
 	# ranks measured on the host, each node's as large as its simulated GPUs (the wrapper)
-	args=$(sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults")
+	args=$(testbed_probe_args)
 	set_plugstack "probe_args=\"${args:+$args }--device host\""
 	# rank 0 keeps 2.5 times the activations a sample that rank 1 does (a pipeline's first
 	# stage), more than the big GPU's twice the memory makes up for: it binds, on node1

@@ -25,11 +25,7 @@ setup_file() {
 
 setup() {
 	[ -n "$PY" ] || skip "no PyTorch with torch.distributed for python3 beside this Slurm"
-	cd "$BATS_TEST_TMPDIR"
-	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
-	cp "$SRCDIR/tests/python/ddp_train.py" .
-	echo '{"batch_size": 64, "steps": 6}' >cfg.json
-	cp cfg.json orig.json
+	use_python_program ddp_train.py '{"batch_size": 64, "steps": 6}'
 	# what a user's job script sets for a DDP program under srun
 	export MASTER_ADDR=node1 MASTER_PORT=29511 GLOO_SOCKET_IFNAME=eth0
 	# Debian's PyTorch 2 is built without libuv, which its TCPStore asks for by default
@@ -40,9 +36,7 @@ setup() {
 	huge_pages
 	# the testbed's probe arguments (its step hook) on a larger host than its simulated GPUs:
 	# PyTorch alone holds about 270 MiB
-	# (the build's step hook, or none where the testbed runs the installed package, whose hook
-	# is where the probe looks)
-	args=$(sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults")
+	args=$(testbed_probe_args)
 	HOOK=$(sed -n 's/.*--hook-dir \([^ ]*\).*/\1/p' <<<"$args")
 	HOOK=${HOOK:-/usr/share/autobatch/python}
 	[ -e "$HOOK/sitecustomize.py" ]

@@ -16,7 +16,7 @@ setup() {
 	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
 	# ranks are measured on the host device: say so to the plugin (the testbed's own probe
 	# arguments leave the device to its wrapper, which the plugin takes for a GPU)
-	args=$(sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults")
+	args=$(testbed_probe_args)
 	set_plugstack "probe_args=\"${args:+$args }--device host:capacity=256MiB\""
 }
 

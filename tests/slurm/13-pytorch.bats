@@ -16,15 +16,10 @@ setup_file() {
 setup() {
 	PY=$(torch_python 'import torch')
 	[ -n "$PY" ] || skip "no PyTorch for python3 beside this Slurm"
-	cd "$BATS_TEST_TMPDIR"
-	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
-	cp "$SRCDIR/tests/python/plain_torch.py" .
-	echo '{"batch_size": 4, "steps": 4}' >cfg.json
-	cp cfg.json orig.json
-	# the testbed's own probe arguments (the build's step hook among them, unless it runs the
-	# installed package, whose hook is where the probe looks) on a larger host: PyTorch
-	# alone holds about 270 MiB; a short start-up allowance makes a missing hook fail fast
-	args=$(sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults")
+	use_python_program plain_torch.py '{"batch_size": 4, "steps": 4}'
+	# the testbed's probe arguments on a larger host: PyTorch alone holds about 270 MiB; a
+	# short start-up allowance makes a missing hook fail fast
+	args=$(testbed_probe_args)
 	[[ $args == *capacity=256MiB* ]]
 	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120"
 }

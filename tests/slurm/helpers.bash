@@ -87,6 +87,23 @@ use_toy_config() {
 	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
 }
 
+# use_python_program PROGRAM CONFIG-JSON: a real Python program of tests/python and its JSON
+# config (cfg.json; orig.json, its copy) in the test's own directory, which becomes the cwd,
+# with a decision cache of its own.
+use_python_program() {
+	cd "$BATS_TEST_TMPDIR"
+	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
+	cp "$SRCDIR/tests/python/$1" .
+	echo "$2" >cfg.json
+	cp cfg.json orig.json
+}
+
+# The testbed's own probe arguments (the build's step hook among them, unless it runs the
+# installed package, whose hook is where the probe looks).
+testbed_probe_args() {
+	sed -n 's/^probe_args="\(.*\)"$/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-defaults"
+}
+
 # The batch the config file says now.
 config_batch() { sed -n 's/^  batch_size: \([0-9]*\).*/\1/p' "${1:-cfg.yaml}"; }
 
