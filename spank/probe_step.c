@@ -322,6 +322,21 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 							      : "--autobatch-trial-shape=gpu");
 }
 
+/* A step another plugin runs in a container: pyxis would start the probe step in the image,
+ * where autobatch-probe is not ("check probe= in plugstack.conf" was all the user read), and
+ * a trial on the host would not see the image's framework (issue 42). */
+static int in_container(const struct ab_probe_job *job, char *err, size_t errlen)
+{
+	const char *image = ab_env_container(job->env);
+
+	if (!image)
+		return 0;
+	return ab_fail(err, errlen, ENOTSUP, "the step runs in a container (pyxis: %.200s), and "
+			       "autobatch cannot run its trials in one yet: give the batch "
+			       "yourself, or size it with the same program outside a container",
+		       image);
+}
+
 void ab_probe_read_job(struct ab_probe_job *job)
 {
 	job->probe_gpus = probe_step_gpus(job);
@@ -354,6 +369,8 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	char args[AB_ARGS_MAX];
 	int rc;
 
+	if ((rc = in_container(job, err, errlen)) < 0)
+		return rc;
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = ab_probe_argv(job, phase, args, &b, err, errlen)) < 0 ||
 	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
@@ -384,6 +401,8 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 	char args[AB_ARGS_MAX];
 	int rc;
 
+	if ((rc = in_container(job, err, errlen)) < 0)
+		return rc;
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = ab_probe_device_argv(job, node, args, &b, err, errlen)) < 0 ||
 	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)

@@ -59,6 +59,28 @@ static const char *const srun_reshaping_env[] = {
 	"_SLURM_SPANK_OPTION_autobatch_", AB_GUARD_ENV "=", AB_HOLD_ENV "=",
 };
 
+/* pyxis' image or container name, by the routes slurmstepd and pyxis read (pyxis args.c) */
+static const char *const container_env[] = {
+	"_SLURM_SPANK_OPTION_pyxis_container_image=",
+	"_SLURM_SPANK_OPTION_pyxis_container_name=",
+	"SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_image=",
+	"SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_name=",
+	"PYXIS_CONTAINER_IMAGE=",
+	"PYXIS_CONTAINER_NAME=",
+};
+
+const char *ab_env_container(char *const *env)
+{
+	extern char **environ;
+
+	for (char *const *e = env ? env : environ; e && *e; e++)
+		for (size_t i = 0; i < sizeof(container_env) / sizeof(container_env[0]); i++)
+			if (!strncmp(*e, container_env[i], strlen(container_env[i])) &&
+			    (*e)[strlen(container_env[i])])
+				return *e + strlen(container_env[i]);
+	return NULL;
+}
+
 bool ab_env_reshapes_srun(const char *entry)
 {
 	for (size_t i = 0; i < sizeof(srun_reshaping_env) / sizeof(srun_reshaping_env[0]); i++)

@@ -76,6 +76,12 @@
  * binding requests, --export=NONE) or it is this plugin's own request or guard. */
 bool ab_env_reshapes_srun(const char *entry);
 
+/* The container another SPANK plugin runs the step in, from srun's environment (NULL for
+ * environ): pyxis' --container-image or --container-name as srun, or sbatch and salloc
+ * around it, hand it on, or its PYXIS_CONTAINER_ variables; NULL when there is none. Points
+ * into the environment. */
+const char *ab_env_container(char *const *env);
+
 /* ---- the probe's own ---- */
 #define AB_ENV_CUDA_MODULE "AUTOBATCH_CUDA_MODULE" /* autobatch-cuda.so elsewhere than beside it */
 

@@ -603,6 +603,26 @@ static void het_steps(void **state)
 	assert_false(ab_srun_het_step("", 0));
 }
 
+/* pyxis' container, by each route it reaches a step: srun's options, sbatch's or salloc's
+ * handed on, its own variables; an empty value or another plugin's option is none */
+static void container_steps(void **state)
+{
+	char *srun_opt[] = {"PATH=/bin",
+			    "_SLURM_SPANK_OPTION_pyxis_container_image=nvcr.io#nvidia/pytorch:24.01-py3",
+			    NULL};
+	char *sbatch_opt[] = {"SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_name=train", NULL};
+	char *pyxis_env[] = {"PYXIS_CONTAINER_IMAGE=/img.sqsh", NULL};
+	char *none[] = {"_SLURM_SPANK_OPTION_pyxis_container_mounts=/a:/b",
+			"_SLURM_SPANK_OPTION_pyxis_container_image=",
+			"_SLURM_SPANK_OPTION_other_container_image=x", "XPYXIS_CONTAINER_IMAGE=y", NULL};
+
+	(void)state;
+	assert_string_equal(ab_env_container(srun_opt), "nvcr.io#nvidia/pytorch:24.01-py3");
+	assert_string_equal(ab_env_container(sbatch_opt), "train");
+	assert_string_equal(ab_env_container(pyxis_env), "/img.sqsh");
+	assert_null(ab_env_container(none));
+}
+
 /* the probe's device as the site's probe_args name it: a GPU unless host or sim: */
 static void probe_args_device(void **state)
 {
@@ -650,6 +670,7 @@ int main(void)
 		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps),
+		cmocka_unit_test(container_steps),
 		cmocka_unit_test(probe_args_device),
 	};
 
