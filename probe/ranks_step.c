@@ -59,8 +59,6 @@ void ranks_step_stop(struct ranks *rs)
 	rs->srun_ended = true;
 }
 
-
-
 /* The srun that probes (the guard its probe step carries): trial steps are named after it,
  * so that it can cancel those its cancelled probe step left (spank/probe_step.c). */
 static const char *guard_pid(void)

@@ -174,12 +174,12 @@ static void read_lengths(struct json_object *o, struct ab_lengths *l)
 		return;
 	get_long(g, "measured", 1, 1L << 40, &l->max);
 	get_long(g, "measured_min", 1, 1L << 40, &l->min);
+	/* a stream padded to the config's cap has no sample count: its cap says it */
+	get_long(g, "padded_to", 1, 1L << 40, &l->padded_to);
 	l->said = get_long(g, "run_longest", 0, 1L << 40, &l->run_longest) &&
-		  (get_long(g, "samples", 0, 1L << 40, &l->samples) ||
-		   get_long(g, "padded_to", 1, 1L << 40, &l->padded_to));
+		  (get_long(g, "samples", 0, 1L << 40, &l->samples) || l->padded_to);
 	get_long(g, "read", 0, 1L << 40, &l->read);
 	get_long(g, "config_max", 1, 1L << 40, &l->config_max);
-	get_long(g, "padded_to", 1, 1L << 40, &l->padded_to);
 	get_text(g, "config_key", l->config_key, sizeof(l->config_key));
 	l->varies = json_object_object_get_ex(g, "varies", &v) && json_object_get_boolean(v);
 	l->longest_first = json_object_object_get_ex(g, "longest_first", &v) &&

@@ -74,10 +74,12 @@ const char *ab_env_container(char *const *env)
 	extern char **environ;
 
 	for (char *const *e = env ? env : environ; e && *e; e++)
-		for (size_t i = 0; i < sizeof(container_env) / sizeof(container_env[0]); i++)
-			if (!strncmp(*e, container_env[i], strlen(container_env[i])) &&
-			    (*e)[strlen(container_env[i])])
-				return *e + strlen(container_env[i]);
+		for (size_t i = 0; i < sizeof(container_env) / sizeof(container_env[0]); i++) {
+			size_t n = strlen(container_env[i]);
+
+			if (!strncmp(*e, container_env[i], n) && (*e)[n])
+				return *e + n;
+		}
 	return NULL;
 }
 

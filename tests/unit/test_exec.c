@@ -1155,6 +1155,21 @@ static void report_lengths(void **state)
 	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
 	assert_null(strstr(line, "the longest any batch can be"));
 	assert_non_null(strstr(line, "varied in length (512 to 700) and autobatch could not see"));
+	/* the same as srun reads it back from the report, whose "samples" is null for a stream */
+	static struct ab_result res;
+	char why[256];
+	const char *json = "{\"status\": \"ok\", \"batch_size\": 18, \"fraction\": 0.8, "
+			   "\"lengths\": {\"measured\": 512, \"measured_min\": 512, \"run_longest\": "
+			   "512, \"read\": 0, \"samples\": null, \"varies\": true, "
+			   "\"longest_first\": false, \"padded_to\": 512, \"config_max\": 512, "
+			   "\"config_key\": \"max_length\"}}";
+
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, why, sizeof(why)), 0);
+	len = 0, line[0] = '\0';
+	ab_lengths_text(&res.lengths, line, sizeof(line), &len);
+	assert_string_equal(line, "; measured at the config's max_length of 512 (the batches are "
+				  "streamed: the trials padded them to it, the longest any batch can "
+				  "be)");
 }
 
 /* Evaluation inside training (issue 41): the hook's "eval_batches", the largest said; the
