@@ -24,6 +24,10 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 		json_object_object_add(o, "oom", json_object_new_boolean(true));
 	if (t->eval_batches) /* evaluation inside training after its steps, in its peak */
 		json_object_object_add(o, "eval_batches", json_object_new_int64(t->eval_batches));
+	if (t->saved_bytes) /* the checkpoint rehearsed after its steps, in its peak */
+		json_object_object_add(o, "saved_bytes", json_object_new_int64((int64_t)t->saved_bytes));
+	if (t->save_bound)
+		json_object_object_add(o, "save_bound", json_object_new_boolean(true));
 	if (t->alloc_retries) /* the allocator's retries that made it an OOM */
 		json_object_object_add(o, "alloc_retries", json_object_new_int64(t->alloc_retries));
 	if (t->oom && t->floor_bytes) /* what the OOM said the peak was, at least */
@@ -347,7 +351,8 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 						     "freed its cache to retry %ld time%s",
 				  t->alloc_retries, t->alloc_retries == 1 ? "" : "s");
 		else
-			ab_append(buf, buflen, &len, "does not fit: out of memory");
+			ab_append(buf, buflen, &len, "does not fit: out of memory%s",
+				  t->save_bound ? " saving a checkpoint after its steps" : "");
 		if (t->floor_bytes)
 			ab_append(buf, buflen, &len, ", peak at least %s",
 				  ab_format_size(t->floor_bytes, peak, sizeof(peak)));
@@ -376,6 +381,10 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	if (margin)
 		ab_append(buf, buflen, &len, " less a %s margin",
 			  ab_format_size(margin, size, sizeof(size)));
+	if (t->save_bound && !fits) /* the batch's steps fit; the run's checkpoint would not */
+		ab_append(buf, buflen, &len, " when saving a checkpoint (%s of model and optimizer "
+					     "state, after its steps)",
+			  ab_format_size(t->saved_bytes, size, sizeof(size)));
 	if (t->lengths.max && (t->lengths.varies || t->lengths.min != t->lengths.max))
 		ab_append(buf, buflen, &len, ", length %ld", t->lengths.max); /* the longest */
 	ab_append(buf, buflen, &len, "%s", rate);

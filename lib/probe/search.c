@@ -108,6 +108,14 @@ static bool done(const struct run *r, const struct bracket *k)
 	return (double)lo >= (1 - AB_SEARCH_TOLERANCE) * (double)bound;
 }
 
+/* where a trial's steps fit and its rehearsed checkpoint did not: the run's saves need
+ * that memory whatever the batch, so a smaller batch is no answer */
+#define SAVING(t)                                                                          \
+	((t) && (t)->save_bound ? " when saving a checkpoint after its steps (the model's and "  \
+				  "optimizer's state: no batch makes room for it; shard or "   \
+				  "offload the save, or allow a larger fraction)"                   \
+				: "")
+
 static int nothing_fits(const struct run *r, char *err, size_t errlen)
 {
 	const struct ab_trial *t = search_find(r, c_first(&r->c));
@@ -121,12 +129,12 @@ static int nothing_fits(const struct run *r, char *err, size_t errlen)
 			snprintf(limit, sizeof(limit), "%.0f MiB", (double)r->limit / 1048576.0);
 		}
 		return ab_fail(err, errlen, ENOSPC,
-			       "even batch %ld does not fit: its peak %s exceeds the %s limit",
-			       t->batch, peak, limit);
+			       "even batch %ld does not fit: its peak %s exceeds the %s limit%s",
+			       t->batch, peak, limit, SAVING(t));
 	}
 	return ab_fail(err, errlen, ENOSPC,
-		       "even batch %ld does not fit: it ran out of memory (limit %s)",
-		       c_first(&r->c), limit);
+		       "even batch %ld does not fit: it ran out of memory (limit %s)%s",
+		       c_first(&r->c), limit, SAVING(t));
 }
 
 /* The throughput objective's answer lies below where samples/s stopped rising: two fitting

@@ -38,6 +38,8 @@ struct ab_trial {
 	struct ab_lengths lengths; /* its batches' lengths, where they vary (exec: the hook's) */
 	long alloc_retries;        /* PyTorch freed its cache and retried this often: an OOM */
 	long eval_batches;         /* evaluation inside training after its last step: batches */
+	uint64_t saved_bytes;      /* the checkpoint rehearsed after its steps: state saved */
+	bool save_bound;           /* that save's peak was above every step's: it decided */
 };
 
 /* The evidence a fit needs: a warm-up step, then at least one measured step. */

@@ -489,6 +489,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	memcpy(out->rank_peak, rep->rank_peak, sizeof(out->rank_peak));
 	out->lengths = rep->lengths;
 	out->eval_batches = rep->eval_batches;
+	out->saved_bytes = rep->saved_bytes;
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included; allocations PyTorch could
 	 * make only after freeing its whole cache are one (Composer halves its batch on them) */
@@ -497,6 +498,9 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 		   (!stopped && !exited_ok && ab_text_says_oom(log, len)) ||
 		   (!stopped && x->peak_source == AB_PEAK_FROM_RSS && WIFSIGNALED(o->status) &&
 		    WTERMSIG(o->status) == SIGKILL);
+	/* the run's checkpoint, rehearsed after the steps, ran out or peaked above them */
+	out->save_bound = out->oom ? rep->saving
+				   : rep->steps && rep->save_peak_bytes > rep->step_peak_bytes;
 	if (out->oom) {
 		out->floor_bytes = oom_floor(x, o, rep, log, len);
 		return 0;

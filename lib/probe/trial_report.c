@@ -2,6 +2,7 @@
 #include "trial_report.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -96,6 +97,24 @@ static bool length_fields(struct json_object *obj, struct ab_trial_report *r)
 	return used;
 }
 
+/* {"saved_bytes": N, "peak_bytes": P}: the rehearsed checkpoint, the largest said */
+static bool save_fields(struct json_object *obj, struct ab_trial_report *r)
+{
+	struct json_object *v;
+	double saved, peak;
+
+	if (json_object_object_get_ex(obj, "saving", &v) && json_object_is_type(v, json_type_boolean))
+		return r->saving = json_object_get_boolean(v), true;
+	if (!number(obj, "saved_bytes", PEAK_MAX, &saved))
+		return false;
+	r->saving = false;
+	if ((uint64_t)saved > r->saved_bytes)
+		r->saved_bytes = (uint64_t)saved;
+	if (number(obj, "peak_bytes", PEAK_MAX, &peak) && (uint64_t)peak > r->save_peak_bytes)
+		r->save_peak_bytes = (uint64_t)peak;
+	return true;
+}
+
 static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 {
 	struct json_tokener *tok = json_tokener_new_ex(8);
@@ -114,6 +133,8 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		if (number(obj, "step_s", 1e7, &step) && r->steps < AB_REPORT_MAX_STEPS) {
 			r->step_s[r->steps] = step;
 			r->samples[r->steps++] = number(obj, "samples", 1e12, &samples) ? samples : 0;
+			if (number(obj, "peak_bytes", PEAK_MAX, &peak) && (uint64_t)peak > r->step_peak_bytes)
+				r->step_peak_bytes = (uint64_t)peak;
 			used = true;
 		}
 		if (number(obj, "peak_bytes", PEAK_MAX, &peak)) {
@@ -121,6 +142,7 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 				r->peak_bytes = (uint64_t)peak;
 			r->has_peak = used = true;
 		}
+		used |= save_fields(obj, r);
 		if (json_object_object_get_ex(obj, "oom", &v) && json_object_is_type(v, json_type_boolean)) {
 			r->oom |= json_object_get_boolean(v);
 			used = true;
@@ -356,6 +378,7 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 			       struct ab_merge_said *said, char *buf, size_t buflen)
 {
 	long seen = n ? LONG_MAX : -1, retries = 0;
+	uint64_t saved = 0;
 	size_t len = 0;
 
 	buf[0] = '\0';
@@ -371,12 +394,17 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 			said->lengths = true;
 		}
 		retries = reps[i]->alloc_retries > retries ? reps[i]->alloc_retries : retries;
+		saved = reps[i]->saved_bytes > saved ? reps[i]->saved_bytes : saved;
 		seen = !reps[i]->eval_said ? -1
 		       : seen < 0 || reps[i]->eval_batches > seen ? seen
 								  : reps[i]->eval_batches;
 	}
 	if (retries > said->retries)
 		ab_append(buf, buflen, &len, "{\"alloc_retries\": %ld}\n", said->retries = retries);
+	if (!said->saved && saved) { /* each rank's save peak is in its own peak */
+		ab_append(buf, buflen, &len, "{\"saved_bytes\": %" PRIu64 "}\n", saved);
+		said->saved = true;
+	}
 	if (!said->eval && seen >= 0) {
 		ab_append(buf, buflen, &len, "{\"eval_batches\": %ld}\n", seen);
 		said->eval = true;

@@ -41,6 +41,10 @@ struct ab_trial_report {
 	long alloc_retries; /* PyTorch's num_alloc_retries, the largest said (0: none) */
 	bool eval_said;     /* {"eval_batches": N}: the evaluation after the last step ran N */
 	long eval_batches;
+	/* {"saved_bytes": N, "peak_bytes": P}: the checkpoint rehearsed after the last step,
+	 * its size and the peak it reached; step_peak_bytes: the largest said by a step */
+	uint64_t saved_bytes, save_peak_bytes, step_peak_bytes;
+	bool saving; /* {"saving": true} and no "saved_bytes" after it: the save did not end */
 	size_t bad_lines;
 };
 
@@ -72,7 +76,7 @@ void ab_trial_report_feed(const char *buf, size_t len, struct ab_trial_report *o
 /* What several processes of one trial (a step's ranks, a launcher's workers) said beyond
  * their steps, already passed on: each said once, or as it grows. */
 struct ab_merge_said {
-	bool lengths, eval;
+	bool lengths, eval, saved;
 	long retries;
 };
 

@@ -24,6 +24,7 @@
 
 #include "search.h"
 #include "nvml.h"
+#include "report.h"
 #include "clock.h"
 #include "group_memory.h"
 #include "subprocess.h"
@@ -1210,12 +1211,45 @@ static void report_eval_in_training(void **state)
 	assert_string_equal(line, "");
 }
 
+/* The checkpoint rehearsed after a trial's steps (issue 41): its size; a save that did not
+ * end ({"saving": true} last) or peaked above every step is what the trial line names. */
+static void report_checkpoint_save(void **state)
+{
+	static struct ab_trial_report r;
+	struct ab_trial t = {.batch = 8, .has_peak = true, .peak_bytes = 600 << 20, .steps = 4,
+			     .saved_bytes = 200 << 20, .save_bound = true};
+	const char *text = "{\"step_s\": 0.5, \"peak_bytes\": 1000}\n{\"saving\": true}\n"
+			   "{\"saved_bytes\": 300, \"peak_bytes\": 5000}\n{\"saved_bytes\": -4}\n";
+	char line[512];
+
+	(void)state;
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_int_equal(r.step_peak_bytes, 1000);
+	assert_int_equal(r.save_peak_bytes, 5000);
+	assert_int_equal(r.saved_bytes, 300);
+	assert_int_equal(r.peak_bytes, 5000);
+	assert_false(r.saving);
+	assert_int_equal(r.bad_lines, 1);
+	text = "{\"step_s\": 0.5}\n{\"saving\": true}\n";
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_true(r.saving); /* ended inside the save */
+	ab_report_trial_line(0, &t, false, 512ull << 20, 0, 1ull << 30, line, sizeof(line));
+	assert_string_equal(line, "trial 1: batch 8 does not fit, peak 600 MiB over the 512 MiB "
+				  "limit (50% of 1.0 GiB) when saving a checkpoint (200 MiB of "
+				  "model and optimizer state, after its steps)");
+	t.oom = true, t.seconds = 3;
+	ab_report_trial_line(0, &t, false, 512ull << 20, 0, 1ull << 30, line, sizeof(line));
+	assert_string_equal(line, "trial 1: batch 8 does not fit: out of memory saving a "
+				  "checkpoint after its steps (3 s)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(report_watch),
 		cmocka_unit_test(report_lengths),
 		cmocka_unit_test(report_eval_in_training),
+		cmocka_unit_test(report_checkpoint_save),
 		cmocka_unit_test(host_memory),
 		cmocka_unit_test(parallel_rounds),
 		cmocka_unit_test(round_width),

@@ -10,10 +10,14 @@ the program's DataLoader draws the dataset's longest samples first (the run's wo
 where batches are padded to their longest sample), and each step says how long its batches
 were. Where the config evaluates inside training ($AUTOBATCH_TRIAL_EVAL=1; the probe's copy
 evaluates after the last step), the trial ends after that evaluation's first batches, with
-{"eval_batches": N} said. Standard library only; torch is touched only once the program itself imports it.
+{"eval_batches": N} said. Before it ends, a trial rehearses a checkpoint: the model's and the
+optimizer's state serialized as torch.save does, into nothing, with {"saved_bytes": N} and the
+peak said (a gathered state dict, a copy per tensor). Standard library only; torch is touched
+only once the program itself imports it.
 """
 
 import atexit
+import gc
 import importlib.abc
 import importlib.util
 import json
@@ -89,6 +93,7 @@ class Recorder:
         # awaited (EVAL_BATCHES of it), so that the peak holds it beside the optimizer's state
         self.eval_wanted = os.environ.get("AUTOBATCH_TRIAL_EVAL") == "1"
         self.eval_batches = None  # None: not awaited yet; then the batches evaluated
+        self.optimizer = None  # the one whose steps are counted: what a checkpoint saves
 
     def write(self, record):
         if not self.path:
@@ -159,15 +164,71 @@ def claim():
     _program_speaks = True
 
 
-def _end_trial():
-    """The trial has its evidence: end now, as the probe would, without training on."""
-    recorder().finish()
+class _Discard:
+    """Where the rehearsed checkpoint goes: its bytes counted, never kept."""
+
+    def __init__(self):
+        self.bytes = 0
+
+    def write(self, data):
+        self.bytes += len(data)
+        return len(data)
+
+    def flush(self):
+        pass
+
+
+def _trained_models(torch, optimizer):
+    """The outermost modules holding the parameters the optimizer trains (the model, its
+    DDP or FSDP wrapper included), and those it trains outside any module: what a
+    checkpoint of the run saves."""
+    params = [p for g in getattr(optimizer, "param_groups", []) for p in g["params"]]
+    trained = {id(p) for p in params}
+    modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+    inner = {id(c) for m in modules for c in m.children()}
+    roots = [m for m in modules if id(m) not in inner and
+             any(id(p) in trained for p in m.parameters())]
+    held = {id(p) for m in roots for p in m.parameters()}
+    return roots, [p for p in params if id(p) not in held]  # and tensors trained bare
+
+
+def _rehearse_save(rec):
+    """A checkpoint of the run, rehearsed: its memory is in the trial's peak. An
+    out-of-memory here is the trial's, as the run's save would be."""
+    torch = sys.modules.get("torch")
+    if torch is None or rec.optimizer is None:
+        return
+    sink = _Discard()
+    rec.write({"saving": True})  # an end from here on (the probe's kill too) is the save's
+    try:
+        roots, bare = _trained_models(torch, rec.optimizer)
+        state = {"model": [m.state_dict() for m in roots], "tensors": bare,
+                 "optimizer": rec.optimizer.state_dict()}
+        torch.save(state, sink)
+        del state
+    except Exception as error:  # not a save this process can make: said by its peak alone
+        if is_oom(error):
+            rec.oom()
+            _flush_and_exit(1)
+        return
+    rec.write({"saved_bytes": sink.bytes, "peak_bytes": peak_bytes()})
+
+
+def _flush_and_exit(status):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
-    os._exit(0)
+    os._exit(status)
+
+
+def _end_trial():
+    """The trial has its evidence: end now, as the probe would, without training on."""
+    rec = recorder()
+    _rehearse_save(rec)
+    rec.finish()
+    _flush_and_exit(0)
 
 
 EVAL_BATCHES = 2  # the longest first (the eval DataLoader's too): what its peak needs
@@ -227,6 +288,7 @@ def _on_step(optimizer=None):
     if _program_speaks:
         return
     rec = recorder()
+    rec.optimizer = optimizer
     if rec.foreign():  # the program's own protocol lines win
         _program_speaks = True
         return

@@ -1,0 +1,64 @@
+#!/bin/sh
+# checkpoint-save.t - a trial rehearses the run's checkpoint after its steps (issue 41): the
+# step hook saves the model's and the optimizer's state as torch.save does, into nothing,
+# and its memory is in the trial's peak. tests/python/gathered_save.py gathers its state
+# dict from shards on save (as FSDP's full state dict does): with 200 MiB gathered, its
+# steps fit a 410 MiB limit at any batch tried and its saves do not, so a plain run at any
+# batch goes over at its first save. The probe says that, naming the save, instead of
+# choosing a batch.
+. "$(dirname "$0")/tap.sh"
+PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
+PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
+HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
+prog=$(cd "$(dirname "$0")/../python" && pwd)/gathered_save.py
+dir=$(mktemp -d /tmp/autobatch-save.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
+echo "1..4"
+python_or_skip "$PY" 'import torch' PyTorch 1 4
+. "$(dirname "$0")/../python/gpu-like-memory.sh"
+F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
+# probe NAME CONFIG-JSON: the trainer at 0.8 of 512 MiB (410 MiB)
+probe() {
+	echo "$2" >"$dir/$1.json"
+	"$PROBE" run --device host:capacity=512MiB --fraction 0.8 --hook-dir "$HOOK_DIR" \
+		--config "$dir/$1.json" --key batch_size --json "$dir/$1.report" \
+		-- "$PY" "$prog" "$dir/$1.json" 2>"$dir/$1.err" >/dev/null
+}
+plain() { # CONFIG-JSON: the plain run's peak, no autobatch
+	echo "$1" >"$dir/plain.json"
+	"$PEAKRUN" "$PY" "$prog" "$dir/plain.json" 2>&1 >/dev/null | sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p'
+}
+limit=$((410 * 1048576))
+
+# a direct trial: the save said after the steps, with the state's size (16 MiB gathered)
+echo '{"batch_size": 8, "gather": 16, "steps": 50}' >"$dir/t.json"
+AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_REPORT=$dir/t.rep AUTOBATCH_BATCH_SIZE=8 PYTHONPATH=$HOOK_DIR \
+	"$PY" "$prog" "$dir/t.json" >/dev/null 2>&1
+check "a trial ends with the checkpoint saved after its 4 steps: at least the 16 MiB gathered" \
+	sh -c "[ \"\$(grep -c step_s '$dir/t.rep')\" = 4 ] &&
+	       tail -n 3 '$dir/t.rep' | head -n 1 | grep -q '^{\"saving\": true}' &&
+	       n=\$(sed -n 's/^{\"saved_bytes\": \([0-9]*\), .*/\1/p' '$dir/t.rep') &&
+	       [ \"\$n\" -ge 16777216 ] && [ \"\$n\" -lt 25165824 ]" || cat "$dir/t.rep" >&2
+
+probe gather '{"batch_size": 8, "gather": 200, "steps": 40, "save_every": 10}'
+status=$?
+check "a save that no batch makes room for: no choice, the error names the checkpoint" \
+	sh -c "[ $status -ne 0 ] &&
+	       grep -q 'failed: even batch 1 does not fit: .* when saving a checkpoint after its steps' '$dir/gather.err' &&
+	       grep -q 'trial 1: batch 8 does not fit: out of memory saving a checkpoint' '$dir/gather.err' &&
+	       [ \"\$($F '$dir/gather.report' 'r[\"trials\"][0][\"save_bound\"]')\" = True ]" ||
+	cat "$dir/gather.err" >&2
+
+# the error is true: the run's steps fit and its first save does not
+steps=$(plain '{"batch_size": 64, "gather": 200, "steps": 12, "save_every": 100}')
+saves=$(plain '{"batch_size": 1, "gather": 200, "steps": 12, "save_every": 10}')
+echo "# plain runs: batch 64 without saving $((${steps:-0} / 1048576)) MiB, batch 1 saving $((${saves:-0} / 1048576)) MiB, limit 410 MiB"
+check "a plain run's steps fit the limit at batch 64; saving at batch 1 goes over" \
+	sh -c "[ -n '$steps' ] && [ -n '$saves' ] && [ '$steps' -le $limit ] && [ '$saves' -gt $limit ]"
+
+# a small save changes nothing: trials say its size and the choice stands
+probe small '{"batch_size": 8, "gather": 4, "rows": 2048, "steps": 40, "save_every": 10}'
+check "a save that fits: chosen, each fitting trial says the state it saved" \
+	sh -c "[ \"\$($F '$dir/small.report' 'r[\"status\"], all(t.get(\"saved_bytes\", 0) >= 4194304 for t in r[\"trials\"] if t[\"fits\"])')\" = \"('ok', True)\" ]" ||
+	cat "$dir/small.err" >&2
