@@ -332,6 +332,7 @@ int cmd_run(int argc, char **argv)
 	r.parallel = (int)s.round.nslots;
 	r.ranks = s.ranks_argv ? (int)o.ranks : 1;
 	r.step_nodes = s.ranks_argv && o.step_nodes ? ab_hostlist_count(o.step_nodes) : 0;
+	r.container = r.step_nodes ? ab_env_carried_container() : NULL;
 	r.warm_from = o.warm_start ? (o.warm_from ? o.warm_from : "--warm-start") : NULL;
 	r.warm_batch = o.warm_start;
 	r.accum_key = s.exec.accum_key;

@@ -9,6 +9,7 @@ probe_autobatch_probe_SOURCES = \
 	probe/cmd_ranks.c \
 	probe/ranks.h \
 	probe/ranks_step.c \
+	probe/ranks_container.c \
 	probe/cmd_run.c \
 	probe/cmd_task.c \
 	probe/cmd_watch.c \

@@ -67,6 +67,27 @@ int ranks_finish_failed(struct ranks *rs, int i, uint64_t over);
 /* " (on NODE)" for a rank of a trial step, "" for one on this node. */
 const char *ranks_where(const struct rank *r, char *buf, size_t len);
 
+/* The user's container (pyxis), for a trial step: on when the step that probes runs in one. */
+struct ranks_container {
+	bool on;
+	char mounts[8192]; /* the user's, then this program's files, the hook, the config copy */
+	size_t len;
+	char loader[NAME_MAX + 1], self[NAME_MAX + 1]; /* their names inside */
+};
+
+struct ab_argv;
+/* The srun that probes (its pid, the guard its probe step carries), "0" if none. */
+const char *ranks_guard(void);
+/* The user's container options given back (its name and save kept for the user's step),
+ * with what the trial's task needs mounted beside the user's mounts; 1 when the trial runs
+ * in a container, 0 when not, or -errno with err (ranks_container.c). */
+int ranks_container_args(struct ab_argv *a, struct ranks_container *c, char *err,
+			 size_t errlen);
+/* The task's command inside: this program through the host's loader. */
+void ranks_container_command(struct ab_argv *a, const struct ranks_container *c);
+/* In srun's child: the carried entries out of its environment, pyxis' own variables back. */
+void ranks_container_environ(const struct ranks_container *c);
+
 /* --nodes: the trial step started by srun over the nodes (0, or -1 said); one poll of its
  * tasks' lines (-1 while it runs, else the exit status); and its stop (ranks_step.c). */
 int ranks_step_start(struct ranks *rs);

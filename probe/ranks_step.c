@@ -61,7 +61,7 @@ void ranks_step_stop(struct ranks *rs)
 
 /* The srun that probes (the guard its probe step carries): trial steps are named after it,
  * so that it can cancel those its cancelled probe step left (spank/probe_step.c). */
-static const char *guard_pid(void)
+const char *ranks_guard(void)
 {
 	const char *g = getenv(AB_GUARD_ENV);
 
@@ -73,9 +73,11 @@ static const char *guard_pid(void)
  * end is our stop (stop_step); --kill-on-bad-exit ends every task when one fails (or goes
  * over: the task exits 3) and has not seen that stop; --quit-on-interrupt makes our one SIGINT
  * cancel it. */
-static int step_argv(const struct ranks *rs, struct ab_argv *a, char *err, size_t errlen)
+static int step_argv(const struct ranks *rs, struct ranks_container *c, struct ab_argv *a,
+		     char *err, size_t errlen)
 {
 	char *self = realpath("/proc/self/exe", NULL);
+	int rc;
 
 	if (!self)
 		return ab_fail(err, errlen, errno, "cannot find this program: %s", strerror(errno));
@@ -91,11 +93,16 @@ static int step_argv(const struct ranks *rs, struct ab_argv *a, char *err, size_
 	ab_argv_add(a, "--quit-on-interrupt");
 	ab_argv_add(a, "--mem=0");
 	ab_argv_add(a, "--export=ALL");
-	ab_argv_addf(a, "--job-name=autobatch-trial.%s", guard_pid());
+	ab_argv_addf(a, "--job-name=autobatch-trial.%s", ranks_guard());
 	for (int i = 0; i < rs->nsrun_options; i++) /* the GPUs of the real step's tasks */
 		ab_argv_add(a, rs->srun_option[i]);
+	if ((rc = ranks_container_args(a, c, err, errlen)) < 0)
+		return free(self), rc;
 	ab_argv_add(a, "--");
-	ab_argv_addf(a, "%s", self); /* this program, `autobatch-probe task` around the command */
+	if (c->on) /* the same program, in the user's container */
+		ranks_container_command(a, c);
+	else /* this program, `autobatch-probe task` around the command */
+		ab_argv_addf(a, "%s", self);
 	free(self);
 	ab_argv_add(a, "task");
 	if (rs->gpu)
@@ -118,6 +125,7 @@ static int step_argv(const struct ranks *rs, struct ab_argv *a, char *err, size_
 struct srun_start {
 	char **argv;
 	int in, out; /* the pipes' read and write ends */
+	const struct ranks_container *container;
 };
 
 /* The probe step's own description of the allocation, which srun would take for the job's:
@@ -148,6 +156,7 @@ static void srun_body(void *arg)
 		if (!ab_env_reshapes_srun(environ[i]) && !describes_probe_step(environ[i]))
 			environ[k++] = environ[i];
 	environ[k] = NULL;
+	ranks_container_environ(s->container);
 	unsetenv(AB_ENV_REQUEST);
 	snprintf(guard, sizeof(guard), "%ld", (long)getppid());
 	setenv(AB_GUARD_ENV, guard, 1);
@@ -162,10 +171,11 @@ static void srun_body(void *arg)
 int ranks_step_start(struct ranks *rs)
 {
 	struct ab_argv a = {0};
+	static struct ranks_container c; /* once per trial: this process runs one */
 	int p[2] = {-1, -1}, in[2] = {-1, -1}, rc = -1;
 	char err[256];
 
-	if (step_argv(rs, &a, err, sizeof(err)) < 0) {
+	if (step_argv(rs, &c, &a, err, sizeof(err)) < 0) {
 		fprintf(stderr, "autobatch-probe ranks: %s\n", err);
 		goto out;
 	}
@@ -176,7 +186,7 @@ int ranks_step_start(struct ranks *rs)
 	}
 	/* srun_body's dup2 clears the ends' close-on-exec in the child only */
 	if (ab_proc_start(&rs->srun, AB_PROC_GROUP | AB_PROC_PDEATHSIG, srun_body,
-			  &(struct srun_start){a.v, in[0], p[1]}, err, sizeof(err)) < 0) {
+			  &(struct srun_start){a.v, in[0], p[1], &c}, err, sizeof(err)) < 0) {
 		fprintf(stderr, "autobatch-probe ranks: %s\n", err);
 		goto out;
 	}

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -13,6 +14,7 @@
 #include "error.h"
 #include "hostlist.h"
 #include "presets.h"
+#include "protocol.h"
 
 /* The nested srun's options and the probe up to its own options: a step of one task on the
  * node, within the job's resources. */
@@ -59,6 +61,40 @@ int ab_probe_device_argv(const struct ab_probe_job *job, const char *node, char 
 	return ab_argv_done(b, "the probe's command line", err, errlen);
 }
 
+int ab_probe_cleanup_argv(const struct ab_probe_job *job, struct ab_argv *b, char *err,
+			  size_t errlen)
+{
+	char pid[24], jobid[16], name[64];
+	unsigned nodes = job->nnodes ? job->nnodes : 1;
+
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	snprintf(jobid, sizeof(jobid), "%u", job->jobid);
+	snprintf(name, sizeof(name), AB_TRIAL_CONTAINER, jobid, pid);
+	ab_argv_add(b, job->srun);
+	ab_argv_addf(b, "--jobid=%u", job->jobid);
+	ab_argv_addf(b, "--nodes=%u", nodes);
+	ab_argv_addf(b, "--ntasks=%u", nodes);
+	ab_argv_add(b, "--ntasks-per-node=1");
+	ab_argv_add(b, "--overlap");
+	ab_argv_add(b, "--mem=0");
+	ab_argv_add(b, "--job-name=autobatch-cleanup");
+	ab_argv_add(b, "/bin/sh");
+	ab_argv_add(b, "-c");
+	/* this probe's container, and those of probes in jobs that no longer run (a job
+	 * cancelled at once, by a second Ctrl-C, takes its probe with it); the words are ours
+	 * (a job id and a pid), nothing of the user's reaches this shell */
+	ab_argv_addf(b, "command -v enroot >/dev/null || exit 0; "
+			"for n in $(enroot list | grep -x 'pyxis_\\([0-9]*_\\)\\{0,1\\}"
+			"autobatch-trial-[0-9]*-[0-9]*'); do j=${n#*autobatch-trial-}; j=${j%%-*}; "
+			"if [ \"$n\" = pyxis_%s ] || [ \"$n\" = pyxis_%s_%s ] || "
+			"{ [ \"$j\" != %s ] && command -v squeue >/dev/null && "
+			"! squeue -h -j \"$j\" -t PD,R,S -o %%i 2>/dev/null | grep -qx \"$j\"; }; "
+			"then enroot remove -f \"$n\" >/dev/null || echo \"autobatch: could not "
+			"remove the trials' container $n on $(hostname)\" >&2; fi; done; exit 0",
+		     name, jobid, name, jobid);
+	return ab_argv_done(b, "the cleanup step's command line", err, errlen);
+}
+
 /* How many ranks each trial runs, and where (--autobatch-trial-shape): the whole step's
  * tasks over its nodes, or its first node's, each trial a step of the job; 0 for a trial of
  * one process (the gpu shape, a step of one task, model mode, a site's simulated device,
@@ -71,9 +107,15 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 	/* a launcher's workers each hold a GPU: its one task is a step trial too, whose task
 	 * measures each worker (autobatch-probe task) */
 	bool launcher = !c->req.trial_command[0] && ab_launcher_name(job->argc, job->argv);
+	/* a step in a container (pyxis): each trial is a step too, which pyxis puts in it */
+	bool container = ab_env_container(job->env) != NULL;
 
+	if (c->req.mode == AB_MODE_MODEL)
+		return 0;
+	if (container && (job->ntasks < 2 || c->eff.shape == AB_SHAPE_GPU))
+		return *whole = false, *per_node = 1, 1;
 	if ((job->ntasks < 2 && !launcher) || c->eff.shape == AB_SHAPE_GPU ||
-	    c->req.mode == AB_MODE_MODEL || ab_probe_args_sim(c->site.probe_args))
+	    ab_probe_args_sim(c->site.probe_args))
 		return 0;
 	*whole = c->eff.shape == AB_SHAPE_STEP && nodes > 1;
 	*per_node = job->ntasks % nodes ? 0 : job->ntasks / nodes;
@@ -82,7 +124,7 @@ static int trial_ranks(const struct ab_probe_job *job, unsigned *per_node, bool 
 		return ab_fail(err, errlen, E2BIG, "a trial of %u tasks is more than the %d a trial "
 				       "measures; use --autobatch-trial-shape=%s", ranks,
 			       AB_TRIAL_MAX_RANKS, *whole ? "node or gpu" : "gpu");
-	return ranks > 1 || launcher ? (int)ranks : 0;
+	return ranks > 1 || launcher || container ? (int)ranks : 0;
 }
 
 int ab_probe_trial_ranks(const struct ab_probe_job *job)

@@ -18,6 +18,11 @@ int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe
 int ab_probe_device_argv(const struct ab_probe_job *job, const char *node, char *probe_args_copy,
 			 struct ab_argv *b, char *err, size_t errlen);
 
+/* The argv of the short step that removes the trial steps' container on every node of the
+ * step: pyxis keeps a named container after its step. */
+int ab_probe_cleanup_argv(const struct ab_probe_job *job, struct ab_argv *b, char *err,
+			  size_t errlen);
+
 /* Ranks of each trial (a step of the job), 0 for a trial of one process. */
 int ab_probe_trial_ranks(const struct ab_probe_job *job);
 

@@ -121,27 +121,48 @@ static int read_step_gpus(struct ab_probe_job *job, char *err, size_t errlen)
 	return rc;
 }
 
-/* The environment of the nested srun: ours, less what would reshape its step, plus the
- * guard that tells the nested srun's copy of this plugin to stay out of the way. */
-static char **probe_env(char *const *base, char *guard, size_t guardlen)
+/* The environment of the nested srun: ours, less what would reshape its step and what would
+ * put it in the user's container (carried for the trial steps instead: protocol.h), plus the
+ * guard that tells the nested srun's copy of this plugin to stay out of the way. The carried
+ * entries are allocated, in *carried (NULL-terminated; free with probe_env_free). */
+static char **probe_env(char *const *base, char *guard, size_t guardlen, char ***carried_out)
 {
 	extern char **environ;
-	size_t n = 0, k = 0;
-	char **env;
+	size_t n = 0, k = 0, c = 0;
+	char **env, **carried;
+	bool carry;
 
 	if (!base)
 		base = environ;
 	while (base[n])
 		n++;
-	if (!(env = calloc(n + 2, sizeof(*env))))
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!ab_env_reshapes_srun(base[i]))
+	env = calloc(n + 2, sizeof(*env));
+	carried = calloc(n + 1, sizeof(*carried));
+	if (!env || !carried)
+		return free(env), free(carried), NULL;
+	*carried_out = carried;
+	for (size_t i = 0; i < n; i++) {
+		if (ab_env_reshapes_srun(base[i]))
+			continue;
+		if (!ab_env_pyxis(base[i], &carry))
 			env[k++] = base[i];
+		else if (carry && asprintf(&carried[c], "%s%s", AB_ENV_CARRIED, base[i]) < 0)
+			carried[c] = NULL;
+		else if (carry)
+			env[k++] = carried[c++];
+	}
 	snprintf(guard, guardlen, "%s=%ld", AB_GUARD_ENV, (long)getpid());
 	env[k++] = guard;
 	env[k] = NULL;
 	return env;
+}
+
+static void probe_env_free(char **env, char **carried)
+{
+	for (char **c = carried; c && *c; c++)
+		free(*c);
+	free(carried);
+	free(env);
 }
 
 struct relay {
@@ -263,13 +284,13 @@ static int run_step(const struct ab_probe_job *job, struct ab_argv *b,
 		    const volatile sig_atomic_t *stop, struct ab_subprocess *p, struct relay *relay,
 		    char *err, size_t errlen)
 {
-	char guard[64], **env;
+	char guard[64], **env, **carried = NULL;
 	int rc;
 
 	/* srun is ending, or a Ctrl-C came between two steps: none is started */
 	if (stop && *stop)
 		return cancelled(err, errlen);
-	if (!(env = probe_env(job->env, guard, sizeof(guard))))
+	if (!(env = probe_env(job->env, guard, sizeof(guard), &carried)))
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
 	/* it dies with srun: its own srun's shepherd then cancels the probe step */
 	*p = (struct ab_subprocess){.argv = b->v, .envp = env, .on_line = relay_line,
@@ -277,7 +298,7 @@ static int run_step(const struct ab_probe_job *job, struct ab_argv *b,
 				    .interrupted = stop, .die_with_parent = true,
 				    .tick = job->tick, .tick_arg = job->tick_arg};
 	rc = ab_subprocess_run(p, GRACE_S, err, errlen);
-	free(env);
+	probe_env_free(env, carried);
 	return rc;
 }
 
@@ -305,6 +326,23 @@ static void cancel_trial_steps(const struct ab_probe_job *job)
 	slurm_free_job_step_info_response_msg(steps);
 }
 
+/* The trial steps' container (pyxis keeps a named one after its step) removed on every node
+ * of the step, whatever ended the probe: a Ctrl-C too, so no stop stops this short step. */
+static void remove_trial_container(const struct ab_probe_job *job)
+{
+	struct ab_argv b = {0};
+	struct relay relay = {.last = ""};
+	struct ab_subprocess p = {0};
+	char err[256];
+
+	if (ab_probe_cleanup_argv(job, &b, err, sizeof(err)) < 0 ||
+	    run_step(job, &b, NULL, &p, &relay, err, sizeof(err)) < 0 || p.status != 0)
+		slurm_spank_log(AB_LOG_PREFIX "could not remove the trials' container: %s",
+				err[0] ? err : relay.last);
+	ab_subprocess_free(&p);
+	ab_argv_free(&b);
+}
+
 /* Nothing fit in trials of one process of a step of several: the process held the whole
  * model, which the step may shard over its tasks (FSDP, ZeRO); said after the probe's own
  * words, with what would size the step. */
@@ -320,21 +358,6 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 			 "ZeRO): --autobatch-trial-shape=step tries the step itself",
 			 job->ntasks, c->req.trial_command[0] ? "--autobatch-trial-command"
 							      : "--autobatch-trial-shape=gpu");
-}
-
-/* A step another plugin runs in a container: pyxis would start the probe step in the image,
- * where autobatch-probe is not ("check probe= in plugstack.conf" was all the user read), and
- * a trial on the host would not see the image's framework (issue 42). */
-static int in_container(const struct ab_probe_job *job, char *err, size_t errlen)
-{
-	const char *image = ab_env_container(job->env);
-
-	if (!image)
-		return 0;
-	return ab_fail(err, errlen, ENOTSUP, "the step runs in a container (pyxis: %.200s), and "
-			       "autobatch cannot run its trials in one yet: give the batch "
-			       "yourself, or size it with the same program outside a container",
-		       image);
 }
 
 void ab_probe_read_job(struct ab_probe_job *job)
@@ -369,8 +392,6 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	char args[AB_ARGS_MAX];
 	int rc;
 
-	if ((rc = in_container(job, err, errlen)) < 0)
-		return rc;
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = ab_probe_argv(job, phase, args, &b, err, errlen)) < 0 ||
 	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
@@ -386,6 +407,8 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	if (ab_probe_trial_ranks(job) > 0)
 		cancel_trial_steps(job);
 done:
+	if (ab_probe_trial_ranks(job) > 0 && ab_env_container(job->env))
+		remove_trial_container(job);
 	ab_subprocess_free(&p);
 	ab_argv_free(&b);
 	return rc;
@@ -401,8 +424,6 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 	char args[AB_ARGS_MAX];
 	int rc;
 
-	if ((rc = in_container(job, err, errlen)) < 0)
-		return rc;
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = ab_probe_device_argv(job, node, args, &b, err, errlen)) < 0 ||
 	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)

@@ -225,7 +225,7 @@ static void shape_text(const struct ab_plan *pl, const struct ab_result *res, ch
 	else if (res->ranks > 1)
 		ab_append(line, size, len, "; trials of one node's %ld tasks of the step's %u nodes",
 			  res->ranks, pl->job.nnodes);
-	else if (res->ranks == 1 && res->trial_nodes == 1)
+	else if (res->ranks == 1 && res->trial_nodes == 1 && !res->container[0])
 		ab_append(line, size, len, "; trials of the whole step, %s's workers each measured",
 			  ab_launcher_name(pl->job.argc, pl->job.argv)
 				  ? ab_launcher_name(pl->job.argc, pl->job.argv) : "its launcher");
@@ -236,6 +236,8 @@ static void shape_text(const struct ab_plan *pl, const struct ab_result *res, ch
 					  pl->job.ctx->eff.shape != AB_SHAPE_GPU
 				  ? " (the site's simulated device measures one process)"
 				  : "");
+	if (res->container[0]) /* pyxis put each trial step in the user's image */
+		ab_append(line, size, len, "; trials ran in its container (pyxis: %s)", res->container);
 }
 
 static void decision_line(const struct ab_plan *pl, const struct ab_result *res, long eval_batch,

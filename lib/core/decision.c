@@ -213,6 +213,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 		r->ranks = 1;
 	if (!get_long(o, AB_FIELD_TRIAL_NODES, 0, AB_TRIAL_MAX_RANKS, &r->trial_nodes))
 		r->trial_nodes = 0;
+	get_text(o, AB_FIELD_CONTAINER, r->container, sizeof(r->container));
 	get_bytes(o, AB_FIELD_PER_SAMPLE, &r->per_sample);
 	read_warm(o, r);
 	read_lengths(o, &r->lengths);

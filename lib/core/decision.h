@@ -66,6 +66,7 @@ struct ab_result {
 	size_t trials;
 	long rounds, parallel; /* 0 and 0 from a probe before parallel trials */
 	long ranks, trial_nodes; /* each trial's ranks (1: one process) and its step's nodes */
+	char container[256];   /* the user's container the trial steps ran in, or "" */
 	uint64_t per_sample;   /* the memory line's bytes per sample at the choice; 0: unknown */
 	char warm_from[80];    /* the cache entry a warm start began from, or "" */
 	bool warm_verified;    /* its batch fit again (else a full search decided) */

@@ -69,18 +69,41 @@ static const char *const container_env[] = {
 	"PYXIS_CONTAINER_NAME=",
 };
 
+/* The container in env, its entries behind prefix ("" or AB_ENV_CARRIED). */
+static const char *find_container(char *const *env, const char *prefix)
+{
+	size_t p = strlen(prefix);
+
+	for (char *const *e = env; e && *e; e++)
+		for (size_t i = 0; i < sizeof(container_env) / sizeof(container_env[0]); i++) {
+			size_t n = strlen(container_env[i]);
+
+			if (!strncmp(*e, prefix, p) && !strncmp(*e + p, container_env[i], n) &&
+			    (*e)[p + n])
+				return *e + p + n;
+		}
+	return NULL;
+}
+
 const char *ab_env_container(char *const *env)
 {
 	extern char **environ;
 
-	for (char *const *e = env ? env : environ; e && *e; e++)
-		for (size_t i = 0; i < sizeof(container_env) / sizeof(container_env[0]); i++) {
-			size_t n = strlen(container_env[i]);
+	return find_container(env ? env : environ, "");
+}
 
-			if (!strncmp(*e, container_env[i], n) && (*e)[n])
-				return *e + n;
-		}
-	return NULL;
+const char *ab_env_carried_container(void)
+{
+	extern char **environ;
+
+	return find_container(environ, AB_ENV_CARRIED);
+}
+
+bool ab_env_pyxis(const char *entry, bool *carry)
+{
+	*carry = !strncmp(entry, AB_PYXIS_OPTION, strlen(AB_PYXIS_OPTION)) ||
+		 !strncmp(entry, AB_PYXIS_ENV, strlen(AB_PYXIS_ENV));
+	return *carry || !strncmp(entry, AB_PYXIS_ALLOC_OPTION, strlen(AB_PYXIS_ALLOC_OPTION));
 }
 
 bool ab_env_reshapes_srun(const char *entry)

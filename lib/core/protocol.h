@@ -82,6 +82,29 @@ bool ab_env_reshapes_srun(const char *entry);
  * into the environment. */
 const char *ab_env_container(char *const *env);
 
+/* ---- the user's container, carried past the probe step to its trial steps (issue 42) ----
+ * The probe step runs on the host: pyxis' routes into a container (srun's options as its
+ * steps see them, sbatch's and salloc's as srun reads them, pyxis' own variables) are not in
+ * its environment. srun's and pyxis' own are carried there as AB_ENV_CARRIED followed by the
+ * entry, and `autobatch-probe ranks` gives them back to each trial step (ranks_step.c). */
+#define AB_PYXIS_OPTION "_SLURM_SPANK_OPTION_pyxis_"
+#define AB_PYXIS_ALLOC_OPTION "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_"
+#define AB_PYXIS_ENV "PYXIS_CONTAINER_"
+#define AB_ENV_CARRIED "AUTOBATCH_CARRIED_"
+/* The container of a probe's trial steps, after the job and the srun that probes (its pid):
+ * imported once, reused by each trial, removed after the probe (spank/probe_step.c). pyxis
+ * calls it pyxis_NAME, or pyxis_JOBID_NAME where its containers are the job's. */
+#define AB_TRIAL_CONTAINER "autobatch-trial-%s-%s"
+
+/* Whether entry ("NAME=value") is one of pyxis' routes into a container; *carry then says
+ * whether the probe step carries it (srun's options and pyxis' variables; sbatch's reach
+ * srun's already). */
+bool ab_env_pyxis(const char *entry, bool *carry);
+
+/* The container the probe step carried (its image, else its name), from this process's
+ * environment; NULL when it carried none. */
+const char *ab_env_carried_container(void);
+
 /* ---- the probe's own ---- */
 #define AB_ENV_CUDA_MODULE "AUTOBATCH_CUDA_MODULE" /* autobatch-cuda.so elsewhere than beside it */
 
@@ -120,6 +143,7 @@ const char *ab_env_container(char *const *env);
 #define AB_FIELD_PARALLEL "parallel" /* trials at most at once (1: one after another) */
 #define AB_FIELD_RANKS "ranks"       /* ranks (tasks) of each trial (1: one process) */
 #define AB_FIELD_TRIAL_NODES "trial_nodes" /* each trial a step of the job over N nodes; 0: not */
+#define AB_FIELD_CONTAINER "container" /* the user's container the trial steps ran in, or null */
 #define AB_FIELD_RAMP_UP "ramp_up" /* {"of": "device"|"global", "start", "step", "trials_off"} */
 /* {"key", "every", "seen"}: evaluation inside training, and its batches the chosen trial ran */
 #define AB_FIELD_EVAL_IN_TRAINING "eval_in_training"

@@ -312,6 +312,8 @@ char *ab_report_json(const struct ab_report *r)
 	json_object_object_add(o, AB_FIELD_RANKS, json_object_new_int(r->ranks > 1 ? r->ranks : 1));
 	/* the nodes of each trial's step (run --step-nodes); 0: its ranks ran on the probe's */
 	json_object_object_add(o, AB_FIELD_TRIAL_NODES, json_object_new_int(r->step_nodes));
+	json_object_object_add(o, AB_FIELD_CONTAINER,
+			       r->container ? json_object_new_string(r->container) : NULL);
 	json_object_object_add(o, AB_FIELD_ROUNDS,
 			       json_object_new_int64(r->trials ? (int64_t)r->trials->rounds : 0));
 	json_object_object_add(o, AB_FIELD_ELAPSED_S, json_object_new_double(r->elapsed_s));

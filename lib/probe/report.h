@@ -47,6 +47,7 @@ struct ab_report {
 	int parallel;                      /* trials at once; 0 or 1: one at a time */
 	int ranks;                         /* ranks of each trial (--ranks); 0 or 1: one process */
 	int step_nodes; /* each trial a step of the job over that many nodes; 0: none */
+	const char *container; /* the user's container those steps ran in (pyxis), or NULL */
 	const char *warm_from;             /* a warm start's cache entry, or NULL */
 	long warm_batch;                   /* the batch it verified first */
 	const char *accum_key; /* trials ran with 1 here instead of config_accum; or NULL */

@@ -5,6 +5,8 @@
 export AUTOBATCH_TESTBED
 export SLURM_CONF=$AUTOBATCH_TESTBED/etc/slurm.conf
 export PATH=$AUTOBATCH_TESTBED/bin:$PATH
+# up --pyxis: enroot, as the nodes run it (tests/slurm-containers)
+[ ! -d "$AUTOBATCH_TESTBED/enroot/bin" ] || PATH=$PATH:$AUTOBATCH_TESTBED/enroot/bin
 PLUGSTACK=$AUTOBATCH_TESTBED/etc/plugstack.conf
 PLUGIN=$AUTOBATCH_TESTBED/plugin/autobatch.so
 SRCDIR=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)

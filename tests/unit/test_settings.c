@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include "unit.h"
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hostlist.h"
@@ -623,6 +624,29 @@ static void container_steps(void **state)
 	assert_null(ab_env_container(none));
 }
 
+/* What the probe step leaves out and carries (issue 42): srun's options and pyxis' own
+ * variables, carried; sbatch's, left (srun read them as its own); anything else, kept; the
+ * carried image read back where the probe runs. */
+static void container_carried(void **state)
+{
+	bool carry = true;
+
+	(void)state;
+	assert_true(ab_env_pyxis("_SLURM_SPANK_OPTION_pyxis_container_mounts=/a:/b", &carry));
+	assert_true(carry);
+	assert_true(ab_env_pyxis("PYXIS_CONTAINER_IMAGE=/img.sqsh", &carry));
+	assert_true(carry);
+	assert_true(ab_env_pyxis("SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_image=x", &carry));
+	assert_false(carry);
+	assert_false(ab_env_pyxis("_SLURM_SPANK_OPTION_autobatch_autobatch=0.8", &carry));
+	assert_false(ab_env_pyxis("XPYXIS_CONTAINER_IMAGE=y", &carry));
+	assert_null(ab_env_carried_container());
+	setenv("AUTOBATCH_CARRIED__SLURM_SPANK_OPTION_pyxis_container_image", "/img.sqsh", 1);
+	assert_string_equal(ab_env_carried_container(), "/img.sqsh");
+	unsetenv("AUTOBATCH_CARRIED__SLURM_SPANK_OPTION_pyxis_container_image");
+	assert_null(ab_env_carried_container());
+}
+
 /* the probe's device as the site's probe_args name it: a GPU unless host or sim: */
 static void probe_args_device(void **state)
 {
@@ -671,6 +695,7 @@ int main(void)
 		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps),
 		cmocka_unit_test(container_steps),
+		cmocka_unit_test(container_carried),
 		cmocka_unit_test(probe_args_device),
 	};
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env bats
+# Containers (issue 42): a real pyxis and enroot, built from their unmodified sources
+# (contrib/testbed/pyxis), in the testbed's plugstack before autobatch, and a squashfs image of
+# Debian 12 with python3 and PyTorch (`testbed image`). Needs `testbed up --pyxis`; on any
+# other testbed each test says it is skipped. The probe step runs on the host; each trial is a
+# step of the job that pyxis puts in the user's image, one named container imported once for
+# all of them and removed after (issue 42).
+
+load ../slurm/helpers
+
+setup_file() {
+	require_testbed
+	reset_plugstack
+}
+
+setup() {
+	grep -q spank_pyxis "$AUTOBATCH_TESTBED/etc/plugstack.conf" ||
+		skip "no pyxis in this testbed (contrib/testbed/testbed up --pyxis)"
+	IMG=$("$TESTBED" image)
+	use_python_program plain_torch.py '{"batch_size": 4, "steps": 4}'
+	# where each process of the program ran: a trial's in the image with the trial's files
+	# mounted (/tmp/.autobatch: the probe's own), the real step's in the image (enroot's root)
+	cat >where.py <<'EOF'
+import os, runpy, sys
+root = [l.split() for l in open("/proc/self/mountinfo") if l.split()[4] == "/"][-1]
+where = ("inside" if os.path.isdir("/tmp/.autobatch") else "outside") \
+    if os.environ.get("AUTOBATCH_TRIAL") else ("container" if root[3] != "/" else "host")
+with open("where.log", "a") as f:
+    f.write("%s %s\n" % ("trial" if os.environ.get("AUTOBATCH_TRIAL") else "run", where))
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+EOF
+	set_plugstack "probe_args=\"$(testbed_probe_args | sed 's/capacity=256MiB/capacity=1GiB/')\" startup_seconds=120"
+	# what the user mounts: the job's directory, as on a cluster's shared file system
+	MOUNT="--container-mounts=$BATS_TEST_TMPDIR:$BATS_TEST_TMPDIR --container-workdir=$BATS_TEST_TMPDIR"
+}
+
+teardown() { reset_plugstack; }
+
+# no container of the job is left in enroot's list
+no_container_left() {
+	run enroot list
+	[ "$status" -eq 0 ]
+	[ -z "$output" ] || { echo "left: $output" >&2; return 1; }
+}
+
+@test "pyxis and enroot on the testbed: srun --container-image runs a real PyTorch program in the image, on two tasks" {
+	run --separate-stderr timeout 300 srun -n2 --container-image="$IMG" $MOUNT \
+		python3 -c 'import torch; print("torch", torch.__version__, "in Debian", open("/etc/debian_version").read().strip())'
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	[ "$(grep -c '^torch .* in Debian 12' <<<"$output")" -eq 2 ]
+	no_container_left
+}
+
+# slurmd's pyxis lines for the trials' container since line $1 of its log
+trial_container_lines() {
+	tail -n +"$1" "$AUTOBATCH_TESTBED/log/slurmd.log" | grep 'pyxis: .*pyxis_autobatch-trial-\|reusing existing container filesystem'
+}
+
+@test "--autobatch in a container: the trials run in the image, imported once; the choice reaches both tasks; nothing is left" {
+	from=$(($(wc -l <"$AUTOBATCH_TESTBED/log/slurmd.log") + 1))
+	run --separate-stderr timeout 500 srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size python3 where.py plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	line=$(grep '^autobatch: chose batch' <<<"$stderr")
+	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in \([0-9]*\) trials.*/\1/p' <<<"$line")
+	trials=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in \([0-9]*\) trials.*/\2/p' <<<"$line")
+	assert_line_in "; trials of the whole step, 1 node x 2 tasks; trials ran in its container (pyxis: $IMG); wrote cfg.json" "$line"
+	[ "$(grep -c "^trained 4 updates at batch $batch\$" <<<"$output")" -eq 2 ]
+	[ "$(sed -n 's/.*"batch_size": \([0-9]*\).*/\1/p' cfg.json)" = "$batch" ]
+	report=$(ls autobatch-*.json)
+	[ "$(sed -n 's/.*"container":"\([^"]*\)".*/\1/p' "$report")" = "$IMG" ]
+	# every trial's two processes ran in the image, the hook inside; the real step's too
+	echo "# where: $(sort where.log | uniq -c | tr -s ' \n' ' '); $trials trials" >&3
+	[ "$(grep -c '^trial inside$' where.log)" -ge $((2 * trials)) ]
+	refute grep -q 'trial outside\|run host' where.log
+	[ "$(grep -c '^run container$' where.log)" -eq 2 ]
+	# one import for all the trials, then the same container filesystem again
+	lines=$(trial_container_lines "$from")
+	[ "$(grep -c 'creating container filesystem: pyxis_autobatch-trial-' <<<"$lines")" -eq 1 ] || { echo "$lines" >&2; return 1; }
+	[ "$(grep -c 'reusing existing container filesystem' <<<"$lines")" -ge $((trials - 1)) ] || { echo "$lines" >&2; return 1; }
+	no_container_left
+}
+
+@test "--autobatch in a container inside sbatch: decided from trials in the image, nothing left" {
+	cat >job.sh <<EOF
+#!/bin/sh
+srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
+	--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json
+EOF
+	run timeout 500 sbatch --wait -n2 -o job.out job.sh
+	[ "$status" -eq 0 ] || { cat job.out >&2; return 1; }
+	grep -q "^autobatch: chose batch .*; trials ran in its container (pyxis: $IMG)" job.out || { cat job.out >&2; return 1; }
+	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' job.out)
+	[ "$(grep -c "^trained 4 updates at batch $batch\$" job.out)" -eq 2 ]
+	refute grep -q 'trial outside' where.log
+	no_container_left
+}
+
+# a Ctrl-C as a terminal gives it: one SIGINT to every process of srun's process group
+# (a session of its own here, SIGINT not ignored as a script's background commands have it)
+ctrl_c_group() { kill -INT -- -"$1"; }
+
+@test "Ctrl-C while a trial runs in the container: the probing stops, the config is unchanged, nothing is left" {
+	python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+		srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json >out 2>err &
+	pid=$!
+	for i in $(seq 1200); do grep -q 'trial inside' where.log 2>/dev/null && break; sleep 0.1; done
+	grep -q 'trial inside' where.log
+	ctrl_c_group "$pid"
+	status=0
+	wait "$pid" || status=$?
+	[ "$status" -ne 0 ]
+	assert_line_in "autobatch: probing was interrupted (Ctrl-C)" "$(cat err)"
+	refute grep -q "^trained" out
+	cmp cfg.json orig.json
+	no_container_left
+}
+
+@test "a job cancelled while a trial runs leaves the trials' container; the next probe in a container removes it" {
+	timeout 300 srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json >out 2>err &
+	pid=$!
+	for i in $(seq 1200); do grep -q 'trial inside' where.log 2>/dev/null && break; sleep 0.1; done
+	scancel "$(squeue -h -o %i | head -n1)"
+	wait "$pid" || true
+	# pyxis keeps a named container when its job ends so (its own unnamed ones too)
+	for i in $(seq 100); do [ -z "$(squeue -h)" ] && break; sleep 0.3; done
+	run enroot list
+	grep -q '^pyxis_autobatch-trial-' <<<"$output" || { echo "nothing left to remove: $output" >&2; return 1; }
+	# the next probe in a container (one task, whose one trial fails at once: a short one)
+	# removes it as it removes its own
+	run --separate-stderr timeout 300 srun -n1 --container-image="$IMG" $MOUNT --autobatch=0.8 \
+		--autobatch-config=cfg.json --autobatch-key=batch_size python3 -c 'import sys; sys.exit(3)'
+	assert_line_in "launching with the original settings" "$stderr"
+	run enroot list
+	refute grep -q 'autobatch-trial' <<<"$output"
+	# what pyxis itself left of the cancelled job is pyxis' (its unnamed containers)
+	for n in $output; do enroot remove -f "$n" >/dev/null; done
+}
