@@ -37,29 +37,58 @@ EOF
 
 teardown() { reset_plugstack; }
 
-# no container of the job is left in enroot's list
+# enroot's list on every node, in its network namespace (each node keeps its own containers:
+# contrib/testbed/testbed, pyxis_setup), or on the one node
+enroot_list() {
+	local ns
+	for ns in "$AUTOBATCH_TESTBED"/run/node*.netns; do
+		[ -f "$ns" ] || { enroot list; return; }
+		nsenter --net=/proc/"$(cat "$ns")"/ns/net enroot list || return
+	done
+}
+
+remove_all_containers() {
+	local ns n
+	for ns in "$AUTOBATCH_TESTBED"/run/node*.netns; do
+		[ -f "$ns" ] || { for n in $(enroot list); do enroot remove -f "$n" >/dev/null; done; return; }
+		for n in $(nsenter --net=/proc/"$(cat "$ns")"/ns/net enroot list); do
+			nsenter --net=/proc/"$(cat "$ns")"/ns/net enroot remove -f "$n" >/dev/null
+		done
+	done
+}
+
+# marks: each slurmd log's length now ("FILE LINES" a line each), for trial_container_lines
+marks() {
+	local f
+	for f in "$AUTOBATCH_TESTBED"/log/slurmd*.log; do echo "$f $(wc -l <"$f")"; done
+}
+
+# no container of the job is left in enroot's list, on any node
 no_container_left() {
-	run enroot list
+	run enroot_list
 	[ "$status" -eq 0 ]
 	[ -z "$output" ] || { echo "left: $output" >&2; return 1; }
 }
 
 @test "pyxis and enroot on the testbed: srun --container-image runs a real PyTorch program in the image, on two tasks" {
-	run --separate-stderr timeout 300 srun -n2 --container-image="$IMG" $MOUNT \
+	run --separate-stderr timeout 300 srun -N1 -n2 --container-image="$IMG" $MOUNT \
 		python3 -c 'import torch; print("torch", torch.__version__, "in Debian", open("/etc/debian_version").read().strip())'
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	[ "$(grep -c '^torch .* in Debian 12' <<<"$output")" -eq 2 ]
 	no_container_left
 }
 
-# slurmd's pyxis lines for the trials' container since line $1 of its log
+# slurmd's pyxis lines for the trials' container, each log's after its mark in $1
 trial_container_lines() {
-	tail -n +"$1" "$AUTOBATCH_TESTBED/log/slurmd.log" | grep 'pyxis: .*pyxis_autobatch-trial-\|reusing existing container filesystem'
+	local f n
+	while read -r f n; do
+		tail -n +"$((n + 1))" "$f"
+	done <<<"$1" | grep 'pyxis: .*pyxis_autobatch-trial-\|reusing existing container filesystem'
 }
 
 @test "--autobatch in a container: the trials run in the image, imported once; the choice reaches both tasks; nothing is left" {
-	from=$(($(wc -l <"$AUTOBATCH_TESTBED/log/slurmd.log") + 1))
-	run --separate-stderr timeout 500 srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 \
+	from=$(marks)
+	run --separate-stderr timeout 500 srun -N1 -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size python3 where.py plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	line=$(grep '^autobatch: chose batch' <<<"$stderr")
@@ -82,13 +111,30 @@ trial_container_lines() {
 	no_container_left
 }
 
+@test "over two nodes: each trial a step over both, in the image on each, imported once on each; nothing is left on either" {
+	[ -f "$AUTOBATCH_TESTBED/run/node2.netns" ] || skip "a testbed of one node"
+	from=$(marks)
+	run --separate-stderr timeout 500 srun -N2 -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 \
+		--autobatch-trial-shape=step --autobatch-config=cfg.json --autobatch-key=batch_size \
+		python3 where.py plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	line=$(grep '^autobatch: chose batch' <<<"$stderr")
+	assert_line_in "; trials of the whole step, 2 nodes x 1 task; trials ran in its container (pyxis: $IMG)" "$line"
+	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' <<<"$line")
+	[ "$(grep -c "^trained 4 updates at batch $batch\$" <<<"$output")" -eq 2 ]
+	refute grep -q 'trial outside\|run host' where.log
+	lines=$(trial_container_lines "$from")
+	[ "$(grep -c 'creating container filesystem: pyxis_autobatch-trial-' <<<"$lines")" -eq 2 ] || { echo "$lines" >&2; return 1; }
+	no_container_left
+}
+
 @test "--autobatch in a container inside sbatch: decided from trials in the image, nothing left" {
 	cat >job.sh <<EOF
 #!/bin/sh
-srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
+srun -N1 -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
 	--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json
 EOF
-	run timeout 500 sbatch --wait -n2 -o job.out job.sh
+	run timeout 500 sbatch --wait -N1 -n2 -o job.out job.sh
 	[ "$status" -eq 0 ] || { cat job.out >&2; return 1; }
 	grep -q "^autobatch: chose batch .*; trials ran in its container (pyxis: $IMG)" job.out || { cat job.out >&2; return 1; }
 	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' job.out)
@@ -103,7 +149,7 @@ ctrl_c_group() { kill -INT -- -"$1"; }
 
 @test "Ctrl-C while a trial runs in the container: the probing stops, the config is unchanged, nothing is left" {
 	python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
-		srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
+		srun -N1 -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json >out 2>err &
 	pid=$!
 	for i in $(seq 1200); do grep -q 'trial inside' where.log 2>/dev/null && break; sleep 0.1; done
@@ -119,7 +165,7 @@ ctrl_c_group() { kill -INT -- -"$1"; }
 }
 
 @test "a job cancelled while a trial runs leaves the trials' container; the next probe in a container removes it" {
-	timeout 300 srun -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
+	timeout 300 srun -N1 -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json >out 2>err &
 	pid=$!
 	for i in $(seq 1200); do grep -q 'trial inside' where.log 2>/dev/null && break; sleep 0.1; done
@@ -127,15 +173,15 @@ ctrl_c_group() { kill -INT -- -"$1"; }
 	wait "$pid" || true
 	# pyxis keeps a named container when its job ends so (its own unnamed ones too)
 	for i in $(seq 100); do [ -z "$(squeue -h)" ] && break; sleep 0.3; done
-	run enroot list
+	run enroot_list
 	grep -q '^pyxis_autobatch-trial-' <<<"$output" || { echo "nothing left to remove: $output" >&2; return 1; }
 	# the next probe in a container (one task, whose one trial fails at once: a short one)
 	# removes it as it removes its own
-	run --separate-stderr timeout 300 srun -n1 --container-image="$IMG" $MOUNT --autobatch=0.8 \
+	run --separate-stderr timeout 300 srun -N1 -n1 --container-image="$IMG" $MOUNT --autobatch=0.8 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size python3 -c 'import sys; sys.exit(3)'
 	assert_line_in "launching with the original settings" "$stderr"
-	run enroot list
+	run enroot_list
 	refute grep -q 'autobatch-trial' <<<"$output"
 	# what pyxis itself left of the cancelled job is pyxis' (its unnamed containers)
-	for n in $output; do enroot remove -f "$n" >/dev/null; done
+	remove_all_containers
 }
