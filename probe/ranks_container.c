@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,50 +66,49 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* This program, its loader and its libraries as this process mapped them (the same files on
+struct self_files {
+	struct ranks_container *c;
+	char *err;
+	size_t errlen;
+	int rc;
+};
+
+/* One loaded object, by the path the loader found it at: its name there is the one the
+ * program asks for (libjson-c.so.5, not the file libjson-c.so.5.2.0 it links to). */
+static int add_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct self_files *f = arg;
+	const char *base = base_name(info->dlpi_name);
+	char dst[PATH_MAX];
+
+	(void)size;
+	if (f->rc < 0 || info->dlpi_name[0] != '/') /* the program itself (""), the vDSO */
+		return 0;
+	if (!strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64", 4))
+		snprintf(f->c->loader, sizeof(f->c->loader), "%s", base);
+	snprintf(dst, sizeof(dst), "%s/%s", INSIDE, base);
+	f->rc = add_mount(f->c, info->dlpi_name, dst, "ro", f->err, f->errlen);
+	return 0;
+}
+
+/* This program, its loader and its libraries as the loader found them (the same files on
  * every node the probe is installed on), mounted read-only under INSIDE: the task runs there
  * through the host's loader, whatever C library the image has. */
 static int add_self(struct ranks_container *c, char *err, size_t errlen)
 {
-	char *self = realpath("/proc/self/exe", NULL), line[PATH_MAX + 256], seen[4096] = "";
-	char dst[PATH_MAX];
-	size_t seen_len = 0;
-	FILE *f = fopen("/proc/self/maps", "re");
-	int rc = 0;
+	struct self_files f = {c, err, errlen, 0};
+	char *self = realpath("/proc/self/exe", NULL), dst[PATH_MAX];
 
-	if (!self || !f) {
-		rc = ab_fail(err, errlen, errno, "cannot read this program's files: %s",
-			     strerror(errno));
-		goto out;
-	}
+	if (!self)
+		return ab_fail(err, errlen, errno, "cannot find this program: %s", strerror(errno));
 	snprintf(c->self, sizeof(c->self), "%s", base_name(self));
-	while (rc == 0 && fgets(line, sizeof(line), f)) {
-		char *path = strchr(line, '/');
-		const char *base;
-
-		if (!path)
-			continue;
-		path[strcspn(path, "\n")] = '\0';
-		base = base_name(path);
-		if ((strcmp(path, self) && !strstr(base, ".so")) || strstr(path, " (deleted)"))
-			continue;
-		/* each file once: its mappings come one after another */
-		if (seen_len && !strcmp(seen, path))
-			continue;
-		snprintf(seen, sizeof(seen), "%s", path);
-		seen_len = strlen(seen);
-		if (!strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64", 4))
-			snprintf(c->loader, sizeof(c->loader), "%s", base);
-		snprintf(dst, sizeof(dst), "%s/%s", INSIDE, base);
-		rc = add_mount(c, path, dst, "ro", err, errlen);
-	}
-	if (rc == 0 && !c->loader[0])
-		rc = ab_fail(err, errlen, ENOENT, "cannot find this program's loader in its mappings");
-out:
-	if (f)
-		fclose(f);
+	snprintf(dst, sizeof(dst), "%s/%s", INSIDE, c->self);
+	f.rc = add_mount(c, self, dst, "ro", err, errlen);
 	free(self);
-	return rc;
+	dl_iterate_phdr(add_object, &f);
+	if (f.rc == 0 && !c->loader[0])
+		f.rc = ab_fail(err, errlen, ENOENT, "cannot find this program's loader");
+	return f.rc;
 }
 
 /* The step hook (first on PYTHONPATH, where the probe put it) and the trial's config copy,

@@ -27,6 +27,9 @@ where = ("inside" if os.path.isdir("/tmp/.autobatch") else "outside") \
     if os.environ.get("AUTOBATCH_TRIAL") else ("container" if root[3] != "/" else "host")
 with open("where.log", "a") as f:
     f.write("%s %s\n" % ("trial" if os.environ.get("AUTOBATCH_TRIAL") else "run", where))
+if where == "inside":  # what the probe brought in: the names its loader looks for
+    with open("inside.txt", "w") as f:
+        f.write("\n".join(sorted(os.listdir("/tmp/.autobatch"))) + "\n")
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 EOF
@@ -104,6 +107,11 @@ trial_container_lines() {
 	[ "$(grep -c '^trial inside$' where.log)" -ge $((2 * trials)) ]
 	refute grep -q 'trial outside\|run host' where.log
 	[ "$(grep -c '^run container$' where.log)" -eq 2 ]
+	# the probe, its loader and its libraries by the names the loader asks for (a library's
+	# soname, not the file it links to: an image without them still runs the task)
+	for f in autobatch-probe ld-linux-x86-64.so.2 libjson-c.so.5 libyaml-0.so.2 libc.so.6; do
+		grep -qx "$f" inside.txt || { echo "not inside: $f; $(cat inside.txt)" >&2; return 1; }
+	done
 	# one import for all the trials, then the same container filesystem again
 	lines=$(trial_container_lines "$from")
 	[ "$(grep -c 'creating container filesystem: pyxis_autobatch-trial-' <<<"$lines")" -eq 1 ] || { echo "$lines" >&2; return 1; }
