@@ -14,17 +14,26 @@ echo "1..10"
 entry=0123456789abcdef.json
 mkdir -m 0700 "$dir/cache"
 
-# watch LIMIT [ARGS]: a task of 4 s whose child holds 64 MiB, watched from outside its tree
-# (a new child is found within 4 samples, 2 s); after 3 s, whether the watch spoke yet and
-# the task still ran
+# held NAME: waits (up to 60 s) for the task's child to say it holds its memory (NAME, a
+# file it makes then): Python's start-up under a loaded CI machine takes seconds, which a
+# fixed sleep did not allow for (local CI run 20: two failures beside four other suites)
+held() {
+	for i in $(seq 600); do [ -e "$dir/$1" ] && break; sleep 0.1; done
+	rm -f "$dir/$1"
+}
+
+# watch LIMIT [ARGS]: a task whose child holds 64 MiB for 6 s, watched from outside its tree
+# (a new child is found within 4 samples, 2 s); 3 s after it holds it, whether the watch
+# spoke yet and the task still ran
 watch() {
 	limit=$1
 	shift
-	sh -c 'python3 -c "import time; x = bytearray(64 << 20); time.sleep(4)" & wait' &
+	sh -c 'python3 -c "import time; x = bytearray(64 << 20); open(\"$1/held\", \"w\").close(); time.sleep(6)" & wait' _ "$dir" &
 	task=$!
 	(SLURMD_NODENAME=node7 "$probe" watch --pid "$task" --limit "$limit" --batch 32 --task 3 \
 		--entry $entry --cache-fd 3 "$@" 3<"$dir/cache" 2>"$dir/watch.err"
 	 echo $? >"$dir/watch.rc") &
+	held held
 	sleep 3
 	if kill -0 "$task" 2>/dev/null && [ -s "$dir/watch.err" ]; then echo yes; else echo no; fi >"$dir/alive"
 	wait
@@ -87,10 +96,11 @@ check "four tasks' watches on one report at once: four tasks counted" \
 # the step's end kills the watch (SIGKILL) before its last write: the figure written while
 # the task ran already holds the peak it reached two seconds before
 echo '{"status":"ok"}' >"$dir/r.json"
-sh -c 'python3 -c "import time; x = bytearray(16 << 20); time.sleep(1); y = bytearray(96 << 20); time.sleep(3)" & wait' &
+sh -c 'python3 -c "import time; x = bytearray(16 << 20); time.sleep(1); y = bytearray(96 << 20); open(\"$1/grown\", \"w\").close(); time.sleep(4)" & wait' _ "$dir" &
 task=$!
 "$probe" watch --pid $task --limit $((1 << 30)) --batch 8 --task 5 --report "$dir/r.json" 2>"$dir/kill.err" &
-sleep 3
+held grown
+sleep 2
 kill -9 $!
 wait
 check "a watch killed before its last write: the report already holds the task's peak" \
