@@ -76,8 +76,9 @@ struct ranks_container {
 };
 
 struct ab_argv;
-/* The srun that probes (its pid, the guard its probe step carries), "0" if none. */
-const char *ranks_guard(void);
+/* An id the environment holds in name (the srun that probes: its pid, the guard its probe
+ * step carries; the job's id), digits only, else "0" (ranks_step.c). */
+const char *ranks_env_id(const char *name);
 /* The user's container options given back (its name and save kept for the user's step),
  * with what the trial's task needs mounted beside the user's mounts; 1 when the trial runs
  * in a container, 0 when not, or -errno with err (ranks_container.c). */

@@ -134,13 +134,6 @@ static int add_trial_files(struct ranks_container *c, char *err, size_t errlen)
 	return rc;
 }
 
-static const char *job_id(void)
-{
-	const char *j = getenv("SLURM_JOB_ID");
-
-	return j && *j && strlen(j) < 16 && !j[strspn(j, "0123456789")] ? j : "0";
-}
-
 /* The user's option NAME=VALUE (srun's spelling: '_' for '-') as srun's argument. */
 static void add_option(struct ab_argv *a, const char *nv)
 {
@@ -199,7 +192,8 @@ int ranks_container_args(struct ab_argv *a, struct ranks_container *c, char *err
 		return rc;
 	ab_argv_addf(a, "--container-mounts=%s", c->mounts);
 	if (image) /* imported by the first trial, reused by the others, removed after them */
-		ab_argv_addf(a, "--container-name=" AB_TRIAL_CONTAINER, job_id(), ranks_guard());
+		ab_argv_addf(a, "--container-name=" AB_TRIAL_CONTAINER, ranks_env_id("SLURM_JOB_ID"),
+			     ranks_env_id(AB_GUARD_ENV));
 	/* the image's own variables win over the job's, except these */
 	ab_argv_addf(a, "--container-env=PYTHONPATH,TMPDIR%s%s", env && *env ? "," : "",
 		     env ? env : "");

@@ -59,13 +59,11 @@ void ranks_step_stop(struct ranks *rs)
 	rs->srun_ended = true;
 }
 
-/* The srun that probes (the guard its probe step carries): trial steps are named after it,
- * so that it can cancel those its cancelled probe step left (spank/probe_step.c). */
-const char *ranks_guard(void)
+const char *ranks_env_id(const char *name)
 {
-	const char *g = getenv(AB_GUARD_ENV);
+	const char *v = getenv(name);
 
-	return g && *g && strlen(g) < 16 && !g[strspn(g, "0123456789")] ? g : "0";
+	return v && *v && strlen(v) < 16 && !v[strspn(v, "0123456789")] ? v : "0";
 }
 
 /* srun --overlap over the step's nodes, each task `autobatch-probe task` around the command.
@@ -93,7 +91,9 @@ static int step_argv(const struct ranks *rs, struct ranks_container *c, struct a
 	ab_argv_add(a, "--quit-on-interrupt");
 	ab_argv_add(a, "--mem=0");
 	ab_argv_add(a, "--export=ALL");
-	ab_argv_addf(a, "--job-name=autobatch-trial.%s", ranks_guard());
+	/* after the srun that probes (the guard its probe step carries), so that it can cancel
+	 * those its cancelled probe step left (spank/probe_step.c) */
+	ab_argv_addf(a, "--job-name=autobatch-trial.%s", ranks_env_id(AB_GUARD_ENV));
 	for (int i = 0; i < rs->nsrun_options; i++) /* the GPUs of the real step's tasks */
 		ab_argv_add(a, rs->srun_option[i]);
 	if ((rc = ranks_container_args(a, c, err, errlen)) < 0)
