@@ -40,6 +40,7 @@
 #include "protocol.h"
 #include "step_gpus.h"
 #include "subprocess.h"
+#include "trial_container.h"
 #include "trial_report.h"
 #include "ranks.h"
 
@@ -83,7 +84,9 @@ static void rank_body(void *arg)
 	set_int("SLURM_STEP_NUM_NODES", 1);
 	set_int("MASTER_PORT", rs->port);
 	setenv("MASTER_ADDR", "127.0.0.1", 1);
-	setenv(AB_ENV_TRIAL_REPORT, rs->r[s->i].report, 1);
+	/* and its twins, for a container named in the command (trial_container.h) */
+	if (ab_trial_container_setenv(AB_ENV_TRIAL_REPORT, rs->r[s->i].report) < 0)
+		_exit(127);
 	execvp(rs->argv[0], rs->argv);
 	dprintf(2, "autobatch-probe ranks: cannot run %s: %s\n", rs->argv[0], strerror(errno));
 	_exit(127);

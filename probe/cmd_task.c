@@ -46,6 +46,7 @@
 #include "presets.h"
 #include "protocol.h"
 #include "subprocess.h"
+#include "trial_container.h"
 #include "trial_files.h"
 #include "trial_report.h"
 
@@ -95,8 +96,10 @@ static void task_body(void *arg)
 	const struct task *t = arg;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC); /* dup2's copy stays open */
 
-	setenv(AB_ENV_TRIAL_REPORT, t->report, 1);
-	setenv(AB_ENV_TRIAL_PER_PROCESS, "1", 1);
+	/* and their twins, for a container named in the command (trial_container.h) */
+	if (ab_trial_container_setenv(AB_ENV_TRIAL_REPORT, t->report) < 0 ||
+	    ab_trial_container_setenv(AB_ENV_TRIAL_PER_PROCESS, "1") < 0)
+		_exit(127);
 	/* the task's standard input is the launcher's, its end a stop: not the command's */
 	if (null < 0 || dup2(null, 0) < 0 || dup2(2, 1) < 0)
 		_exit(127);

@@ -1,5 +1,6 @@
 /* remote.c - slurmstepd (root): copies the decision's SLURM_AUTOBATCH_* twins back to
- * AUTOBATCH_* (they survive --export=NONE) and, with enforce=on, exports the memory caps.
+ * AUTOBATCH_* (they survive --export=NONE), with their twins for a container named in the
+ * command (protocol.h), and, with enforce=on, exports the memory caps.
  * It reads only the job's environment and options: no file is opened, nothing is run. In
  * each task (as the user, before the command), a step launched before its decision waits
  * for srun's answer on the hold channel, and a decided step's task starts its watch.
@@ -38,18 +39,37 @@ static bool plain_number(const char *s)
 	return true;
 }
 
+static bool decision_var(const char *name)
+{
+	for (size_t i = 0; i < sizeof(decision_vars) / sizeof(decision_vars[0]); i++)
+		if (!strcmp(name, decision_vars[i]))
+			return true;
+	return false;
+}
+
+/* A command that runs its program in a container (apptainer exec --cleanenv, which keeps
+ * only APPTAINERENV_ and SINGULARITYENV_ variables) gets the decision through their twins. */
+static void container_twins(spank_t sp, const char *name, const char *value)
+{
+	char twin[96];
+
+	for (int i = 0; i < AB_CONTAINER_RUNTIMES; i++)
+		if (ab_env_container_twin(i, name, twin, sizeof(twin)) == 0)
+			spank_setenv(sp, twin, value, 1);
+}
+
 static void reexport(spank_t sp)
 {
-	char twin[64], value[64], mine[64];
+	char twin[64], value[64];
 
 	for (size_t i = 0; i < sizeof(decision_vars) / sizeof(decision_vars[0]); i++) {
 		if (ab_env_twin(decision_vars[i], twin, sizeof(twin)) < 0 ||
 		    spank_getenv(sp, twin, value, sizeof(value)) != ESPANK_SUCCESS ||
 		    !plain_number(value))
-			continue;
-		if (spank_getenv(sp, decision_vars[i], mine, sizeof(mine)) == ESPANK_SUCCESS)
-			continue; /* present already: --export=NONE did not drop it */
+			continue; /* no decision */
+		/* not overwritten where present: --export=NONE did not drop it */
 		spank_setenv(sp, decision_vars[i], value, 0);
+		container_twins(sp, decision_vars[i], value);
 	}
 }
 
@@ -165,8 +185,11 @@ static void hold(spank_t sp, const char *ticket)
 			_exit(1);
 		not_started(a.message);
 	}
-	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++)
+	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++) {
 		spank_setenv(sp, a.vars[i].name, a.vars[i].value, 1);
+		if (decision_var(a.vars[i].name))
+			container_twins(sp, a.vars[i].name, a.vars[i].value);
+	}
 }
 
 /* "LIMIT:ENTRY:DIR" or "LIMIT:" (hostile input, though only the user's own watch acts on

@@ -13,6 +13,15 @@ int ab_env_twin(const char *name, char *buf, size_t buflen)
 	return ab_format(buf, buflen, "SLURM_%s", name);
 }
 
+int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen)
+{
+	static const char *const prefix[AB_CONTAINER_RUNTIMES] = AB_CONTAINER_ENV_PREFIXES;
+
+	if (i < 0 || i >= AB_CONTAINER_RUNTIMES)
+		return -EINVAL;
+	return ab_format(buf, buflen, "%s%s", prefix[i], name);
+}
+
 const char *ab_option_value(const char *arg)
 {
 	return arg && strcmp(arg, "(null)") == 0 ? NULL : arg;

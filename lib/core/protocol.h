@@ -105,6 +105,17 @@ bool ab_env_pyxis(const char *entry, bool *carry);
  * environment; NULL when it carried none. */
 const char *ab_env_carried_container(void);
 
+/* ---- a container named in the command (apptainer or singularity exec/run) ----
+ * It passes APPTAINERENV_X (SINGULARITYENV_X for SingularityCE) in as X, under --cleanenv
+ * too, and mounts what APPTAINER_BINDPATH (SINGULARITY_BINDPATH) lists: the decision and a
+ * trial's variables reach such a container through their twins under both prefixes. */
+#define AB_CONTAINER_ENV_PREFIXES {"APPTAINERENV_", "SINGULARITYENV_"}
+#define AB_CONTAINER_BINDPATHS {"APPTAINER_BINDPATH", "SINGULARITY_BINDPATH"}
+#define AB_CONTAINER_RUNTIMES 2
+
+/* NAME's twin for command container runtime i (0: Apptainer, 1: SingularityCE). */
+int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen);
+
 /* ---- the probe's own ---- */
 #define AB_ENV_CUDA_MODULE "AUTOBATCH_CUDA_MODULE" /* autobatch-cuda.so elsewhere than beside it */
 

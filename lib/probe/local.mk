@@ -34,6 +34,8 @@ lib_probe_libabprobe_la_SOURCES = \
 	lib/probe/trial.h \
 	lib/probe/trial_exec.c \
 	lib/probe/trial_exec.h \
+	lib/probe/trial_container.c \
+	lib/probe/trial_container.h \
 	lib/probe/trial_files.c \
 	lib/probe/trial_round.c \
 	lib/probe/trial_round.h \

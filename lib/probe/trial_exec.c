@@ -2,6 +2,7 @@
  * error that stops the search, never a "does not fit"; the trial's output tail says why.
  */
 #include "trial_exec.h"
+#include "trial_container.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +45,8 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 
 	if (!x->argv || !x->argv[0])
 		return ab_fail(err, errlen, EINVAL, "exec mode needs a command after --");
+	if ((rc = ab_trial_container_check(x->argv, err, errlen)) < 0)
+		return rc;
 	if (x->config) {
 		if (!x->key)
 			return ab_fail(err, errlen, EINVAL, "a config needs a batch key: --key KEY "
@@ -136,7 +139,8 @@ static void child(void *arg)
 	}
 	if (f->config[0])
 		setenv(AB_ENV_CONFIG, f->config, 1);
-	if (x->hook_dir && python_path(x->hook_dir) < 0)
+	if ((x->hook_dir && python_path(x->hook_dir) < 0) ||
+	    ab_trial_container_env(x->hook_dir, x->workdir) < 0)
 		_exit(126);
 	execvp(argv[0], argv);
 	dprintf(2, "autobatch-probe: cannot run %s: %s\n", argv[0], strerror(errno));

@@ -31,6 +31,7 @@
 #include "trial_exec.h"
 #include "trial_report.h"
 #include "trial_round.h"
+#include "trial_container.h"
 
 #define MiB (1024ULL * 1024)
 #define GiB (1024ULL * MiB)
@@ -622,6 +623,67 @@ static void steps_get_the_earlier_pace(void **state)
 
 /* The trial's config copy has the batch and an accumulation of 1 (peak memory does not
  * depend on it; a step's time does); the user's file keeps its 16. */
+/* A container named in the command (apptainer exec --cleanenv): every AUTOBATCH_* variable
+ * and PYTHONPATH get both runtimes' twins, the hook and the trial's directory are bound, and
+ * the user's own twin or bind path stays, after ours. */
+static void command_container_env(void **state)
+{
+	static const char *const names[] = {
+		"AUTOBATCH_BATCH_SIZE", "PYTHONPATH", "APPTAINERENV_AUTOBATCH_BATCH_SIZE",
+		"SINGULARITYENV_AUTOBATCH_BATCH_SIZE", "APPTAINERENV_PYTHONPATH",
+		"SINGULARITYENV_PYTHONPATH", "APPTAINER_BINDPATH", "SINGULARITY_BINDPATH"};
+	(void)state;
+	setenv("AUTOBATCH_BATCH_SIZE", "24", 1);
+	setenv("PYTHONPATH", "/hook:/site", 1); /* the hook first, as python_path() puts it */
+	setenv("SINGULARITY_BINDPATH", "/data", 1);
+	assert_int_equal(ab_trial_container_env("/hook", "/tmp/trial.1"), 0);
+	assert_string_equal(getenv("APPTAINERENV_AUTOBATCH_BATCH_SIZE"), "24");
+	assert_string_equal(getenv("SINGULARITYENV_AUTOBATCH_BATCH_SIZE"), "24");
+	assert_string_equal(getenv("APPTAINERENV_PYTHONPATH"), "/hook:/site");
+	assert_string_equal(getenv("SINGULARITYENV_PYTHONPATH"), "/hook:/site");
+	/* the user's SingularityCE list is theirs for Apptainer too, which prefers its own */
+	assert_string_equal(getenv("APPTAINER_BINDPATH"), "/hook:/hook:ro,/tmp/trial.1,/data");
+	assert_string_equal(getenv("SINGULARITY_BINDPATH"), "/hook:/hook:ro,/tmp/trial.1,/data");
+	for (size_t i = 2; i < sizeof(names) / sizeof(names[0]); i++)
+		unsetenv(names[i]);
+
+	/* a user's PYTHONPATH for the image: the hook before it, in each runtime */
+	setenv("APPTAINERENV_PYTHONPATH", "/image/lib", 1);
+	assert_int_equal(ab_trial_container_env("/hook", "/tmp/trial.1"), 0);
+	assert_string_equal(getenv("APPTAINERENV_PYTHONPATH"), "/hook:/image/lib");
+	assert_string_equal(getenv("SINGULARITYENV_PYTHONPATH"), "/hook:/image/lib");
+	assert_string_equal(getenv("APPTAINER_BINDPATH"), "/hook:/hook:ro,/tmp/trial.1");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unsetenv(names[i]);
+
+	/* no hook (not Python): only the trial's directory */
+	assert_int_equal(ab_trial_container_env(NULL, "/tmp/trial.2"), 0);
+	assert_null(getenv("APPTAINERENV_PYTHONPATH"));
+	assert_string_equal(getenv("APPTAINER_BINDPATH"), "/tmp/trial.2");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unsetenv(names[i]);
+}
+
+/* podman's and docker's containers run outside the command's processes: refused by name,
+ * with the ways that work; Apptainer's and other commands pass. */
+static void unmeasured_containers(void **state)
+{
+	char *podman[] = {"podman", "run", "--rm", "img", "python3", "t.py", NULL};
+	char *docker[] = {"/usr/bin/docker", "exec", "c1", "python3", "t.py", NULL};
+	char *apptainer[] = {"apptainer", "exec", "img.sif", "python3", "t.py", NULL};
+	char *images[] = {"podman", "images", NULL}, *alone[] = {"podman", NULL};
+	char why[512];
+	(void)state;
+	assert_int_equal(ab_trial_container_check(podman, why, sizeof(why)), -ENOTSUP);
+	assert_non_null(strstr(why, "a trial cannot measure `podman run`: its program runs under conmon"));
+	assert_non_null(strstr(why, "--autobatch-trial-command"));
+	assert_int_equal(ab_trial_container_check(docker, why, sizeof(why)), -ENOTSUP);
+	assert_non_null(strstr(why, "`docker exec`: its program runs under the docker daemon"));
+	assert_int_equal(ab_trial_container_check(apptainer, why, sizeof(why)), 0);
+	assert_int_equal(ab_trial_container_check(images, why, sizeof(why)), 0);
+	assert_int_equal(ab_trial_container_check(alone, why, sizeof(why)), 0);
+}
+
 static void trials_accumulate_one(void **state)
 {
 	char path[] = "/tmp/ab-test-accum-XXXXXX.yaml", got[256] = "";
@@ -1266,6 +1328,8 @@ int main(void)
 		cmocka_unit_test(slow_steps_get_a_window),
 		cmocka_unit_test(steps_get_the_earlier_pace),
 		cmocka_unit_test(trials_accumulate_one),
+		cmocka_unit_test(command_container_env),
+		cmocka_unit_test(unmeasured_containers),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),
