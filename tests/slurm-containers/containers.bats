@@ -121,20 +121,20 @@ trial_container_lines() {
 	no_container_left
 }
 
-@test "over two nodes: each trial a step over both, in the image on each, imported once on each; nothing is left on either" {
-	[ -f "$AUTOBATCH_TESTBED/run/node2.netns" ] || skip "a testbed of one node"
+@test "over three nodes: each trial a step over all three, in the image on each, imported once on each; nothing is left on any" {
+	[ -f "$AUTOBATCH_TESTBED/run/node3.netns" ] || skip "a testbed of fewer than three nodes"
 	from=$(marks)
-	run --separate-stderr timeout 500 srun -N2 -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 \
+	run --separate-stderr timeout 500 srun -N3 -n3 --container-image="$IMG" $MOUNT --autobatch=0.8 \
 		--autobatch-trial-shape=step --autobatch-config=cfg.json --autobatch-key=batch_size \
 		python3 where.py plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	line=$(grep '^autobatch: chose batch' <<<"$stderr")
-	assert_line_in "; trials of the whole step, 2 nodes x 1 task; trials ran in its container (pyxis: $IMG)" "$line"
+	assert_line_in "; trials of the whole step, 3 nodes x 1 task; trials ran in its container (pyxis: $IMG)" "$line"
 	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' <<<"$line")
-	[ "$(grep -c "^trained 4 updates at batch $batch\$" <<<"$output")" -eq 2 ]
+	[ "$(grep -c "^trained 4 updates at batch $batch\$" <<<"$output")" -eq 3 ]
 	refute grep -q 'trial outside\|run host' where.log
 	lines=$(trial_container_lines "$from")
-	[ "$(grep -c 'creating container filesystem: pyxis_autobatch-trial-' <<<"$lines")" -eq 2 ] || { echo "$lines" >&2; return 1; }
+	[ "$(grep -c 'creating container filesystem: pyxis_autobatch-trial-' <<<"$lines")" -eq 3 ] || { echo "$lines" >&2; return 1; }
 	no_container_left
 }
 
