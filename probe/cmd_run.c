@@ -148,7 +148,8 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	s->exec = (struct ab_exec){
 		.argv = s->ranks_argv ? s->ranks_argv : o->command, .config = o->config, .key = o->key, .document = o->document,
 		.accum_key = o->config_accum > 1 ? o->accum_key : NULL, .ramp_key = o->ramp_key,
-		.eval_key = o->eval_key, .save_key = o->save_key, .pad_to = o->length_cap,
+		.eval_key = o->eval_key, .save_key = o->save_key,
+		.metrics_key = o->metrics_key, .checkpoint_key = o->checkpoint_key, .pad_to = o->length_cap,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
 		.max_trial_seconds = o->max_trial_seconds,
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,

@@ -57,6 +57,8 @@ struct run_opts {
 	long eval_every;            /* the config evaluates inside training that often, 0: not */
 	const char *eval_key;
 	const char *save_key;       /* saving every N steps beside eval_key, or NULL */
+	/* the program's own metrics file and checkpoint switch (preset roles), or NULL */
+	const char *metrics_key, *checkpoint_key;
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds, max_trial_seconds;
 	bool keep;

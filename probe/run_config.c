@@ -85,6 +85,27 @@ static void eval_every(struct run_opts *o, const struct ab_config *cfg, const st
 		o->save_key = p->keys[AB_ROLE_SAVE_EVERY];
 }
 
+/* The program's own per-step metrics (MaxText's metrics_file), where the config has the key:
+ * the trials' steps without a hook (a JAX program takes no PyTorch optimizer step). Its
+ * checkpoint switch beside it, where the config has that. */
+static void own_metrics(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p)
+{
+	if (!p || !p->keys[AB_ROLE_METRICS_FILE] || (o->mode && !strcmp(o->mode, "model")))
+		return; /* model mode runs no program of the user's */
+	if (!ab_config_has(cfg, p->keys[AB_ROLE_METRICS_FILE], o->document)) {
+		fprintf(stderr, "autobatch: %s has no %s: %s's trials are seen only through the "
+				"step hook, which counts PyTorch's optimizer steps; add %s: \"\" "
+				"for its own per-step lines\n",
+			o->config, p->keys[AB_ROLE_METRICS_FILE], p->frameworks,
+			p->keys[AB_ROLE_METRICS_FILE]);
+		return;
+	}
+	o->metrics_key = p->keys[AB_ROLE_METRICS_FILE];
+	if (p->keys[AB_ROLE_CHECKPOINTING] &&
+	    ab_config_has(cfg, p->keys[AB_ROLE_CHECKPOINTING], o->document))
+		o->checkpoint_key = p->keys[AB_ROLE_CHECKPOINTING];
+}
+
 /* The preset's batch ramp-up, where the file turns one on: MaxText's per-device ramp (its
  * switch true, a start and a step), or a Megatron/NeMo global ramp ([start, step, samples]).
  * A ramp that is on but not whole numbers is an error naming the keys. */
@@ -175,8 +196,10 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 		rc = ramp_up(o, cfg, p, err, errlen);
 	if (rc == 0 && p && (o->length_cap = whole(cfg, o->document, p->keys[AB_ROLE_MAX_LENGTH])))
 		o->length_cap_key = p->keys[AB_ROLE_MAX_LENGTH];
-	if (rc == 0)
+	if (rc == 0) {
 		eval_every(o, cfg, p);
+		own_metrics(o, cfg, p);
+	}
 	ab_config_free(cfg);
 	return rc;
 }

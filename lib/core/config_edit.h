@@ -14,6 +14,8 @@
 #define AB_CONFIG_MAX_BYTES (8u << 20) /* larger files are refused: no config is that big */
 #define AB_CONFIG_MAX_DEPTH 256
 #define AB_VALUE_MAX 64
+/* a path a trial's copy names (its report, as the program's own metrics file) */
+#define AB_PATH_VALUE_MAX 512
 
 enum ab_format { AB_FORMAT_AUTO, AB_FORMAT_YAML, AB_FORMAT_JSON };
 
@@ -69,7 +71,9 @@ int ab_config_get(const struct ab_config *cfg, const char *key, int document, ch
 
 struct ab_edit {
 	const char *key;
-	const char *value; /* a number: 256, 0.5, 1e-4 */
+	/* a number: 256, 0.5, 1e-4; false; or, for a key that holds a string, an absolute
+	 * path of letters, digits and / . _ + - (a trial's report) */
+	const char *value;
 };
 
 /* Applies the edits to a copy of the bytes: *out (malloc'ed, NUL-terminated), *outlen. Every

@@ -38,8 +38,17 @@ bool ab_is_number(const char *t, size_t len)
 struct splice {
 	size_t start, end;
 	const char *key;
-	char text[AB_VALUE_MAX + 4];
+	char text[AB_PATH_VALUE_MAX + 4];
 };
+
+/* An absolute path that needs no quoting or escaping in YAML or JSON. */
+static bool plain_path(const char *v, size_t len)
+{
+	if (len < 2 || len > AB_PATH_VALUE_MAX || v[0] != '/')
+		return false;
+	return strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._+-") ==
+	       len;
+}
 
 /* A quoted number stays a quoted string of the same quotes; anything else that is not a
  * number ("auto", ${oc.env:...}, null) becomes a plain number. */
@@ -51,7 +60,10 @@ static void format_value(const struct ab_config *cfg, const struct ab_node *n, c
 
 	s->start = n->start;
 	s->end = n->end;
-	if (quoted && !n->json_literal && ab_is_number(n->value, n->value_len))
+	if (plain_path(v, strlen(v)) && (quoted || cfg->format == AB_FORMAT_JSON))
+		snprintf(s->text, sizeof(s->text), "%c%s%c", quoted ? quote : '"', v,
+			 quoted ? quote : '"');
+	else if (quoted && !n->json_literal && ab_is_number(n->value, n->value_len))
 		snprintf(s->text, sizeof(s->text), "%c%s%c", quote, v, quote);
 	else if (n->start == n->end && n->start > 0 && cfg->buf[n->start - 1] == ':')
 		snprintf(s->text, sizeof(s->text), " %s", v); /* "key:" had no value */
@@ -92,14 +104,22 @@ static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int doc
 	size_t vlen = e->value ? strlen(e->value) : 0;
 	int rc;
 
-	/* numbers, and the false that turns a trial's batch ramp-up off */
-	if (!e->value || vlen > AB_VALUE_MAX ||
-	    !(ab_is_number(e->value, vlen) || !strcmp(e->value, "false")))
+	bool path = e->value && plain_path(e->value, vlen);
+
+	/* numbers, the false that turns a trial's batch ramp-up off, and a trial's path */
+	if (!e->value || (!path && vlen > AB_VALUE_MAX) ||
+	    !(path || ab_is_number(e->value, vlen) || !strcmp(e->value, "false")))
 		return ab_fail(err, errlen, EINVAL, "%s: key '%s': the new value '%.40s' is not a "
 						    "number",
 			       cfg->name, e->key, e->value ? e->value : "");
 	if ((rc = ab_config_find(cfg, e->key, document, &n, err, errlen)) < 0)
 		return rc;
+	/* a path only where the file holds a string: never in place of a number or a map */
+	if (path && (n->kind != AB_NODE_SCALAR || ab_is_number(n->value, n->value_len) ||
+		     (n->json_literal && !(n->value_len == 4 && !memcmp(n->value, "null", 4)))))
+		return ab_fail(err, errlen, EINVAL, "%s: key '%s' does not hold a string, so it "
+						    "cannot name %s",
+			       cfg->name, e->key, e->value);
 	format_value(cfg, n, e->value, s);
 	s->key = e->key;
 	note_anchor(cfg, n, e->key, note, notelen);
@@ -142,7 +162,7 @@ static int verify(const struct ab_config *cfg, const struct ab_edit *edits, size
 		  int document, const char *buf, size_t len, char *err, size_t errlen)
 {
 	struct ab_config *again = NULL;
-	char value[AB_VALUE_MAX + 1];
+	char value[AB_PATH_VALUE_MAX + 1];
 	int rc = ab_config_parse(cfg->name, buf, len, cfg->format, &again, err, errlen);
 
 	for (size_t i = 0; rc == 0 && i < n; i++) {

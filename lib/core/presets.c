@@ -60,7 +60,8 @@ const struct ab_preset ab_presets[] = {
 	  K(SEQ_LEN, "max_target_length"), K(VOCAB, "vocab_size"), K(DTYPE, "dtype"),
 	  K(RAMP_SWITCH, "enable_rampup_batch_size"),
 	  K(RAMP_START, "per_device_batch_size_start"),
-	  K(RAMP_STEP, "per_device_batch_size_increment"), K(EVAL_EVERY, "eval_interval")},
+	  K(RAMP_STEP, "per_device_batch_size_increment"), K(EVAL_EVERY, "eval_interval"),
+	  K(METRICS_FILE, "metrics_file"), K(CHECKPOINTING, "enable_checkpointing")},
 	 NEUTRAL("learning_rate", "run_name", "base_output_directory", "steps", "log_period",
 		 "checkpoint_period", "warmup_steps_fraction", "learning_rate_schedule_steps",
 		 "cosine_learning_rate_final_fraction", "adam_b1", "adam_b2", "adam_eps",
@@ -125,6 +126,7 @@ static const char *const role_names[AB_ROLE_COUNT] = {
 	"heads",       "ffn",        "seq_len",        "vocab",          "dtype",  "tensor_par",
 	"pipeline_par", "context_par", "ramp_switch", "ramp_start", "ramp_step",
 	"global_ramp_start", "global_ramp_step", "max_length", "eval_every", "save_every",
+	"metrics_file", "checkpointing",
 };
 
 const char *ab_role_name(enum ab_role role)

@@ -42,6 +42,11 @@ enum ab_role {
 	/* saving every N steps, a multiple of EVAL_EVERY where the best model is kept: a trial
 	 * that evaluates at its last step saves past its end (Hugging Face refuses otherwise) */
 	AB_ROLE_SAVE_EVERY,
+	/* the program's own per-step metrics file (MaxText's metrics_file): a trial's copy names
+	 * the trial's report there, whose lines are then the trial's step evidence with no hook;
+	 * and the switch of its checkpoint saving, false in a trial's copy */
+	AB_ROLE_METRICS_FILE,
+	AB_ROLE_CHECKPOINTING,
 	AB_ROLE_COUNT
 };
 

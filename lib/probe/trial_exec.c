@@ -555,7 +555,8 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 	char **argv = NULL, **owned = NULL, *log = NULL;
 	size_t len, nargs = 0;
 	struct ab_trial_place place = {x->workdir, x->config, x->key, x->accum_key, x->document,
-				       x->ramp_key, x->eval_key, x->steps + 1, x->save_key};
+				       x->ramp_key, x->eval_key, x->steps + 1, x->save_key,
+				       x->metrics_key, x->checkpoint_key};
 	struct ab_trial_files f;
 	struct ab_proc proc;
 	int rc;

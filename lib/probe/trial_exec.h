@@ -39,6 +39,9 @@ struct ab_exec {
 	 * last step, and the trial is awaited through that evaluation; or NULL */
 	const char *eval_key;
 	const char *save_key;   /* saving every N steps: moved past the trial's end; or NULL */
+	/* the program's own per-step metrics file, named as the trial's report in the copy
+	 * (its lines are the trial's steps); its checkpoint switch, written false; or NULL */
+	const char *metrics_key, *checkpoint_key;
 	long pad_to;            /* the config's maximum length: streamed batches padded to it */
 	int document;           /* -1: the key's only document */
 	const char *phase;      /* "train" or "eval" */

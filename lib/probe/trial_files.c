@@ -200,7 +200,7 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 	/* peak memory does not depend on how many micro-batches are accumulated, a step's time
 	 * does: a trial's optimizer step is one micro-batch; and a batch ramp-up would run the
 	 * ramp's start, not the trial's batch */
-	struct ab_edit e[5] = {{t->key, value}};
+	struct ab_edit e[7] = {{t->key, value}};
 	char at[16], save[24];
 	size_t len, n = 1;
 	int rc;
@@ -222,6 +222,12 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 		snprintf(save, sizeof(save), "%ld", (long)t->eval_at * SAVE_PAST);
 		e[n++] = (struct ab_edit){t->save_key, save};
 	}
+	/* the program's own step lines into the trial's report (MaxText's metrics_file), and
+	 * no checkpoint written into the user's output directory */
+	if (t->metrics_key)
+		e[n++] = (struct ab_edit){t->metrics_key, f->report};
+	if (t->checkpoint_key)
+		e[n++] = (struct ab_edit){t->checkpoint_key, "false"};
 	rc = ab_config_apply(cfg, e, n, t->document, &out, &len, note,
 			     sizeof(note), err, errlen);
 	if (rc == 0 && (rc = write_file(f->config, out, len)) < 0)

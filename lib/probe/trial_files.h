@@ -34,6 +34,8 @@ struct ab_trial_place {
 	 * reaches (Hugging Face's load_best_model_at_end refuses a save interval that is not a
 	 * multiple of the evaluation's, and a save would write into the user's output_dir) */
 	const char *save_key;
+	const char *metrics_key;    /* the program's metrics file: the trial's report; or NULL */
+	const char *checkpoint_key; /* its checkpoint switch, written false; or NULL */
 };
 
 struct ab_trial_files {

@@ -130,6 +130,17 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		json_tokener_free(tok);
 	}
 	if (obj && json_object_is_type(obj, json_type_object)) {
+		/* MaxText's metrics_file: one line per training step, {"perf/step_time_seconds": S,
+		 * ..., "step": N, "run_name": R} (metric_logger.py), evaluation's without a time */
+		if (number(obj, "step", 1e12, &samples) && number(obj, "perf/step_time_seconds", 1e7, &step) &&
+		    r->steps < AB_REPORT_MAX_STEPS) {
+			r->step_s[r->steps] = step;
+			r->samples[r->steps++] = 0; /* the batch's own */
+			used = true;
+		} else if (number(obj, "step", 1e12, &samples) &&
+			   json_object_object_get_ex(obj, "run_name", &v)) {
+			used = true;
+		}
 		if (number(obj, "step_s", 1e7, &step) && r->steps < AB_REPORT_MAX_STEPS) {
 			r->step_s[r->steps] = step;
 			r->samples[r->steps++] = number(obj, "samples", 1e12, &samples) ? samples : 0;

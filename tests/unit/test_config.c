@@ -265,6 +265,43 @@ static void bad_values(void **state)
 	ab_config_free(cfg);
 }
 
+/* A trial's report path into a key that holds a string (MaxText's metrics_file), quoted as
+ * the file quotes it or as JSON must; refused in place of a number, or with a character
+ * that would need quoting or escaping. */
+static void path_values(void **state)
+{
+	static const char path[] = "/tmp/autobatch-probe.n1.42.Xa_9/trial-1-batch-8/report.jsonl";
+	struct ab_config *cfg = parse("c.yaml", "a: 1\nm: x\n");
+	static const char *const bad[] = {"tmp/r", "/tmp/a b", "/tmp/\"x", "/tmp/a#b", "/tmp/a:b",
+					  "/tmp/a\nm: 2", "/"};
+	char *out = NULL;
+	size_t len;
+
+	(void)state;
+	expect_edit("c.yaml", "metrics_file: \"\" # local file\nsteps: 5\n", "metrics_file", path,
+		    "metrics_file: \"/tmp/autobatch-probe.n1.42.Xa_9/trial-1-batch-8/report.jsonl\" # local file\nsteps: 5\n");
+	expect_edit("c.yaml", "metrics_file: ''\n", "metrics_file", path,
+		    "metrics_file: '/tmp/autobatch-probe.n1.42.Xa_9/trial-1-batch-8/report.jsonl'\n");
+	expect_edit("c.yaml", "metrics_file:\nsteps: 5\n", "metrics_file", path,
+		    "metrics_file: /tmp/autobatch-probe.n1.42.Xa_9/trial-1-batch-8/report.jsonl\nsteps: 5\n");
+	expect_edit("c.json", "{\"metrics_file\": \"\", \"steps\": 5}", "metrics_file", path,
+		    "{\"metrics_file\": \"/tmp/autobatch-probe.n1.42.Xa_9/trial-1-batch-8/report.jsonl\", \"steps\": 5}");
+	expect_edit("c.json", "{\"metrics_file\": null}", "metrics_file", "/tmp/r.jsonl",
+		    "{\"metrics_file\": \"/tmp/r.jsonl\"}");
+	/* never in place of a number */
+	struct ab_edit e = {"a", "/tmp/r.jsonl"};
+	assert_int_equal(ab_config_apply(cfg, &e, 1, -1, &out, &len, note, sizeof(note), err,
+					 sizeof(err)), -EINVAL);
+	assert_contains(err, "key 'a' does not hold a string, so it cannot name /tmp/r.jsonl");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		e = (struct ab_edit){"m", bad[i]};
+		if (ab_config_apply(cfg, &e, 1, -1, &out, &len, note, sizeof(note), err,
+				    sizeof(err)) == 0)
+			fail_msg("value '%s' accepted", bad[i]);
+	}
+	ab_config_free(cfg);
+}
+
 static void invalid_files(void **state)
 {
 	char *big;
@@ -807,6 +844,7 @@ int main(void)
 		cmocka_unit_test(refusals),
 		cmocka_unit_test(merge_bombs),
 		cmocka_unit_test(bad_values),
+		cmocka_unit_test(path_values),
 		cmocka_unit_test(invalid_files),
 		cmocka_unit_test(presets),
 		cmocka_unit_test(data_parallel_width),

@@ -931,6 +931,62 @@ static void config_copy(void **state)
 	rmdir(dir);
 }
 
+/* MaxText's own per-step metrics (its metrics_file, as metric_logger.py writes it: every
+ * scalar, then "step" and "run_name") are the trial's steps: the copy names the trial's
+ * report there and turns checkpointing off; the user's file keeps both. */
+static void maxtext_metrics_file(void **state)
+{
+	char dir[] = "/tmp/autobatch-test-exec.XXXXXX", cfg[64], script[1536];
+	char *argv[] = {"sh", "-c", script, "sh", cfg, NULL};
+	struct ab_exec x;
+	struct ab_trial tr;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cfg, sizeof(cfg), "%s/base.yml", dir);
+	f = fopen(cfg, "w");
+	fputs("run_name: \"\"\nper_device_batch_size: 12.0\nsteps: 150\n"
+	      "metrics_file: \"\" # for testing, local file that stores scalar metrics\n"
+	      "enable_checkpointing: True\n", f);
+	fclose(f);
+	/* the lines go where the copy says, not to $AUTOBATCH_TRIAL_REPORT by name */
+	snprintf(script, sizeof(script),
+		 "grep -qx 'per_device_batch_size: 6' \"$1\" && "
+		 "grep -qx 'enable_checkpointing: false' \"$1\" && "
+		 "m=$(sed -n 's/^metrics_file: \"\\([^\"]*\\)\" # for testing.*/\\1/p' \"$1\") && "
+		 "test \"$m\" = \"$AUTOBATCH_TRIAL_REPORT\" && "
+		 "for s in 0 1 2 3; do echo '{\"learning/loss\": 10.87, \"learning/total_weights\": "
+		 "12288.0, \"perf/step_time_seconds\": 0.25, \"perf/per_device_tflops\": 51.3, "
+		 "\"perf/per_device_tokens_per_sec\": 24576.0, \"learning/current_learning_rate\": "
+		 "1e-05, \"step\": '$s'.0, \"run_name\": \"\"}' >>\"$m\"; done && "
+		 "echo '{\"eval/total_loss\": 8.1, \"eval/avg_loss\": 9.1, \"step\": 3.0, "
+		 "\"run_name\": \"\"}' >>\"$m\"");
+	x = (struct ab_exec){.argv = argv, .config = cfg, .key = "per_device_batch_size",
+			     .metrics_key = "metrics_file", .checkpoint_key = "enable_checkpointing",
+			     .document = -1, .phase = "train", .steps = 3, .trial_seconds = 30,
+			     .peak_source = AB_PEAK_FROM_RSS, .capacity = GiB};
+	assert_int_equal(ab_exec_init(&x, err, sizeof(err)), 0);
+	if (ab_exec_trial(&x, 6, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_false(tr.oom);
+	assert_true(tr.has_peak);
+	assert_true(tr.has_step);
+	assert_int_equal(tr.steps, 4); /* the evaluation's line is no step */
+	assert_float_equal(tr.step_s, 0.25, 1e-9);
+	assert_float_equal(tr.samples_per_s, 24.0, 1e-9); /* 6 a step, 0.25 s */
+	ab_exec_cleanup(&x);
+	f = fopen(cfg, "r");
+	assert_non_null(fgets(script, sizeof(script), f));
+	assert_non_null(fgets(script, sizeof(script), f));
+	assert_non_null(fgets(script, sizeof(script), f));
+	assert_non_null(fgets(script, sizeof(script), f));
+	assert_string_equal(script, "metrics_file: \"\" # for testing, local file that stores scalar metrics\n");
+	fclose(f);
+	unlink(cfg);
+	rmdir(dir);
+}
+
 static void oom_messages(void **state)
 {
 	static const char *const oom[] = {
@@ -1330,6 +1386,7 @@ int main(void)
 		cmocka_unit_test(trials_accumulate_one),
 		cmocka_unit_test(command_container_env),
 		cmocka_unit_test(unmeasured_containers),
+		cmocka_unit_test(maxtext_metrics_file),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),
