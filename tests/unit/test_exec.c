@@ -887,6 +887,18 @@ static void escaped_children_killed(void **state)
 	ab_exec_cleanup(&x);
 }
 
+/* NAME holding TEXT in a new directory made from the template dir; its path in cfg. */
+static void config_file(char *dir, const char *name, const char *text, char *cfg, size_t len)
+{
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(cfg, len, "%s/%s", dir, name);
+	assert_non_null(f = fopen(cfg, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
 static void config_copy(void **state)
 {
 	char dir[] = "/tmp/autobatch-test-exec.XXXXXX", cfg[64], script[512];
@@ -896,11 +908,8 @@ static void config_copy(void **state)
 	FILE *f;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(cfg, sizeof(cfg), "%s/train.yaml", dir);
-	f = fopen(cfg, "w");
-	fputs("# mine\ntrain:\n  micro_batch_size: 4  # per GPU\n", f);
-	fclose(f);
+	config_file(dir, "train.yaml", "# mine\ntrain:\n  micro_batch_size: 4  # per GPU\n", cfg,
+		    sizeof(cfg));
 	/* The command gets the copy (not the original) with the trial's batch in it. */
 	snprintf(script, sizeof(script),
 		 "test \"$1\" != '%s' && test \"$1\" = \"$AUTOBATCH_CONFIG\" && "
@@ -943,13 +952,10 @@ static void maxtext_metrics_file(void **state)
 	FILE *f;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(cfg, sizeof(cfg), "%s/base.yml", dir);
-	f = fopen(cfg, "w");
-	fputs("run_name: \"\"\nper_device_batch_size: 12.0\nsteps: 150\n"
-	      "metrics_file: \"\" # for testing, local file that stores scalar metrics\n"
-	      "enable_checkpointing: True\n", f);
-	fclose(f);
+	config_file(dir, "base.yml",
+		    "run_name: \"\"\nper_device_batch_size: 12.0\nsteps: 150\n"
+		    "metrics_file: \"\" # for testing, local file that stores scalar metrics\n"
+		    "enable_checkpointing: True\n", cfg, sizeof(cfg));
 	/* the lines go where the copy says, not to $AUTOBATCH_TRIAL_REPORT by name */
 	snprintf(script, sizeof(script),
 		 "grep -qx 'per_device_batch_size: 6' \"$1\" && "
