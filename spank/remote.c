@@ -123,6 +123,7 @@ static void enforce(spank_t sp, const struct ab_site *site)
 	snprintf(value, sizeof(value), "%g", fraction);
 	spank_setenv(sp, AB_ENV_MEM_FRACTION, value, 1);
 	spank_setenv(sp, AB_ENV_XLA_MEM_FRACTION, value, 1);
+	spank_setenv(sp, AB_ENV_XLA_CLIENT_MEM_FRACTION, value, 1);
 	mps_limit(sp, site, fraction);
 }
 

@@ -32,6 +32,8 @@
 /* slurmstepd, for frameworks that cap their own allocator */
 #define AB_ENV_MEM_FRACTION "AUTOBATCH_MEM_FRACTION"
 #define AB_ENV_XLA_MEM_FRACTION "XLA_PYTHON_CLIENT_MEM_FRACTION"
+/* the same for newer JAX, which deprecates the XLA_PYTHON_ name */
+#define AB_ENV_XLA_CLIENT_MEM_FRACTION "XLA_CLIENT_MEM_FRACTION"
 #define AB_ENV_MPS_LIMIT "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 
 /* ---- between the plugin's own processes ---- */
@@ -58,6 +60,9 @@
  * launcher's workers, each sized as a rank) */
 #define AB_ENV_TRIAL_PER_PROCESS "AUTOBATCH_TRIAL_PER_PROCESS"
 /* and AB_ENV_BATCH_SIZE, AB_ENV_CONFIG (the trial's copy of the config) */
+/* TensorFlow maps nearly all of a GPU's memory at start unless told to grow: a trial tells
+ * it (unless the user chose), so the device's count follows the program's demand */
+#define AB_ENV_TF_GROWTH "TF_FORCE_GPU_ALLOW_GROWTH"
 
 /* ---- a trial that is a Slurm step: each task's lines to the ranks' launcher ----
  * `autobatch-probe task` says these on its standard output, which srun --label relays to

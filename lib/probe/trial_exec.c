@@ -139,6 +139,7 @@ static void child(void *arg)
 	}
 	if (f->config[0])
 		setenv(AB_ENV_CONFIG, f->config, 1);
+	setenv(AB_ENV_TF_GROWTH, "true", 0);
 	if ((x->hook_dir && python_path(x->hook_dir) < 0) ||
 	    ab_trial_container_env(x->hook_dir, x->workdir) < 0)
 		_exit(126);

@@ -915,6 +915,7 @@ static void config_copy(void **state)
 		 "test \"$1\" != '%s' && test \"$1\" = \"$AUTOBATCH_CONFIG\" && "
 		 "grep -qx '  micro_batch_size: 12  # per GPU' \"$1\" && "
 		 "test \"$AUTOBATCH_TRIAL_PHASE\" = train && "
+		 "test \"$TF_FORCE_GPU_ALLOW_GROWTH\" = \"${WANT_GROWTH:-true}\" && "
 		 "echo '{\"step_s\": 1}\n{\"step_s\": 1}\n{\"peak_bytes\": 1000}' "
 		 ">>\"$AUTOBATCH_TRIAL_REPORT\"",
 		 cfg);
@@ -925,6 +926,13 @@ static void config_copy(void **state)
 	if (ab_exec_trial(&x, 12, &tr, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
 	assert_int_equal(tr.peak_bytes, 1000);
+	/* TensorFlow's growth is the trial's unless the user chose */
+	setenv("TF_FORCE_GPU_ALLOW_GROWTH", "false", 1);
+	setenv("WANT_GROWTH", "false", 1);
+	if (ab_exec_trial(&x, 12, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	unsetenv("TF_FORCE_GPU_ALLOW_GROWTH");
+	unsetenv("WANT_GROWTH");
 	ab_exec_cleanup(&x);
 	/* the user's file is untouched */
 	f = fopen(cfg, "r");
