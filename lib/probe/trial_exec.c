@@ -59,6 +59,9 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 		ab_config_free(cfg);
 		if (rc < 0)
 			return rc;
+		if ((rc = ab_trial_argv_check(x->argv, x->key, x->config, err, errlen)) < 0 ||
+		    (rc = ab_trial_argv_check(x->argv, x->accum_key, x->config, err, errlen)) < 0)
+			return rc;
 	}
 	if (!(x->startup_seconds > 0))
 		x->startup_seconds = AB_STARTUP_SECONDS_DEFAULT;

@@ -277,6 +277,32 @@ static char *replace_word(char *word, const struct stat *cfg, const char *copy, 
 	return word;
 }
 
+/* WORD sets KEY: KEY=..., +KEY=..., ++KEY=..., --KEY=... or --KEY (its value next). */
+static bool sets_key(const char *word, const char *key, size_t klen)
+{
+	if (!strncmp(word, "--", 2) && !strncmp(word + 2, key, klen))
+		return word[2 + klen] == '=' || word[2 + klen] == '\0';
+	word += strspn(word, "+") <= 2 ? strspn(word, "+") : 0;
+	return !strncmp(word, key, klen) && word[klen] == '=';
+}
+
+int ab_trial_argv_check(char *const *cmd, const char *key, const char *config, char *err,
+			size_t errlen)
+{
+	size_t klen = key ? strlen(key) : 0;
+
+	for (size_t i = 0; klen && cmd[i]; i++)
+		if (sets_key(cmd[i], key, klen))
+			return ab_fail(err, errlen, EINVAL,
+				       "the command sets %s itself (%.80s): a key=value or --%s "
+				       "on the command line wins over %s, so the trials and the "
+				       "run would all use that value, not the batch autobatch "
+				       "writes; remove it from the command and keep the batch in "
+				       "the file",
+				       key, cmd[i], key, config);
+	return 0;
+}
+
 char **ab_trial_argv(char *const *cmd, const char *config, const struct ab_trial_files *f,
 		     char **owned)
 {

@@ -50,6 +50,12 @@ struct ab_trial_files {
 int ab_trial_files_create(const struct ab_trial_place *t, int count, long batch,
 			  struct ab_trial_files *f, char *err, size_t errlen);
 
+/* A command that sets KEY on its own command line (KEY=V, +KEY=V, ++KEY=V: MaxText's and
+ * Hydra's overrides; --KEY=V, --KEY V) takes that over the config file, in trials and run
+ * alike: -EINVAL with the word, the reason and the fix in err; 0 otherwise. */
+int ab_trial_argv_check(char *const *cmd, const char *key, const char *config, char *err,
+			size_t errlen);
+
 /* The trial's argv: CMD with each word that names CONFIG (by any path, or as --opt=PATH)
  * naming the copy instead; words it had to build are in owned[i] (free them). NULL when out
  * of memory. */

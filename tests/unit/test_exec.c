@@ -32,6 +32,7 @@
 #include "trial_report.h"
 #include "trial_round.h"
 #include "trial_container.h"
+#include "trial_files.h"
 
 #define MiB (1024ULL * 1024)
 #define GiB (1024ULL * MiB)
@@ -682,6 +683,36 @@ static void unmeasured_containers(void **state)
 	assert_int_equal(ab_trial_container_check(apptainer, why, sizeof(why)), 0);
 	assert_int_equal(ab_trial_container_check(images, why, sizeof(why)), 0);
 	assert_int_equal(ab_trial_container_check(alone, why, sizeof(why)), 0);
+}
+
+/* A batch set on the command line wins over the file (MaxText's and Hydra's key=value,
+ * argparse's --key): refused by the word, with the fix; a longer key or another is no match. */
+static void batch_on_the_command_line(void **state)
+{
+	static const char *const bad[] = {"per_device_batch_size=4", "+per_device_batch_size=4",
+					  "++per_device_batch_size=4", "--per_device_batch_size=4",
+					  "--per_device_batch_size"};
+	static const char *const fine[] = {"per_device_batch_size_start=2", "run_name=x",
+					   "--per_device_batch_size_increment=2", "xper_device_batch_size=4",
+					   "-per_device_batch_size=4", "+++per_device_batch_size=4"};
+	char *cmd[] = {"python3", "-m", "MaxText.train", "base.yml", NULL, "4", NULL};
+	char why[512];
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cmd[4] = (char *)bad[i];
+		assert_int_equal(ab_trial_argv_check(cmd, "per_device_batch_size", "base.yml", why,
+						     sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "the command sets per_device_batch_size itself ("));
+		assert_non_null(strstr(why, "wins over base.yml"));
+		assert_non_null(strstr(why, "remove it from the command"));
+	}
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		cmd[4] = (char *)fine[i];
+		if (ab_trial_argv_check(cmd, "per_device_batch_size", "base.yml", why, sizeof(why)) < 0)
+			fail_msg("'%s' refused: %s", fine[i], why);
+	}
+	cmd[4] = "per_device_batch_size=4";
+	assert_int_equal(ab_trial_argv_check(cmd, NULL, "base.yml", why, sizeof(why)), 0);
 }
 
 static void trials_accumulate_one(void **state)
@@ -1401,6 +1432,7 @@ int main(void)
 		cmocka_unit_test(command_container_env),
 		cmocka_unit_test(unmeasured_containers),
 		cmocka_unit_test(maxtext_metrics_file),
+		cmocka_unit_test(batch_on_the_command_line),
 		cmocka_unit_test(hung_trial_killed),
 		cmocka_unit_test(crash_is_an_error),
 		cmocka_unit_test(missing_command),
