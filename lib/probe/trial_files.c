@@ -281,25 +281,39 @@ static char *replace_word(char *word, const struct stat *cfg, const char *copy, 
 static bool sets_key(const char *word, const char *key, size_t klen)
 {
 	if (!strncmp(word, "--", 2) && !strncmp(word + 2, key, klen))
-		return word[2 + klen] == '=' || word[2 + klen] == '\0';
+		return strchr("= \t\n", word[2 + klen]) != NULL; /* '\0' too */
 	word += strspn(word, "+") <= 2 ? strspn(word, "+") : 0;
 	return !strncmp(word, key, klen) && word[klen] == '=';
+}
+
+/* Each word, and each blank-separated token of a word (a shell's command string, as
+ * --autobatch-trial-command gives it: sh -c "python train.py cfg.yaml key=4"). */
+static const char *token_setting(const char *word, const char *key, size_t klen, size_t *len)
+{
+	for (const char *t = word; *t; t += *len) {
+		t += strspn(t, " \t\n");
+		*len = strcspn(t, " \t\n");
+		if (*len && sets_key(t, key, klen))
+			return t;
+	}
+	return NULL;
 }
 
 int ab_trial_argv_check(char *const *cmd, const char *key, const char *config, char *err,
 			size_t errlen)
 {
-	size_t klen = key ? strlen(key) : 0;
+	size_t klen = key ? strlen(key) : 0, len = 0;
+	const char *t;
 
 	for (size_t i = 0; klen && cmd[i]; i++)
-		if (sets_key(cmd[i], key, klen))
+		if ((t = token_setting(cmd[i], key, klen, &len)))
 			return ab_fail(err, errlen, EINVAL,
-				       "the command sets %s itself (%.80s): a key=value or --%s "
+				       "the command sets %s itself (%.*s): a key=value or --%s "
 				       "on the command line wins over %s, so the trials and the "
 				       "run would all use that value, not the batch autobatch "
 				       "writes; remove it from the command and keep the batch in "
 				       "the file",
-				       key, cmd[i], key, config);
+				       key, (int)(len < 80 ? len : 80), t, key, config);
 	return 0;
 }
 

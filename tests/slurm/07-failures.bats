@@ -81,6 +81,14 @@ expect_failure() {
 	[ "$(grep -c 'ValueError: shapes' <<<"$stderr")" -eq 1 ] # said once, by the plugin
 }
 
+@test "a batch key set on the command line is refused before any trial: continue" {
+	set_plugstack ""
+	expect_failure continue "the probe failed: the command sets data.batch_size itself (data.batch_size=4): a key=value or --data.batch_size on the command line wins over" \
+		--gpus=1 --autobatch-trial-command="toy_train --config cfg.yaml data.batch_size=4"
+	assert_line_in "remove it from the command and keep the batch in the file" "$stderr"
+	run ! grep -q "trial 1" <<<"$stderr"
+}
+
 @test "a config the plugin cannot edit: read-only file, continue and abort" {
 	set_plugstack ""
 	chmod 0444 cfg.yaml

@@ -713,6 +713,15 @@ static void batch_on_the_command_line(void **state)
 	}
 	cmd[4] = "per_device_batch_size=4";
 	assert_int_equal(ab_trial_argv_check(cmd, NULL, "base.yml", why, sizeof(why)), 0);
+	/* inside a shell's command string (--autobatch-trial-command) */
+	char *sh[] = {"sh", "-c", "python3 train.py base.yml run_name=a per_device_batch_size=4", NULL};
+	assert_int_equal(ab_trial_argv_check(sh, "per_device_batch_size", "base.yml", why,
+					     sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "itself (per_device_batch_size=4)"));
+	char *sh2[] = {"sh", "-c", "python3 train.py --per_device_batch_size 4", NULL};
+	assert_int_equal(ab_trial_argv_check(sh2, "per_device_batch_size", "base.yml", why,
+					     sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "itself (--per_device_batch_size)"));
 }
 
 static void trials_accumulate_one(void **state)
