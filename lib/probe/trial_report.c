@@ -115,6 +115,17 @@ static bool save_fields(struct json_object *obj, struct ab_trial_report *r)
 	return true;
 }
 
+/* One measured step, its time and samples (0: the batch's own); false when the report is
+ * full. */
+static bool add_step(struct ab_trial_report *r, double step_s, double samples)
+{
+	if (r->steps >= AB_REPORT_MAX_STEPS)
+		return false;
+	r->step_s[r->steps] = step_s;
+	r->samples[r->steps++] = samples;
+	return true;
+}
+
 static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 {
 	struct json_tokener *tok = json_tokener_new_ex(8);
@@ -131,19 +142,16 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 	}
 	if (obj && json_object_is_type(obj, json_type_object)) {
 		/* MaxText's metrics_file: one line per training step, {"perf/step_time_seconds": S,
-		 * ..., "step": N, "run_name": R} (metric_logger.py), evaluation's without a time */
-		if (number(obj, "step", 1e12, &samples) && number(obj, "perf/step_time_seconds", 1e7, &step) &&
-		    r->steps < AB_REPORT_MAX_STEPS) {
-			r->step_s[r->steps] = step;
-			r->samples[r->steps++] = 0; /* the batch's own */
-			used = true;
-		} else if (number(obj, "step", 1e12, &samples) &&
-			   json_object_object_get_ex(obj, "run_name", &v)) {
-			used = true;
+		 * ..., "step": N, "run_name": R} (metric_logger.py), evaluation's without a time;
+		 * a step's samples are the batch's own (0) */
+		if (number(obj, "step", 1e12, &samples)) {
+			if (number(obj, "perf/step_time_seconds", 1e7, &step) && add_step(r, step, 0))
+				used = true;
+			else if (json_object_object_get_ex(obj, "run_name", &v))
+				used = true;
 		}
-		if (number(obj, "step_s", 1e7, &step) && r->steps < AB_REPORT_MAX_STEPS) {
-			r->step_s[r->steps] = step;
-			r->samples[r->steps++] = number(obj, "samples", 1e12, &samples) ? samples : 0;
+		if (number(obj, "step_s", 1e7, &step) &&
+		    add_step(r, step, number(obj, "samples", 1e12, &samples) ? samples : 0)) {
 			if (number(obj, "peak_bytes", PEAK_MAX, &peak) && (uint64_t)peak > r->step_peak_bytes)
 				r->step_peak_bytes = (uint64_t)peak;
 			used = true;
