@@ -53,7 +53,11 @@ nothing_left() {
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	b=$(python3 -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
 	echo "# $(apptainer --version), image Python and PyTorch $inside: $(grep 'chose batch' <<<"$stderr")" >&3
-	[ "$b" -gt 16 ] || { echo "$stderr" >&2; return 1; }
+	# decided: past the config's 4, at a batch a trial saw fit. Not a size: two ranks share
+	# the host device, and a batch whose helpers' runs differ gets their spread as margin
+	# (CI run: 90 ran twice, 225 MiB apart, and the choice fell to 16)
+	[ "$b" -gt 4 ] || { echo "$stderr" >&2; return 1; }
+	grep -q "^autobatch: trial [0-9]*: batch $b fits, peak " <<<"$stderr"
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
 	# a fit is seen steps: the hook ran in the image, under --cleanenv
 	grep -q "autobatch: trial 1: batch [0-9]* fits, peak .* of 819 MiB limit" <<<"$stderr"
@@ -73,7 +77,11 @@ EOF
 		--autobatch-key=batch_size ./train.sh cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	b=$(python3 -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
-	[ "$b" -gt 16 ] || { echo "$stderr" >&2; return 1; }
+	# decided: past the config's 4, at a batch a trial saw fit. Not a size: two ranks share
+	# the host device, and a batch whose helpers' runs differ gets their spread as margin
+	# (CI run: 90 ran twice, 225 MiB apart, and the choice fell to 16)
+	[ "$b" -gt 4 ] || { echo "$stderr" >&2; return 1; }
+	grep -q "^autobatch: trial [0-9]*: batch $b fits, peak " <<<"$stderr"
 	grep -q "autobatch: trial 1: batch [0-9]* fits, peak .* of 819 MiB limit" <<<"$stderr"
 	[ "$(grep -c "^task sees AUTOBATCH_BATCH_SIZE=$b\$" <<<"$output")" -eq 2 ]
 	[ "$(grep -c "^trained 4 updates at batch $b\$" <<<"$output")" -eq 2 ]
