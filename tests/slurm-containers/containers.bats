@@ -179,6 +179,10 @@ ctrl_c_group() { kill -INT -- -"$1"; }
 		--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json >out 2>err &
 	pid=$!
 	for i in $(seq 1200); do grep -q 'trial inside' where.log 2>/dev/null && break; sleep 0.1; done
+	# a probe cleans the nodes it runs on: the next one runs where this one ran (on a testbed
+	# of three nodes it could start on another while this job's node still completes)
+	node=$(squeue -h -o %N | head -n1)
+	[ -n "$node" ]
 	scancel "$(squeue -h -o %i | head -n1)"
 	wait "$pid" || true
 	# pyxis keeps a named container when its job ends so (its own unnamed ones too)
@@ -187,7 +191,7 @@ ctrl_c_group() { kill -INT -- -"$1"; }
 	grep -q '^pyxis_autobatch-trial-' <<<"$output" || { echo "nothing left to remove: $output" >&2; return 1; }
 	# the next probe in a container (one task, whose one trial fails at once: a short one)
 	# removes it as it removes its own
-	run --separate-stderr timeout 300 srun -N1 -n1 --container-image="$IMG" $MOUNT --autobatch=0.8 \
+	run --separate-stderr timeout 300 srun -N1 -n1 -w "$node" --container-image="$IMG" $MOUNT --autobatch=0.8 \
 		--autobatch-config=cfg.json --autobatch-key=batch_size python3 -c 'import sys; sys.exit(3)'
 	assert_line_in "launching with the original settings" "$stderr"
 	run enroot_list
