@@ -62,6 +62,8 @@ struct run_opts {
 	uint64_t comm_reserve;
 	double startup_seconds, trial_seconds, max_trial_seconds;
 	bool keep;
+	/* --start-ahead: each next trial starts while one runs (exec mode, a config, the hook) */
+	bool start_ahead;
 	char **command;
 };
 

@@ -38,6 +38,8 @@ int run_usage(void)
 		"                        what earlier trials' pace predicts, up to S (default 1800)\n"
 		"  --instrument on|off   count a Python trial's PyTorch optimizer steps (default on)\n"
 		"  --hook-dir DIR        where the Python step hook is (default: installed)\n"
+		"  --start-ahead on|off  start each next trial while one runs; it waits in the hook\n"
+		"                        for its batch before it reads its config (default on)\n"
 		"  --ranks N             each trial is N ranks of the command on this node, each with\n"
 		"                        RANK, WORLD_SIZE, MASTER_ADDR/PORT (and SLURM_PROCID...):\n"
 		"                        every rank measured, the worst decides (--device host)\n"
@@ -168,6 +170,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {"ranks", 1, 0, 'Z'},
 		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
 		{"node-memory", 1, 0, 'E'},  {"step-option", 1, 0, 'V'},
+		{"start-ahead", 1, 0, 'J'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -180,7 +183,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 			       .startup_seconds = AB_STARTUP_SECONDS_DEFAULT,
 			       .trial_seconds = AB_TRIAL_SECONDS_DEFAULT,
 			       .max_trial_seconds = AB_MAX_TRIAL_SECONDS_DEFAULT,
-			       .hook_dir = AB_DEFAULT_HOOK_DIR};
+			       .hook_dir = AB_DEFAULT_HOOK_DIR, .start_ahead = true};
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -231,6 +234,11 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
 				return fprintf(stderr, "autobatch-probe: --instrument on|off\n"), -1;
 			instrument = !strcmp(optarg, "on");
+			break;
+		case 'J':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				return fprintf(stderr, "autobatch-probe: --start-ahead on|off\n"), -1;
+			o->start_ahead = !strcmp(optarg, "on");
 			break;
 		case 'R':
 			if (ab_parse_size(optarg, &o->comm_reserve, err, sizeof(err)) < 0)

@@ -59,6 +59,10 @@
 /* "1" in a trial step's task: each Python process writes its own report, REPORT.pid.PID (a
  * launcher's workers, each sized as a rank) */
 #define AB_ENV_TRIAL_PER_PROCESS "AUTOBATCH_TRIAL_PER_PROCESS"
+/* A trial started while the one before it runs (its imports hidden behind that one): the
+ * file whose appearance releases it, holding its batch. The hook waits for it before the
+ * program opens its config copy, uses the GPU or steps; AB_ENV_BATCH_SIZE is set then. */
+#define AB_ENV_TRIAL_HOLD "AUTOBATCH_TRIAL_HOLD"
 /* and AB_ENV_BATCH_SIZE, AB_ENV_CONFIG (the trial's copy of the config) */
 /* TensorFlow maps nearly all of a GPU's memory at start unless told to grow: a trial tells
  * it (unless the user chose), so the device's count follows the program's demand */

@@ -55,10 +55,7 @@ int ab_proc_start(struct ab_proc *p, unsigned flags, void (*body)(void *arg), vo
 	_exit(127);
 }
 
-/* 1 once child pid has ended, 0 while it runs (or on EINTR), a negative errno when it cannot
- * be asked. The child is not reaped: its pid, and so its process group's id, stays ours until
- * the caller reaps it. */
-static int child_ended(pid_t pid)
+int ab_proc_ended(pid_t pid)
 {
 	siginfo_t si;
 
@@ -177,7 +174,7 @@ enum ab_stop ab_proc_wait(struct ab_proc *p, const struct ab_proc_watch *w)
 		double now = ab_now(), elapsed = now - start;
 		int r;
 
-		if (!ended && (r = child_ended(p->pid)) != 0)
+		if (!ended && (r = ab_proc_ended(p->pid)) != 0)
 			ended = now; /* ended, or cannot be asked (r < 0): reap it below */
 		if (ended && ((fds[0].fd < 0 && fds[1].fd < 0) || now >= ended + w->drain_s))
 			break;

@@ -36,6 +36,11 @@ struct ab_proc {
 int ab_proc_start(struct ab_proc *p, unsigned flags, void (*body)(void *arg), void *arg,
 		  char *err, size_t errlen);
 
+/* 1 once child pid has ended, 0 while it runs (or on EINTR), a negative errno when it cannot
+ * be asked. The child is not reaped: its pid, and so its process group's id, stays ours until
+ * the caller reaps it. */
+int ab_proc_ended(pid_t pid);
+
 /* Why ab_proc_wait stopped the child; AB_STOP_NONE when it ended by itself. */
 enum ab_stop { AB_STOP_NONE, AB_STOP_DEADLINE, AB_STOP_INTERRUPT, AB_STOP_WATCH };
 

@@ -367,13 +367,13 @@ void ab_group_kill(pid_t leader)
 	free(rows);
 }
 
-void ab_group_reap_escaped(void)
+void ab_group_reap_escaped(pid_t keep)
 {
 	size_t n;
 	struct row *rows = read_rows(&n);
 
 	for (size_t i = 0; rows && i < n; i++)
-		if (rows[i].ppid == getpid()) {
+		if (rows[i].ppid == getpid() && rows[i].pid != keep) {
 			kill(rows[i].pid, SIGKILL);
 			waitpid(rows[i].pid, NULL, 0);
 		}

@@ -71,8 +71,8 @@ bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak);
  * left it (setsid), which a signal to the group misses. */
 void ab_group_kill(pid_t leader);
 
-/* Kills and reaps every child of ours: after a trial, its descendants that left its group
- * (setsid) and were re-parented to us, their subreaper. */
-void ab_group_reap_escaped(void);
+/* Kills and reaps every child of ours but keep (0: none): after a trial, its descendants that
+ * left its group (setsid) and were re-parented to us, their subreaper. */
+void ab_group_reap_escaped(pid_t keep);
 
 #endif

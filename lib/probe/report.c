@@ -70,6 +70,9 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	/* exec mode: start to the end of the warm-up step (loading, compiling, the warm-up) */
 	json_object_object_add(o, "startup_s",
 			       t->startup_s > 0 ? json_object_new_double(t->startup_s) : NULL);
+	/* started while the trial before it ran: its start-up before its release is not here */
+	if (t->ahead)
+		json_object_object_add(o, "started_ahead", json_object_new_boolean(1));
 	return o;
 }
 

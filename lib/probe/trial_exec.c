@@ -78,6 +78,7 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 
 void ab_exec_cleanup(struct ab_exec *x)
 {
+	ab_exec_stop_ahead(x);
 	if (x->workdir[0] && !x->keep)
 		ab_trial_tree_remove(x->workdir);
 	if (x->workdir[0] && x->workdir_lock >= 0)
@@ -106,6 +107,15 @@ static int python_path(const char *hook_dir)
 	return rc;
 }
 
+/* A trial's process and files: started for its batch, or ahead of its turn (x->ahead). */
+struct ab_exec_ahead {
+	struct ab_trial_files f;
+	char **argv, **owned;
+	size_t nargs;
+	struct ab_proc proc;
+	bool started;
+};
+
 struct launch {
 	const struct ab_exec *x;
 	long batch;
@@ -129,7 +139,13 @@ static void child(void *arg)
 		_exit(126);
 	snprintf(value, sizeof(value), "%ld", batch);
 	setenv(AB_ENV_TRIAL, "1", 1);
-	setenv(AB_ENV_BATCH_SIZE, value, 1);
+	if (batch > 0) {
+		setenv(AB_ENV_BATCH_SIZE, value, 1);
+		unsetenv(AB_ENV_TRIAL_HOLD);
+	} else { /* started ahead: the hook sets the batch once it is released */
+		unsetenv(AB_ENV_BATCH_SIZE);
+		setenv(AB_ENV_TRIAL_HOLD, f->go, 1);
+	}
 	snprintf(value, sizeof(value), "%d", x->steps);
 	setenv(AB_ENV_TRIAL_STEPS, value, 1);
 	setenv(AB_ENV_TRIAL_REPORT, f->report, 1);
@@ -334,7 +350,8 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 			       }) == AB_STOP_INTERRUPT)
 		o->ending = ENDED_INTERRUPT;
 	o->status = proc->status;
-	ab_group_reap_escaped(); /* and those that left the group */
+	/* and those that left the group, not the next trial, started ahead */
+	ab_group_reap_escaped(x->ahead ? x->ahead->proc.pid : 0);
 	ab_report_watch_read(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = t.first;
@@ -551,42 +568,142 @@ void ab_exec_learn_pace(struct ab_exec *x, const struct ab_trial *t)
 	x->pace_batch = t->batch;
 }
 
+/* ---- a trial's process: prepared, started, or started ahead ------------------------- */
+
+static struct ab_trial_place place_of(const struct ab_exec *x)
+{
+	return (struct ab_trial_place){x->workdir, x->config, x->key, x->accum_key, x->document,
+				       x->ramp_key, x->eval_key, x->steps + 1, x->save_key,
+				       x->metrics_key, x->checkpoint_key};
+}
+
+/* Its files and argv (BATCH 0: started ahead, no config copy yet). */
+static int prepare(const struct ab_exec *x, int count, long batch, struct ab_exec_ahead *p,
+		   char *err, size_t errlen)
+{
+	struct ab_trial_place place = place_of(x);
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	if ((rc = ab_trial_files_create(&place, count, batch, &p->f, err, errlen)) < 0)
+		return rc;
+	while (x->argv[p->nargs])
+		p->nargs++;
+	if (!(p->owned = calloc(p->nargs + 1, sizeof(*p->owned))) ||
+	    !(p->argv = ab_trial_argv(x->argv, x->config, &p->f, p->owned)))
+		return ab_fail(err, errlen, ENOMEM, "out of memory");
+	return 0;
+}
+
+static int start(const struct ab_exec *x, long batch, struct ab_exec_ahead *p, char *err,
+		 size_t errlen)
+{
+	int rc = ab_proc_start(&p->proc, AB_PROC_GROUP | AB_PROC_PDEATHSIG, child,
+			       &(struct launch){x, batch, &p->f, p->argv}, err, errlen);
+
+	p->started = rc == 0;
+	return rc;
+}
+
+/* Ends it if it runs (its whole group), removes its files unless kept, frees it. */
+static void discard(const struct ab_exec *x, struct ab_exec_ahead *p)
+{
+	if (p->started) {
+		kill(-p->proc.pid, SIGKILL);
+		waitpid(p->proc.pid, NULL, 0);
+	}
+	if (p->f.dir[0] && !x->keep)
+		ab_trial_tree_remove(p->f.dir);
+	for (size_t i = 0; p->owned && i < p->nargs; i++)
+		free(p->owned[i]);
+	free(p->owned);
+	free(p->argv);
+	memset(p, 0, sizeof(*p));
+}
+
+/* The next trial, started now so that its interpreter and imports overlap this one; it waits
+ * in the hook for its batch. Anything that fails here only means no trial is started ahead. */
+static void start_ahead(struct ab_exec *x)
+{
+	char why[AB_ERR_MAX];
+
+	if (!x->start_ahead || x->ahead)
+		return;
+	if (!(x->ahead = calloc(1, sizeof(*x->ahead))) ||
+	    prepare(x, x->count + 1, 0, x->ahead, why, sizeof(why)) < 0 ||
+	    start(x, 0, x->ahead, why, sizeof(why)) < 0)
+		ab_exec_stop_ahead(x);
+}
+
+void ab_exec_stop_ahead(struct ab_exec *x)
+{
+	if (x->ahead)
+		discard(x, x->ahead);
+	free(x->ahead);
+	x->ahead = NULL;
+}
+
+/* This trial's process: the one started ahead, given BATCH (1), or none (0). One that ended
+ * before its turn could not wait for its batch (it read its config, or failed without one):
+ * no trial is started ahead again. */
+static int take_ahead(struct ab_exec *x, long batch, struct ab_exec_ahead *p, char *err,
+		      size_t errlen)
+{
+	struct ab_trial_place place = place_of(x);
+	int rc;
+
+	if (!x->ahead)
+		return 0;
+	*p = *x->ahead;
+	free(x->ahead);
+	x->ahead = NULL;
+	if (ab_proc_ended(p->proc.pid) != 0) {
+		note(x, "trial %d was started ahead of its turn and ended before it (its output: "
+			"%s); trials start one at a time from now",
+		     x->count + 1, p->f.log);
+		x->start_ahead = false;
+		discard(x, p);
+		return 0;
+	}
+	if ((rc = ab_trial_release(&place, batch, &p->f, err, errlen)) < 0)
+		return rc;
+	return 1;
+}
+
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen)
 {
 	struct ab_exec *x = ctx;
 	struct ab_report_watch *w = NULL;
 	struct outcome o = {0};
-	char **argv = NULL, **owned = NULL, *log = NULL;
-	size_t len, nargs = 0;
-	struct ab_trial_place place = {x->workdir, x->config, x->key, x->accum_key, x->document,
-				       x->ramp_key, x->eval_key, x->steps + 1, x->save_key,
-				       x->metrics_key, x->checkpoint_key};
-	struct ab_trial_files f;
-	struct ab_proc proc;
+	struct ab_exec_ahead p = {0};
+	char *log = NULL;
+	size_t len;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	out->batch = batch;
-	if ((rc = ab_trial_files_create(&place, ++x->count, batch, &f, err, errlen)) < 0)
-		return rc;
-	while (x->argv[nargs])
-		nargs++;
-	if (!(owned = calloc(nargs + 1, sizeof(*owned))) || !(argv = ab_trial_argv(x->argv, x->config, &f, owned)) ||
-	    !(w = calloc(1, sizeof(*w))) || !(log = malloc(LOG_SCAN_BYTES))) {
+	if ((rc = take_ahead(x, batch, &p, err, errlen)) < 0)
+		goto done;
+	out->ahead = rc == 1;
+	++x->count;
+	if (!out->ahead && (rc = prepare(x, x->count, batch, &p, err, errlen)) < 0)
+		goto done;
+	if (!(w = calloc(1, sizeof(*w))) || !(log = malloc(LOG_SCAN_BYTES))) {
 		rc = ab_fail(err, errlen, ENOMEM, "out of memory");
 		goto done;
 	}
-	if ((w->fd = open(f.report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0) {
-		rc = ab_fail(err, errlen, errno, "cannot open %s: %s", f.report, strerror(errno));
+	if ((w->fd = open(p.f.report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0) {
+		rc = ab_fail(err, errlen, errno, "cannot open %s: %s", p.f.report, strerror(errno));
 		goto done;
 	}
-	if ((rc = ab_proc_start(&proc, AB_PROC_GROUP | AB_PROC_PDEATHSIG, child,
-				&(struct launch){x, batch, &f, argv}, err, errlen)) < 0)
+	if (!out->ahead && (rc = start(x, batch, &p, err, errlen)) < 0)
 		goto done;
-	o.group.leader = proc.pid;
-	wait_trial(x, batch, &proc, w, &o);
+	start_ahead(x);
+	o.group.leader = p.proc.pid;
+	wait_trial(x, batch, &p.proc, w, &o);
+	p.started = false; /* reaped */
 	out->seconds = o.seconds;
-	len = read_tail(f.log, log, LOG_SCAN_BYTES);
+	len = read_tail(p.f.log, log, LOG_SCAN_BYTES);
 	if (WIFEXITED(o.status) && WEXITSTATUS(o.status) == 127 && o.ending == ENDED_ITSELF)
 		rc = crashed(x, batch, &o, log, len, err, errlen);
 	else
@@ -597,12 +714,7 @@ int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t
 done:
 	if (w && w->fd >= 0)
 		close(w->fd);
-	if (!x->keep)
-		ab_trial_tree_remove(f.dir);
-	for (size_t i = 0; owned && i < nargs; i++)
-		free(owned[i]);
-	free(owned);
-	free(argv);
+	discard(x, &p);
 	free(w);
 	free(log);
 	return rc;

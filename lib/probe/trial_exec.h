@@ -71,11 +71,16 @@ struct ab_exec {
 	 * PYTHONPATH; NULL: not instrumented */
 	const char *hook_dir;
 	const char *hook_missing; /* where the hook was looked for in vain, or NULL */
+	/* Start each next trial while this one runs (a config and the hook needed): it waits in
+	 * the hook, before it opens its config copy or uses the device, for its batch. A trial
+	 * started so that ended before its turn turns this off for the rest of the probe. */
+	bool start_ahead;
 	/* progress of a slow trial, one line without the "autobatch: " prefix; may be NULL */
 	void (*note)(void *arg, const char *line);
 	void *note_arg;
 	/* internal */
 	int count;
+	struct ab_exec_ahead *ahead; /* the next trial, started and waiting; or NULL */
 	/* the measured step of the largest batch an earlier trial ran (0: none yet): a measured
 	 * step of another batch gets twice what that pace, per sample, predicts for it (more than
 	 * it will take: a step's fixed cost is counted per sample) */
@@ -91,6 +96,9 @@ void ab_exec_cleanup(struct ab_exec *x);
 
 /* The trial function: ctx is a struct ab_exec. */
 int ab_exec_trial(void *ctx, long batch, struct ab_trial *out, char *err, size_t errlen);
+
+/* Ends the trial started ahead, if any (before trials that run elsewhere: a round's). */
+void ab_exec_stop_ahead(struct ab_exec *x);
 
 /* Keeps a finished trial's pace for the step windows of the trials after it (ab_exec_trial
  * does for its own; a parallel round, whose trials run in workers, for each result). */

@@ -192,10 +192,10 @@ static int write_file(const char *path, const char *buf, size_t len)
 #define SAVE_PAST 1000
 
 /* The config copy with the trial's batch written by the same editor the plugin uses. */
-static int copy_config(const struct ab_trial_place *t, long batch, struct ab_trial_files *f,
-		       char *err, size_t errlen)
+int ab_trial_config_write(const struct ab_trial_place *t, long batch,
+			  const struct ab_trial_files *f, char *err, size_t errlen)
 {
-	char name[PATH_MAX], value[32], note[256], *out = NULL;
+	char value[32], note[256], *out = NULL;
 	struct ab_config *cfg = NULL;
 	/* peak memory does not depend on how many micro-batches are accumulated, a step's time
 	 * does: a trial's optimizer step is one micro-batch; and a batch ramp-up would run the
@@ -206,9 +206,6 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 	int rc;
 
 	snprintf(value, sizeof(value), "%ld", batch);
-	snprintf(name, sizeof(name), "%s", t->config);
-	if (ab_format(f->config, sizeof(f->config), "%s/%s", f->dir, basename(name)) < 0)
-		return ab_fail(err, errlen, ENAMETOOLONG, "%s: path too long", t->config);
 	if ((rc = ab_config_load(t->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
 	if (t->accum_key)
@@ -241,20 +238,45 @@ static int copy_config(const struct ab_trial_place *t, long batch, struct ab_tri
 int ab_trial_files_create(const struct ab_trial_place *t, int count, long batch,
 			  struct ab_trial_files *f, char *err, size_t errlen)
 {
+
+	char name[PATH_MAX];
 	int rc;
 
 	memset(f, 0, sizeof(*f));
-	if (ab_format(f->dir, sizeof(f->dir), "%s/trial-%d-batch-%ld", t->workdir, count,
-		      batch) < 0 ||
+	snprintf(name, sizeof(name), "%s", t->config ? t->config : "");
+	if ((batch > 0 ? ab_format(f->dir, sizeof(f->dir), "%s/trial-%d-batch-%ld", t->workdir,
+				   count, batch)
+		       : ab_format(f->dir, sizeof(f->dir), "%s/trial-%d-ahead", t->workdir,
+				   count)) < 0 ||
 	    ab_format(f->report, sizeof(f->report), "%s/report.jsonl", f->dir) < 0 ||
-	    ab_format(f->log, sizeof(f->log), "%s/output.log", f->dir) < 0)
+	    ab_format(f->log, sizeof(f->log), "%s/output.log", f->dir) < 0 ||
+	    ab_format(f->go, sizeof(f->go), "%s/go", f->dir) < 0 ||
+	    (t->config && ab_format(f->config, sizeof(f->config), "%s/%s", f->dir,
+				    basename(name)) < 0))
 		return ab_fail(err, errlen, ENAMETOOLONG, "the trial directory %s: path too long",
 			       t->workdir);
 	if (mkdir(f->dir, 0700) < 0)
 		return ab_fail(err, errlen, errno, "cannot create %s: %s", f->dir, strerror(errno));
 	if ((rc = write_file(f->report, "", 0)) < 0)
 		return ab_fail(err, errlen, -rc, "cannot create %s: %s", f->report, strerror(-rc));
-	return t->config ? copy_config(t, batch, f, err, errlen) : 0;
+	return t->config && batch > 0 ? ab_trial_config_write(t, batch, f, err, errlen) : 0;
+}
+
+int ab_trial_release(const struct ab_trial_place *t, long batch, const struct ab_trial_files *f,
+		     char *err, size_t errlen)
+{
+	char tmp[PATH_MAX + 8], value[32];
+	int rc;
+
+	if (t->config && (rc = ab_trial_config_write(t, batch, f, err, errlen)) < 0)
+		return rc;
+	/* whole or absent: the trial reads it as soon as it is there */
+	snprintf(value, sizeof(value), "%ld\n", batch);
+	snprintf(tmp, sizeof(tmp), "%s.new", f->go);
+	if ((rc = write_file(tmp, value, strlen(value))) < 0 || rename(tmp, f->go) < 0)
+		return ab_fail(err, errlen, rc < 0 ? -rc : errno, "cannot write %s: %s", f->go,
+			       strerror(rc < 0 ? -rc : errno));
+	return 0;
 }
 
 static bool same_file(const char *path, const struct stat *cfg)

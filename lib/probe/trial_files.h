@@ -43,12 +43,23 @@ struct ab_trial_files {
 	char report[PATH_MAX]; /* the trial's report (AUTOBATCH_TRIAL_REPORT), created empty */
 	char log[PATH_MAX];    /* its stdout and stderr */
 	char config[PATH_MAX]; /* the private copy, or "" */
+	/* a trial started ahead (AUTOBATCH_TRIAL_HOLD): waits for this file, its batch */
+	char go[PATH_MAX];
 };
 
 /* Creates trial COUNT's directory and files, the config copy with BATCH at the key (and 1 at
- * the accumulation key) written by the same editor the plugin uses. */
+ * the accumulation key) written by the same editor the plugin uses. BATCH 0: a trial started
+ * ahead of its turn, its batch not known yet: no config copy until ab_trial_release. */
 int ab_trial_files_create(const struct ab_trial_place *t, int count, long batch,
 			  struct ab_trial_files *f, char *err, size_t errlen);
+
+/* Writes the config copy with BATCH (as ab_trial_files_create does) over none. */
+int ab_trial_config_write(const struct ab_trial_place *t, long batch,
+			  const struct ab_trial_files *f, char *err, size_t errlen);
+
+/* Gives a trial started ahead its BATCH: the config copy, then the go file that releases it. */
+int ab_trial_release(const struct ab_trial_place *t, long batch, const struct ab_trial_files *f,
+		     char *err, size_t errlen);
 
 /* A command that sets KEY on its own command line (KEY=V, +KEY=V, ++KEY=V: MaxText's and
  * Hydra's overrides; --KEY=V, --KEY V) takes that over the config file, in trials and run

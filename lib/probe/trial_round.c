@@ -102,6 +102,8 @@ static void worker(struct ab_exec_round *r, size_t slot, long batch, int count, 
 	if (getppid() != parent)
 		_exit(1);
 	x.count = count;
+	x.start_ahead = false; /* the parent's trial started ahead is the parent's */
+	x.ahead = NULL;
 	if (r->slot[slot].visible[0])
 		setenv("CUDA_VISIBLE_DEVICES", r->slot[slot].visible, 1);
 	if (x.gpu_usage && r->slot[slot].pci_bus_id[0]) {

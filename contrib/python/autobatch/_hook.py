@@ -309,6 +309,8 @@ class _StepCounter:
         self.primary = None
 
     def pre(self, optimizer, args=None, kwargs=None):
+        if _hold is not None:
+            hold()
         self.depth += 1
 
     def post(self, optimizer, args=None, kwargs=None):
@@ -370,6 +372,8 @@ def _oom_excepthooks():
 
 def instrument(torch):
     """Counts the program's optimizer steps from now on, and sees its batches."""
+    if _hold is not None:
+        _hold_before_cuda(torch)
     counter = _StepCounter()
     instrument_data(torch)
     optimizer = sys.modules.get("torch.optim.optimizer")
@@ -398,6 +402,88 @@ class _TorchImport(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_and_instrument
         return spec
+
+
+# ---- a trial started ahead of its turn --------------------------------------------------
+# The probe starts each next trial while the one before it runs, so that its interpreter and
+# imports (most of a short trial) overlap that trial. Its batch is not known yet: it waits
+# here ($AUTOBATCH_TRIAL_HOLD names the file that releases it, holding the batch) before the
+# program opens its config copy (which does not exist until then), imports JAX or TensorFlow
+# (which take the device as they start), initializes CUDA, calls a module or steps.
+
+_hold = None  # the file that releases this process; None once released, or never held
+HOLD_POLL_S = 0.005
+HOLD_IMPORTS = ("jax", "jaxlib", "tensorflow")
+
+
+def hold():
+    """Waits for the batch, once; from then on the process is a trial like any other."""
+    global _hold
+    path, _hold = _hold, None
+    if path is None:
+        return
+    while True:
+        try:
+            with open(path) as f:
+                batch = f.read().strip()
+            break
+        except FileNotFoundError:
+            time.sleep(HOLD_POLL_S)
+    os.environ.pop("AUTOBATCH_TRIAL_HOLD", None)  # its children start released
+    os.environ["AUTOBATCH_BATCH_SIZE"] = batch
+    if _recorder is not None and batch.isdigit():
+        _recorder.batch = int(batch)
+        _recorder.start()
+
+
+class _HoldImport(importlib.abc.MetaPathFinder):
+    """Waits before JAX or TensorFlow is imported: both take the GPU as they start."""
+
+    def find_spec(self, name, path, target=None):
+        if _hold is not None and name.partition(".")[0] in HOLD_IMPORTS:
+            hold()
+        return None
+
+
+def _hold_before_cuda(torch):
+    """PyTorch initializes CUDA through torch.cuda._lazy_init, looked up on the module (from
+    C++ too): waiting there keeps a trial started ahead off the GPU."""
+    cuda = getattr(torch, "cuda", None)
+    lazy_init = getattr(cuda, "_lazy_init", None)
+    if lazy_init is None:
+        return
+
+    def held_lazy_init(*args, **kwargs):
+        if _hold is not None:
+            hold()
+        return lazy_init(*args, **kwargs)
+
+    cuda._lazy_init = held_lazy_init
+
+
+def _start_held(path):
+    """Lets the program start, and waits where the batch or the device is first needed."""
+    global _hold
+    _hold = path
+    config = os.environ.get("AUTOBATCH_CONFIG")
+    if not config or not hasattr(sys, "addaudithook"):
+        hold()  # nothing to wait before that can be seen: wait now
+        return
+    target = os.path.abspath(config)
+
+    def audit(event, args):
+        if _hold is None or event != "open" or not args or \
+                not isinstance(args[0], (str, bytes)):
+            return
+        try:
+            if os.path.abspath(os.fsdecode(args[0])) != target:
+                return
+        except (TypeError, ValueError):
+            return
+        hold()
+
+    sys.addaudithook(audit)
+    sys.meta_path.insert(0, _HoldImport())
 
 
 # ---- the run's longest batch -------------------------------------------------------------
@@ -661,6 +747,8 @@ def instrument_data(torch):
     def first_call(module, args):
         """A program that builds its batches by hand: the first module called in a step
         is its model, whose inputs give the batch's length."""
+        if _hold is not None:
+            hold()
         rec = recorder()
         if rec.armed and not rec.from_loader:
             rec.armed = False
@@ -682,6 +770,8 @@ def install():
     if _installed or not in_trial() or not os.environ.get("AUTOBATCH_TRIAL_REPORT"):
         return
     _installed = True
+    if os.environ.get("AUTOBATCH_TRIAL_HOLD"):
+        _start_held(os.environ["AUTOBATCH_TRIAL_HOLD"])
     _oom_excepthooks()
     if "torch" in sys.modules:
         instrument(sys.modules["torch"])
