@@ -155,8 +155,10 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
 		.workdir_parent = shared_parent(o, s),
 		.note = run_print_note,
-		/* one process whose config it opens when released: not a launcher of ranks */
-		.start_ahead = o->start_ahead && o->config && hook && !s->ranks_argv,
+		/* one process whose config it opens when released: not a launcher of ranks, nor
+		 * trials that run in parallel rounds (a round's workers start their own) */
+		.start_ahead = o->start_ahead && o->config && hook && !s->ranks_argv &&
+			       o->parallel == 1,
 		.peak_source = s->ranks_argv ? AB_PEAK_FROM_REPORT /* the ranks' launcher's */
 			       : s->dev.kind == AB_DEVICE_HOST ? AB_PEAK_FROM_RSS
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU

@@ -570,6 +570,24 @@ void ab_exec_learn_pace(struct ab_exec *x, const struct ab_trial *t)
 
 /* ---- a trial's process: prepared, started, or started ahead ------------------------- */
 
+/* The last line a trial printed, made printable and cut to fit out. */
+static void last_line(const char *path, char *out, size_t outlen)
+{
+	char buf[512];
+	size_t len = read_tail(path, buf, sizeof(buf)), end, start, w = 0;
+
+	for (end = len; end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == '\r'); end--)
+		;
+	for (start = end; start > 0 && buf[start - 1] != '\n'; start--)
+		;
+	for (size_t i = start; i < end && w + 1 < outlen; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		out[w++] = c >= 0x20 && c != 0x7f ? (char)c : '?';
+	}
+	out[w] = '\0';
+}
+
 static struct ab_trial_place place_of(const struct ab_exec *x)
 {
 	return (struct ab_trial_place){x->workdir, x->config, x->key, x->accum_key, x->document,
@@ -650,6 +668,7 @@ static int take_ahead(struct ab_exec *x, long batch, struct ab_exec_ahead *p, ch
 		      size_t errlen)
 {
 	struct ab_trial_place place = place_of(x);
+	char said[120];
 	int rc;
 
 	if (!x->ahead)
@@ -658,9 +677,10 @@ static int take_ahead(struct ab_exec *x, long batch, struct ab_exec_ahead *p, ch
 	free(x->ahead);
 	x->ahead = NULL;
 	if (ab_proc_ended(p->proc.pid) != 0) {
-		note(x, "trial %d was started ahead of its turn and ended before it (its output: "
-			"%s); trials start one at a time from now",
-		     x->count + 1, p->f.log);
+		last_line(p->f.log, said, sizeof(said));
+		note(x, "trial %d was started ahead of its turn and ended before it (%s); trials "
+			"start one at a time from now",
+		     x->count + 1, said[0] ? said : "no output");
 		x->start_ahead = false;
 		discard(x, p);
 		return 0;

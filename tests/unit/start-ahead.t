@@ -102,7 +102,7 @@ check "a program that calls its model before it reads its config waits at that c
 probe needs "$dir/needs_config.py"
 needs_ok() {
 	grep -q '"status":"ok"' "$dir/needs.report" && ! grep -q started_ahead "$dir/needs.report" &&
-		grep -q "trial 2 was started ahead of its turn and ended before it (its output: .*output.log); trials start one at a time from now" "$dir/needs.err" &&
+		grep -q "trial 2 was started ahead of its turn and ended before it (no config at .*needs.json); trials start one at a time from now" "$dir/needs.err" &&
 		[ "$(count 'ended before it' "$dir/needs.err")" -eq 1 ] && nothing_left
 }
 check "a program that ends without its config cannot wait: said once, then trials one at a time to a decision" \
