@@ -39,6 +39,22 @@ teardown() { reset_plugstack; }
 	cmp -s orig.json cfg.json.autobatch~
 }
 
+@test "one task through srun: each next trial is started ahead and waits for its batch; the task trains at the choice" {
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	[ "$b" -gt 16 ]
+	assert_line_in "autobatch: chose batch $b in " "$stderr"
+	[ "$(grep -c "^trained 4 updates at batch $b\$" <<<"$output")" -eq 1 ]
+	# every trial after the first, in the probe step's report
+	trials=$(grep -o '"batch":[0-9]*,"fits"' autobatch-*.json | wc -l)
+	ahead=$(grep -o '"started_ahead":true' autobatch-*.json | wc -l)
+	echo "# $trials trials, $ahead started ahead: $(grep 'chose batch' <<<"$stderr")" >&3
+	[ "$trials" -ge 2 ]
+	[ "$ahead" -eq $((trials - 1)) ]
+}
+
 @test "a trainer that evaluates inside training, through srun: sized for its train+eval peak" {
 	cp "$SRCDIR/tests/python/eval_train.py" .
 	echo '{"per_device_train_batch_size": 8, "eval_steps": 100, "max_steps": 4, "width": 64}' >eval.json
