@@ -4,7 +4,8 @@
 # opens its config copy or calls its model, until the probe names its batch. Real PyTorch
 # programs that know nothing of autobatch (tests/python/plain_torch.py, behind small
 # wrappers that read their config at different moments), on the host with Debian's PyTorch.
-# The seconds saved are figures for bench/start-ahead, not assertions.
+# The seconds saved are figures for bench/start-ahead, not assertions. A launcher (torchrun)
+# is tested in tests/frameworks: Debian 12's torchrun fails on its Python 3.11.
 . "$(dirname "$0")/tap.sh"
 PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
@@ -21,28 +22,22 @@ python_or_skip "$PY" 'import torch' "PyTorch (Debian: python3-torch)" 1 7
 mkdir "$dir/tmp"
 export TMPDIR=$dir/tmp # where the trials' directories are, to be watched
 
-# A program that reads its config before it imports PyTorch, and fails unless the batch the
-# probe gave it ($AUTOBATCH_BATCH_SIZE) is its config's: a trial started ahead that read a
-# config, or a batch, before its release could not pass.
-cat >"$dir/agree.py" <<PY
+# A program that reads its config (after PRELUDE), and fails unless the batch the probe gave
+# it ($AUTOBATCH_BATCH_SIZE) is its config's: a trial started ahead that read a config, or a
+# batch, before its release could not pass. Then the plain loop runs on that config.
+agreeing() { # NAME PRELUDE
+	cat >"$dir/$1.py" <<PY
 import json, os, runpy, sys
+$2
 config = json.load(open(sys.argv[1]))
 if os.environ.get("AUTOBATCH_BATCH_SIZE") != str(config["batch_size"]):
     sys.exit("config batch %s, environment %s" % (config["batch_size"], os.environ.get("AUTOBATCH_BATCH_SIZE")))
 sys.argv = ["$prog", sys.argv[1]]
 runpy.run_path("$prog", run_name="__main__")
 PY
-# One that calls its model before it reads its config (a warm-up forward): held at that call.
-cat >"$dir/model_first.py" <<PY
-import json, os, runpy, sys
-import torch
-torch.nn.Linear(4, 4)(torch.zeros(1, 4))
-config = json.load(open(sys.argv[1]))
-if os.environ.get("AUTOBATCH_BATCH_SIZE") != str(config["batch_size"]):
-    sys.exit("config batch %s, environment %s" % (config["batch_size"], os.environ.get("AUTOBATCH_BATCH_SIZE")))
-sys.argv = ["$prog", sys.argv[1]]
-runpy.run_path("$prog", run_name="__main__")
-PY
+}
+agreeing agree "" # its config before PyTorch's import
+agreeing model_first "import torch; torch.nn.Linear(4, 4)(torch.zeros(1, 4))" # a warm-up call first
 # One that gives up at once when its config is not there: it cannot wait for its batch.
 cat >"$dir/needs_config.py" <<PY
 import os, runpy, sys

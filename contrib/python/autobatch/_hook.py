@@ -408,12 +408,17 @@ class _TorchImport(importlib.abc.MetaPathFinder):
 # The probe starts each next trial while the one before it runs, so that its interpreter and
 # imports (most of a short trial) overlap that trial. Its batch is not known yet: it waits
 # here ($AUTOBATCH_TRIAL_HOLD names the file that releases it, holding the batch) before the
-# program opens its config copy (which does not exist until then), imports JAX or TensorFlow
-# (which take the device as they start), initializes CUDA, calls a module or steps.
+# program opens its config copy (which does not exist until then), imports JAX, TensorFlow or
+# a launcher (HOLD_IMPORTS), initializes CUDA, calls a module or steps.
 
 _hold = None  # the file that releases this process; None once released, or never held
 HOLD_POLL_S = 0.005
-HOLD_IMPORTS = ("jax", "jaxlib", "tensorflow")
+# JAX and TensorFlow take the GPU as they start; a launcher (torchrun, accelerate launch,
+# DeepSpeed's) opens its rendezvous port and starts workers before any config is read: a
+# second one beside the running trial's could take its port or join its rendezvous
+HOLD_IMPORTS = ("jax", "jaxlib", "tensorflow", "torch.distributed.run",
+                "torch.distributed.launch", "torch.distributed.elastic", "accelerate.commands",
+                "deepspeed.launcher")
 
 
 def hold():
@@ -436,11 +441,15 @@ def hold():
         _recorder.start()
 
 
+def _held_import(name):
+    return any(name == m or name.startswith(m + ".") for m in HOLD_IMPORTS)
+
+
 class _HoldImport(importlib.abc.MetaPathFinder):
-    """Waits before JAX or TensorFlow is imported: both take the GPU as they start."""
+    """Waits before what takes the GPU or a port as it starts is imported (HOLD_IMPORTS)."""
 
     def find_spec(self, name, path, target=None):
-        if _hold is not None and name.partition(".")[0] in HOLD_IMPORTS:
+        if _hold is not None and _held_import(name):
             hold()
         return None
 
