@@ -37,6 +37,8 @@
 #define NOTE_FIRST_SECONDS 15 /* a trial slower than this says which phase it is in */
 #define NOTE_EVERY_SECONDS 30
 
+static bool python_command(char *const *argv);
+
 int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 {
 	struct ab_config *cfg;
@@ -63,6 +65,8 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 		    (rc = ab_trial_argv_check(x->argv, x->accum_key, x->config, err, errlen)) < 0)
 			return rc;
 	}
+	if (x->start_ahead && !python_command(x->argv))
+		x->start_ahead = false;
 	if (!(x->startup_seconds > 0))
 		x->startup_seconds = AB_STARTUP_SECONDS_DEFAULT;
 	if (!(x->max_trial_seconds > 0))
@@ -637,6 +641,59 @@ static void discard(const struct ab_exec *x, struct ab_exec_ahead *p)
 	free(p->owned);
 	free(p->argv);
 	memset(p, 0, sizeof(*p));
+}
+
+static bool python_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return !strncmp(slash ? slash + 1 : path, "python", 6);
+}
+
+/* The file execvp would run for name: itself when it has a slash, else the first executable
+ * of that name on PATH. */
+static bool find_program(const char *name, char *out, size_t outlen)
+{
+	const char *path = getenv("PATH"), *p, *end;
+
+	if (strchr(name, '/'))
+		return ab_format(out, outlen, "%s", name) == 0;
+	for (p = path && *path ? path : "/usr/bin:/bin"; *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		if (ab_format(out, outlen, "%.*s/%s", (int)(end - p), end > p ? p : ".", name) ==
+			    0 &&
+		    access(out, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Whether the command is Python, whose step hook holds a trial started ahead: a python*
+ * program, or a script whose #! line runs one (directly or through env). A shell script, a
+ * compiled program or a container runtime would run unheld: started ahead, it would do its
+ * work (a log line, a program that trains at a default batch) beside the running trial. */
+static bool python_command(char *const *argv)
+{
+	char file[PATH_MAX], line[256], *word, *save = NULL;
+	ssize_t n;
+	int fd;
+
+	if (python_name(argv[0]))
+		return true;
+	if (!find_program(argv[0], file, sizeof(file)) ||
+	    (fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
+		return false;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n < 2 || line[0] != '#' || line[1] != '!')
+		return false;
+	line[n] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	word = strtok_r(line + 2, " \t", &save);
+	if (word && !strcmp(strrchr(word, '/') ? strrchr(word, '/') + 1 : word, "env"))
+		while ((word = strtok_r(NULL, " \t", &save)) && word[0] == '-')
+			; /* env's options (-S) */
+	return word && python_name(word);
 }
 
 /* The next trial, started now so that its interpreter and imports overlap this one; it waits

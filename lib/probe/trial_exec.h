@@ -72,8 +72,9 @@ struct ab_exec {
 	const char *hook_dir;
 	const char *hook_missing; /* where the hook was looked for in vain, or NULL */
 	/* Start each next trial while this one runs (a config and the hook needed): it waits in
-	 * the hook, before it opens its config copy or uses the device, for its batch. A trial
-	 * started so that ended before its turn turns this off for the rest of the probe. */
+	 * the hook, before it opens its config copy or uses the device, for its batch. Only for
+	 * a Python command (python*, or a #! script that runs one); a trial started so that ended
+	 * before its turn turns this off for the rest of the probe. */
 	bool start_ahead;
 	/* progress of a slow trial, one line without the "autobatch: " prefix; may be NULL */
 	void (*note)(void *arg, const char *line);

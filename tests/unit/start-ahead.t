@@ -16,8 +16,8 @@ export PROBE PEAKRUN
 dir=$(mktemp -d /tmp/autobatch-start-ahead.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..7"
-python_or_skip "$PY" 'import torch' "PyTorch (Debian: python3-torch)" 1 7
+echo "1..9"
+python_or_skip "$PY" 'import torch' "PyTorch (Debian: python3-torch)" 1 9
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
 mkdir "$dir/tmp"
 export TMPDIR=$dir/tmp # where the trials' directories are, to be watched
@@ -102,6 +102,31 @@ needs_ok() {
 }
 check "a program that ends without its config cannot wait: said once, then trials one at a time to a decision" \
 	needs_ok || cat "$dir/needs.err" >&2
+# Only Python is held: a #! script that runs Python through env is; a shell script that logs
+# its start and then runs Python is not started ahead (its log line would come while the
+# trial before it runs), nor is anything else that is not Python
+{ echo '#!/usr/bin/env python3'; cat "$dir/agree.py"; } >"$dir/agree_script"
+chmod +x "$dir/agree_script"
+echo '{"batch_size": 8}' >"$dir/script.json"
+PATH=$(dirname "$PY"):$PATH "$PROBE" run --device host:capacity=512MiB --fraction 0.8 --hook-dir "$HOOK_DIR" \
+	--config "$dir/script.json" --key batch_size --json "$dir/script.report" \
+	-- "$dir/agree_script" "$dir/script.json" 2>"$dir/script.err" >/dev/null
+check "a #! script that runs Python through env is started ahead" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/script.report' && grep -q '\"started_ahead\":true' '$dir/script.report'" ||
+	cat "$dir/script.err" >&2
+echo '{"batch_size": 8}' >"$dir/shell.json"
+"$PROBE" run --device host:capacity=512MiB --fraction 0.8 --hook-dir "$HOOK_DIR" \
+	--config "$dir/shell.json" --key batch_size --json "$dir/shell.report" \
+	-- sh -c 'echo start >>"$0"; exec "$1" "$2" "$3"' "$dir/shell.log" "$PY" "$dir/agree.py" \
+	"$dir/shell.json" 2>"$dir/shell.err" >/dev/null
+shell_ok() {
+	k=$(count '"batch":' "$dir/shell.report")
+	grep -q '"status":"ok"' "$dir/shell.report" && ! grep -q started_ahead "$dir/shell.report" &&
+		[ "$(grep -c start "$dir/shell.log")" -eq "$k" ]
+}
+check "a shell script that runs Python is not started ahead: one start per trial, each in its turn" \
+	shell_ok || cat "$dir/shell.err" >&2
+
 # an interrupt while a trial runs and the next one waits: both end, nothing is left
 echo '{"batch_size": 8, "startup_s": 30}' >"$dir/int.json"
 "$PROBE" run --device host:capacity=512MiB --hook-dir "$HOOK_DIR" --config "$dir/int.json" \
