@@ -155,10 +155,9 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
 		.workdir_parent = shared_parent(o, s),
 		.note = run_print_note,
-		/* one process whose config it opens when released: not a launcher of ranks, nor
-		 * trials that run in parallel rounds (a round's workers start their own) */
-		.start_ahead = o->start_ahead && o->config && hook && !s->ranks_argv &&
-			       o->parallel == 1,
+		/* one process whose config it opens when released: not a launcher of ranks (nor
+		 * trials in parallel rounds: set_up_parallel) */
+		.start_ahead = o->start_ahead && o->config && hook && !s->ranks_argv,
 		.peak_source = s->ranks_argv ? AB_PEAK_FROM_REPORT /* the ranks' launcher's */
 			       : s->dev.kind == AB_DEVICE_HOST ? AB_PEAK_FROM_RSS
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU
@@ -242,6 +241,8 @@ static int set_up_parallel(const struct run_opts *o, struct setup *s, char *err,
 	if (s->dev.kind == AB_DEVICE_CUDA && (rc = cuda_slots(s, err, errlen)) < 0)
 		return rc;
 	s->round.x = &s->exec;
+	if (s->round.nslots > 1) /* a round's workers start their own trials */
+		s->exec.start_ahead = false;
 	if (s->round.nslots > 1)
 		fprintf(stderr, "autobatch: up to %zu trials at once, one per GPU (%s)\n",
 			s->round.nslots, visible ? visible : "");
