@@ -4,8 +4,7 @@
 # opens its config copy or calls its model, until the probe names its batch. Real PyTorch
 # programs that know nothing of autobatch (tests/python/plain_torch.py, behind small
 # wrappers that read their config at different moments), on the host with Debian's PyTorch.
-# The seconds saved are figures for bench/start-ahead, not assertions. A launcher (torchrun)
-# is tested in tests/frameworks: Debian 12's torchrun fails on its Python 3.11.
+# The seconds saved are figures for bench/start-ahead, not assertions.
 . "$(dirname "$0")/tap.sh"
 PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
@@ -16,8 +15,8 @@ export PROBE PEAKRUN
 dir=$(mktemp -d /tmp/autobatch-start-ahead.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..9"
-python_or_skip "$PY" 'import torch' "PyTorch (Debian: python3-torch)" 1 9
+echo "1..10"
+python_or_skip "$PY" 'import torch' "PyTorch (Debian: python3-torch)" 1 10
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
 mkdir "$dir/tmp"
 export TMPDIR=$dir/tmp # where the trials' directories are, to be watched
@@ -126,6 +125,26 @@ shell_ok() {
 }
 check "a shell script that runs Python is not started ahead: one start per trial, each in its turn" \
 	shell_ok || cat "$dir/shell.err" >&2
+
+# a launcher: torchrun's agent opens its rendezvous port before any config is read; the one
+# started ahead waits at its import instead, so it neither takes the running trial's port
+# (it would end, and start-ahead with it) nor joins its rendezvous. (tests/python/
+# torchrun-fixes: Debian 12's PyTorch 1.13 torchrun starts no worker under Python 3.11.)
+echo '{"batch_size": 8}' >"$dir/launcher.json"
+mkdir "$dir/launcher-tmp" # torchrun leaves its own torchelastic_* directories there
+PYTHONPATH=$here/torchrun-fixes TMPDIR=$dir/launcher-tmp "$PROBE" run --device host:capacity=1GiB \
+	--fraction 0.8 --hook-dir "$HOOK_DIR" --config "$dir/launcher.json" --key batch_size \
+	--json "$dir/launcher.report" -- "$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node=1 \
+	--master_port=29533 "$prog" "$dir/launcher.json" 2>"$dir/launcher.err" >/dev/null
+launcher_ok() {
+	k=$(count '"batch":[0-9]*,"fits"' "$dir/launcher.report")
+	grep -q '"status":"ok"' "$dir/launcher.report" && [ "$k" -ge 2 ] &&
+		[ "$(count '"started_ahead":true' "$dir/launcher.report")" -eq $((k - 1)) ] &&
+		! grep -q 'ended before it' "$dir/launcher.err" && ! pgrep -f "$dir/" >/dev/null &&
+		[ -z "$(find "$dir/launcher-tmp" -maxdepth 1 -name 'autobatch-*')" ]
+}
+check "torchrun: each next trial's launcher waits at its import, before its port; every trial after the first started ahead" \
+	launcher_ok || cat "$dir/launcher.err" >&2
 
 # an interrupt while a trial runs and the next one waits: both end, nothing is left
 echo '{"batch_size": 8, "startup_s": 30}' >"$dir/int.json"
