@@ -165,11 +165,20 @@ def trials_and_seconds(rep):
     return sum(t.get("runs", 1) for t in trials), rep.get("elapsed_s")
 
 
+def startup(rep):
+    """The trials' start-up (to each warm-up step's end, from a trial's release when it was
+    started ahead), summed, and how many were started ahead."""
+    trials = rep.get("trials") or []
+    return (round(sum(t.get("startup_s") or 0 for t in trials), 1),
+            sum(1 for t in trials if t.get("started_ahead")))
+
+
 def exec_rows(recs, name="exec", stage="exec"):
     rep = probe_report(recs, name)
     if not rep:
         return []
     t_all, secs = trials_and_seconds(rep)
+    start_s, ahead = startup(rep)
     rows, tr, ver, fresh = [], truths(recs, stage), verified(recs, stage), fresh_edges(recs, stage)
     for row in by_fraction(rep):
         limit, chosen = row.get("limit_bytes"), row.get("batch_size")
@@ -185,7 +194,8 @@ def exec_rows(recs, name="exec", stage="exec"):
                      "ratio": round(chosen / true, 4) if true and chosen else None,
                      "plain_run_fits": v["fits"] if v else None,
                      "plain_peak_bytes": v.get("peak_bytes") if v else None,
-                     "trials": t_all, "seconds": secs})
+                     "trials": t_all, "seconds": secs, "startup_s": start_s,
+                     "started_ahead": ahead})
     return rows
 
 
@@ -247,11 +257,12 @@ def markdown(rep):
         rows = rep.get(key) or []
         if not rows:
             continue
-        lines += [f"## {title}", "", "| fraction | limit GiB | chosen | its plain run GiB | fits | true max | from | chosen/true | trials | probe s |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"## {title}", "", "| fraction | limit GiB | chosen | its plain run GiB | fits | true max | from | chosen/true | trials | probe s | start-up s | started ahead |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['fraction']} | {gib(r['limit_bytes'])} | {r['chosen']} | {gib(r['plain_peak_bytes'])} | "
                   f"{r['plain_run_fits']} | {r['true_max'] or '-'} | {r['true_max_from'] or '-'} | {r['ratio'] or '-'} | "
-                  f"{r['trials']} | {r['seconds'] and round(r['seconds'], 1)} |" for r in rows]
+                  f"{r['trials']} | {r['seconds'] and round(r['seconds'], 1)} | {r.get('startup_s', '-')} | "
+                  f"{r.get('started_ahead', '-')} |" for r in rows]
         lines.append("")
     if rep.get("lightning"):
         lines += ["## Lightning's Tuner.scale_batch_size (whole GPU, no fraction)", "",
