@@ -59,13 +59,6 @@ static int add_mount(struct ranks_container *c, const char *src, const char *dst
 	return 0;
 }
 
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-
-	return s ? s + 1 : path;
-}
-
 struct self_files {
 	struct ranks_container *c;
 	char *err;
@@ -78,7 +71,7 @@ struct self_files {
 static int add_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct self_files *f = arg;
-	const char *base = base_name(info->dlpi_name);
+	const char *base = ab_base_name(info->dlpi_name);
 	char dst[PATH_MAX];
 
 	(void)size;
@@ -101,7 +94,7 @@ static int add_self(struct ranks_container *c, char *err, size_t errlen)
 
 	if (!self)
 		return ab_fail(err, errlen, errno, "cannot find this program: %s", strerror(errno));
-	snprintf(c->self, sizeof(c->self), "%s", base_name(self));
+	snprintf(c->self, sizeof(c->self), "%s", ab_base_name(self));
 	snprintf(dst, sizeof(dst), "%s/%s", INSIDE, c->self);
 	f.rc = add_mount(c, self, dst, "ro", err, errlen);
 	free(self);

@@ -49,6 +49,13 @@ bool ab_plain_name(const char *name)
 	       strlen(name);
 }
 
+const char *ab_base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
 static const char *printable(const char *text, char *buf, size_t buflen, bool lines)
 {
 	size_t i, n;

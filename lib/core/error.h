@@ -28,6 +28,9 @@ int ab_copy(char *dst, size_t dstlen, const char *src);
  * than the buffer ends in "...", so hostile input never reaches a terminal or a log raw. */
 const char *ab_printable(const char *text, char *buf, size_t buflen);
 
+/* The last component of path: what follows its last '/', or path itself. */
+const char *ab_base_name(const char *path);
+
 /* ab_printable, keeping newlines: for a message of several lines (a trial's quoted output),
  * each said on a line of its own with its prefix. */
 const char *ab_printable_lines(const char *text, char *buf, size_t buflen);

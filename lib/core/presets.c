@@ -220,13 +220,6 @@ int ab_preset_detect_model(const struct ab_config *cfg, int document,
 		       cfg->name);
 }
 
-static const char *base_name(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-
-	return slash ? slash + 1 : path;
-}
-
 const char *ab_launcher_name(int argc, char *const argv[])
 {
 	static const char *const modules[] = {"torch.distributed.run", "torch.distributed.launch",
@@ -235,7 +228,7 @@ const char *ab_launcher_name(int argc, char *const argv[])
 
 	if (argc < 1 || !argv[0])
 		return NULL;
-	prog = base_name(argv[0]);
+	prog = ab_base_name(argv[0]);
 	if (!strcmp(prog, "torchrun") || !strcmp(prog, "deepspeed"))
 		return prog;
 	if (!strcmp(prog, "accelerate") && argc > 1 && !strcmp(argv[1], "launch"))

@@ -133,7 +133,7 @@ out:
 int ab_trial_container_check(char *const *argv, char *err, size_t errlen)
 {
 	static const char *const verbs[] = {"run", "exec", "start", "container"};
-	const char *name = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	const char *name = ab_base_name(argv[0]);
 	bool podman = !strcmp(name, "podman");
 
 	if ((!podman && strcmp(name, "docker")) || !argv[1])

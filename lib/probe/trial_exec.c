@@ -574,22 +574,18 @@ void ab_exec_learn_pace(struct ab_exec *x, const struct ab_trial *t)
 
 /* ---- a trial's process: prepared, started, or started ahead ------------------------- */
 
-/* The last line a trial printed, made printable and cut to fit out. */
+/* The last line a trial printed, quoted (ab_printable) to fit out. */
 static void last_line(const char *path, char *out, size_t outlen)
 {
 	char buf[512];
-	size_t len = read_tail(path, buf, sizeof(buf)), end, start, w = 0;
+	size_t end = read_tail(path, buf, sizeof(buf)), start;
 
-	for (end = len; end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == '\r'); end--)
-		;
+	while (end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == '\r'))
+		end--;
+	buf[end] = '\0';
 	for (start = end; start > 0 && buf[start - 1] != '\n'; start--)
 		;
-	for (size_t i = start; i < end && w + 1 < outlen; i++) {
-		unsigned char c = (unsigned char)buf[i];
-
-		out[w++] = c >= 0x20 && c != 0x7f ? (char)c : '?';
-	}
-	out[w] = '\0';
+	ab_printable(buf + start, out, outlen);
 }
 
 static struct ab_trial_place place_of(const struct ab_exec *x)
@@ -645,9 +641,7 @@ static void discard(const struct ab_exec *x, struct ab_exec_ahead *p)
 
 static bool python_name(const char *path)
 {
-	const char *slash = strrchr(path, '/');
-
-	return !strncmp(slash ? slash + 1 : path, "python", 6);
+	return !strncmp(ab_base_name(path), "python", 6);
 }
 
 /* The file execvp would run for name: itself when it has a slash, else the first executable
@@ -690,7 +684,7 @@ static bool python_command(char *const *argv)
 	line[n] = '\0';
 	line[strcspn(line, "\n")] = '\0';
 	word = strtok_r(line + 2, " \t", &save);
-	if (word && !strcmp(strrchr(word, '/') ? strrchr(word, '/') + 1 : word, "env"))
+	if (word && !strcmp(ab_base_name(word), "env"))
 		while ((word = strtok_r(NULL, " \t", &save)) && word[0] == '-')
 			; /* env's options (-S) */
 	return word && python_name(word);
