@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -34,14 +33,18 @@
 #include "report_run.h"
 #include "size.h"
 
-#define SAMPLE_MS 500
+/* a peak must be seen while the task still holds it: a process's high-water mark goes
+ * with it, and a padded epoch's longest batch can be its last step (a Python program's
+ * exit takes a few hundred ms after it) */
+#define SAMPLE_MS 200
 #define SAMPLE_MAX_S 10 /* a sample that hangs (NVML, /proc) ends the watch, not the step */
-/* the report while the task runs: a peak this much above the one written, at most this
- * often. The step's end kills the watch (SIGKILL to the step's processes) as it wakes for
+/* the report while the task runs: each peak this much above the one written, when it is
+ * seen. The step's end kills the watch (SIGKILL to the step's processes) as it wakes for
  * its last write, and on a loaded node it often loses: the figure written as the task ran
- * must already hold its peak (at 10 s, a padded epoch of 30 s left its longest batch out). */
+ * must already hold its peak (written at most once a second, a padded epoch whose longest
+ * batch came in its last second left it out of the report). The writes stay few: each is
+ * 1% more than the last. */
 #define REPORT_GROWTH 1.01
-#define REPORT_EVERY_S 1
 
 struct watch {
 	pid_t pid;
@@ -51,7 +54,6 @@ struct watch {
 	int cache_fd;
 	bool reported, said_over;
 	uint64_t reported_peak, marked_peak;
-	time_t reported_at;
 	struct ab_group_peak group;
 	struct ab_nvml *nv;
 	uint64_t gpu_peak;
@@ -166,7 +168,7 @@ static void report(struct watch *w, uint64_t peak, bool first_over)
 	alarm(SAMPLE_MAX_S);
 	rc = ab_report_add_run(w->report, &f, err, sizeof(err));
 	alarm(0);
-	w->reported = true, w->reported_peak = peak, w->reported_at = time(NULL);
+	w->reported = true, w->reported_peak = peak;
 	if (rc == 0)
 		return;
 	/* not on this node's file systems (srun's $TMPDIR, a directory not shared): quietly */
@@ -202,11 +204,10 @@ static void over(struct watch *w, uint64_t peak)
 	}
 }
 
-/* While the task runs: the report gets a peak that grew, now and then. */
+/* While the task runs: the report gets each peak that grew by REPORT_GROWTH. */
 static bool report_due(const struct watch *w, uint64_t peak)
 {
-	return w->report && time(NULL) - w->reported_at >= REPORT_EVERY_S &&
-	       (!w->reported || (double)peak > REPORT_GROWTH * (double)w->reported_peak);
+	return w->report && (!w->reported || (double)peak > REPORT_GROWTH * (double)w->reported_peak);
 }
 
 int cmd_watch(int argc, char **argv)
@@ -230,7 +231,6 @@ int cmd_watch(int argc, char **argv)
 	if (gpu && ab_nvml_open(NULL, &w.nv, err, sizeof(err)) < 0)
 		return 0;
 	handle = pid_handle(w.pid);
-	w.reported_at = time(NULL);
 	do {
 		peak = now(&w);
 		if (peak > w.limit && !w.said_over)
