@@ -96,6 +96,17 @@ static int ranks_argv(const struct run_opts *o, struct setup *s, char *err, size
 	return 0;
 }
 
+/* The largest of the fractions asked: the trials' cap on XLA's pool, which every target's
+ * trials must be able to reach. */
+static double largest(const double *fractions, size_t n)
+{
+	double most = 0;
+
+	for (size_t i = 0; i < n; i++)
+		most = fractions[i] > most ? fractions[i] : most;
+	return most;
+}
+
 /* Trials whose ranks run on other nodes read their config copy there: it is made beside the
  * config, which the real step's tasks read on every node, not in this node's $TMPDIR. */
 static const char *shared_parent(const struct run_opts *o, struct setup *s)
@@ -162,7 +173,8 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 			       : s->dev.kind == AB_DEVICE_HOST ? AB_PEAK_FROM_RSS
 			       : s->dev.kind == AB_DEVICE_CUDA ? AB_PEAK_FROM_GPU
 							       : AB_PEAK_FROM_REPORT,
-		.capacity = s->dev.total_bytes, .keep = o->keep, .interrupted = &run_interrupted,
+		.capacity = s->dev.total_bytes, .pool_fraction = largest(o->fractions, o->nfractions),
+		.keep = o->keep, .interrupted = &run_interrupted,
 		.stop_grace_s = s->ranks_argv ? AB_RANKS_STOP_S : 0,
 		.gpu_usage = s->dev.nvml ? ab_nvml_group_usage : NULL, .gpu_arg = s->dev.nvml,
 	};

@@ -47,6 +47,20 @@ static bool decision_var(const char *name)
 	return false;
 }
 
+/* XLA's pool cap names (protocol.h): NAME one of them; or, NAME NULL, whether the task's
+ * environment has one already (srun --export), which then wins */
+static bool xla_pool(spank_t sp, const char *name)
+{
+	static const char *const names[] = AB_XLA_FRACTION_NAMES;
+	char value[64];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (name ? !strcmp(name, names[i])
+			 : spank_getenv(sp, names[i], value, sizeof(value)) != ESPANK_ENV_NOEXIST)
+			return true;
+	return false;
+}
+
 /* A command that runs its program in a container (apptainer exec --cleanenv, which keeps
  * only APPTAINERENV_ and SINGULARITYENV_ variables) gets the decision through their twins. */
 static void container_twins(spank_t sp, const char *name, const char *value)
@@ -160,6 +174,7 @@ static void hold(spank_t sp, const char *ticket)
 	char host[256], err[AB_ERR_MAX], node[64] = "", why[2 * AB_ERR_MAX];
 	struct ab_hold_ticket t;
 	struct ab_hold_answer a;
+	bool theirs; /* XLA's pool named in the task's environment already */
 	int rc;
 
 	spank_unsetenv(sp, AB_HOLD_ENV); /* the command and its own sruns never see it */
@@ -186,9 +201,14 @@ static void hold(spank_t sp, const char *ticket)
 			_exit(1);
 		not_started(a.message);
 	}
+	theirs = a.verdict == AB_HOLD_DECIDED && xla_pool(sp, NULL);
 	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++) {
+		bool pool = xla_pool(sp, a.vars[i].name);
+
+		if (pool && theirs)
+			continue;
 		spank_setenv(sp, a.vars[i].name, a.vars[i].value, 1);
-		if (decision_var(a.vars[i].name))
+		if (decision_var(a.vars[i].name) || pool)
 			container_twins(sp, a.vars[i].name, a.vars[i].value);
 	}
 }

@@ -296,6 +296,22 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
 }
 
+/* XLA's pool cap (protocol.h), where srun's environment names none: the fraction asked,
+ * which the trials' pools had too. No SLURM_ twin: JAX reads only these names. */
+static int add_xla_pool(struct ab_hold_answer *vars, double fraction)
+{
+	static const char *const names[] = AB_XLA_FRACTION_NAMES;
+	char text[32];
+
+	if (ab_env_xla_fraction_named())
+		return 0;
+	snprintf(text, sizeof(text), "%g", fraction);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (ab_hold_answer_add(vars, names[i], text) < 0)
+			return -1;
+	return 0;
+}
+
 /* The limit the decision promised (the fraction of the device's memory: what the trials
  * kept aside for NCCL or other processes is the run's too) and its cache entry, for each
  * task's watch (remote.c). */
@@ -360,7 +376,8 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 	    (res->total_bytes && add_long(vars, AB_ENV_DEVICE_BYTES, (long)res->total_bytes) < 0) ||
 	    (report[0] && add_var(vars, AB_ENV_REPORT, report) < 0) ||
 	    (req->config[0] && add_var(vars, AB_ENV_CONFIG, pl->config) < 0) ||
-	    (res->total_bytes && add_watch(vars, res->fraction * (double)res->total_bytes, pl) < 0)) {
+	    (res->total_bytes && add_watch(vars, res->fraction * (double)res->total_bytes, pl) < 0) ||
+	    (res->fraction > 0 && add_xla_pool(vars, res->fraction) < 0)) {
 		free(marked);
 		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
 						 "(a path with a control character?)");

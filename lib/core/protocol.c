@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -20,6 +21,42 @@ int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen)
 	if (i < 0 || i >= AB_CONTAINER_RUNTIMES)
 		return -EINVAL;
 	return ab_format(buf, buflen, "%s%s", prefix[i], name);
+}
+
+int ab_env_set_container_twins(const char *name, const char *value)
+{
+	char twin[160];
+
+	for (int i = 0; i < AB_CONTAINER_RUNTIMES; i++)
+		if (ab_env_container_twin(i, name, twin, sizeof(twin)) < 0 ||
+		    setenv(twin, value, 1) < 0)
+			return -1;
+	return 0;
+}
+
+bool ab_env_xla_fraction_named(void)
+{
+	static const char *const names[] = AB_XLA_FRACTION_NAMES;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *v = getenv(names[i]);
+
+		if (v && *v)
+			return true;
+	}
+	return false;
+}
+
+int ab_env_xla_fraction(const char *value)
+{
+	static const char *const names[] = AB_XLA_FRACTION_NAMES;
+
+	if (ab_env_xla_fraction_named())
+		return 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (setenv(names[i], value, 1) < 0 || ab_env_set_container_twins(names[i], value) < 0)
+			return -1;
+	return 0;
 }
 
 const char *ab_option_value(const char *arg)

@@ -67,6 +67,10 @@
 /* TensorFlow maps nearly all of a GPU's memory at start unless told to grow: a trial tells
  * it (unless the user chose), so the device's count follows the program's demand */
 #define AB_ENV_TF_GROWTH "TF_FORCE_GPU_ALLOW_GROWTH"
+/* XLA (JAX) takes its whole pool at start (75% of the GPU by default): a trial tells it not
+ * to, so the device's count is the program's demand, not the pool; the pool's cap
+ * (AB_ENV_XLA_MEM_FRACTION and its newer name) is the real run's (ab_env_xla_fraction) */
+#define AB_ENV_XLA_PREALLOCATE "XLA_PYTHON_CLIENT_PREALLOCATE"
 
 /* ---- a trial that is a Slurm step: each task's lines to the ranks' launcher ----
  * `autobatch-probe task` says these on its standard output, which srun --label relays to
@@ -121,6 +125,21 @@ const char *ab_env_carried_container(void);
 #define AB_CONTAINER_ENV_PREFIXES {"APPTAINERENV_", "SINGULARITYENV_"}
 #define AB_CONTAINER_BINDPATHS {"APPTAINER_BINDPATH", "SINGULARITY_BINDPATH"}
 #define AB_CONTAINER_RUNTIMES 2
+
+/* NAME's container twins (AB_CONTAINER_ENV_PREFIXES), each set to VALUE, for a container
+ * named in the command that drops the environment (apptainer exec --cleanenv); 0 or -1. */
+int ab_env_set_container_twins(const char *name, const char *value);
+
+/* XLA's pool cap names, both JAX's (newer JAX reads either); whether the environment
+ * names one (the user's own, which wins). A decided step's tasks get the fraction asked
+ * where it names none (spank/srun_apply.c), so that a JAX program's pool holds what was
+ * measured: XLA's default, 75% of the GPU, is below a larger fraction's choice. */
+#define AB_XLA_FRACTION_NAMES {AB_ENV_XLA_MEM_FRACTION, AB_ENV_XLA_CLIENT_MEM_FRACTION}
+bool ab_env_xla_fraction_named(void);
+
+/* A trial's cap, the same: VALUE (a fraction) by both names and their container twins,
+ * unless the environment names one. 0 or -1. */
+int ab_env_xla_fraction(const char *value);
 
 /* NAME's twin for command container runtime i (0: Apptainer, 1: SingularityCE). */
 int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen);

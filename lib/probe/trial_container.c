@@ -48,21 +48,9 @@ static void users_pair(const char *const names[AB_CONTAINER_RUNTIMES],
 	}
 }
 
-/* NAME's twins, each set to VALUE. */
-static int set_twins(const char *name, const char *value)
-{
-	char twin[160];
-
-	for (int i = 0; i < AB_CONTAINER_RUNTIMES; i++)
-		if (ab_env_container_twin(i, name, twin, sizeof(twin)) < 0 ||
-		    setenv(twin, value, 1) < 0)
-			return -1;
-	return 0;
-}
-
 int ab_trial_container_setenv(const char *name, const char *value)
 {
-	return setenv(name, value, 1) < 0 ? -1 : set_twins(name, value);
+	return setenv(name, value, 1) < 0 ? -1 : ab_env_set_container_twins(name, value);
 }
 
 /* Each AUTOBATCH_* variable's twins; a name too long for a twin is not the protocol's. */
@@ -86,7 +74,7 @@ static int autobatch_twins(void)
 			continue;
 		memcpy(name, snap[k], len);
 		name[len] = '\0';
-		if (set_twins(name, eq + 1) < 0) { /* the variable itself is set already */
+		if (ab_env_set_container_twins(name, eq + 1) < 0) { /* the variable itself is set already */
 			free(snap);
 			return -1;
 		}

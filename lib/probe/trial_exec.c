@@ -127,6 +127,23 @@ struct launch {
 	char **argv;
 };
 
+/* The allocators' pools in a trial (protocol.h): TensorFlow grows (unless the user chose);
+ * XLA takes no pool at start, whatever the user's run does, under the real run's cap. Each
+ * twinned for a container named in the command. */
+static int allocator_env(const struct ab_exec *x)
+{
+	const char *tf = getenv(AB_ENV_TF_GROWTH);
+	char value[32];
+
+	if (ab_trial_container_setenv(AB_ENV_TF_GROWTH, tf && *tf ? tf : "true") < 0 ||
+	    ab_trial_container_setenv(AB_ENV_XLA_PREALLOCATE, "false") < 0)
+		return -1;
+	if (x->pool_fraction <= 0)
+		return 0;
+	snprintf(value, sizeof(value), "%g", x->pool_fraction);
+	return ab_env_xla_fraction(value);
+}
+
 /* In the child (its own process group, killed with the probe): output to the trial's log,
  * the trial protocol's variables, then the command. */
 static void child(void *arg)
@@ -162,8 +179,7 @@ static void child(void *arg)
 	}
 	if (f->config[0])
 		setenv(AB_ENV_CONFIG, f->config, 1);
-	setenv(AB_ENV_TF_GROWTH, "true", 0);
-	if ((x->hook_dir && python_path(x->hook_dir) < 0) ||
+	if (allocator_env(x) < 0 || (x->hook_dir && python_path(x->hook_dir) < 0) ||
 	    ab_trial_container_env(x->hook_dir, x->workdir) < 0)
 		_exit(126);
 	execvp(argv[0], argv);

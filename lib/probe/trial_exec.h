@@ -54,6 +54,9 @@ struct ab_exec {
 	double max_trial_seconds;
 	enum ab_peak_source peak_source;
 	uint64_t capacity;      /* RSS or GPU memory above this is an OOM */
+	/* XLA's pool cap in a trial where the environment names none (ab_env_xla_fraction):
+	 * the largest fraction asked; 0: none set */
+	double pool_fraction;
 	/* AB_PEAK_FROM_GPU: the GPU memory of the trial's process group (NVML); NULL when NVML
 	 * is absent, and the peak comes from the trial's {"peak_bytes": N} */
 	uint64_t (*gpu_usage)(void *arg, pid_t pgid);

@@ -941,13 +941,15 @@ static void config_file(char *dir, const char *name, const char *text, char *cfg
 
 static void config_copy(void **state)
 {
-	char dir[] = "/tmp/autobatch-test-exec.XXXXXX", cfg[64], script[512];
+	char dir[] = "/tmp/autobatch-test-exec.XXXXXX", cfg[64], script[1024];
 	char *argv[] = {"sh", "-c", script, "sh", cfg, NULL};
 	struct ab_exec x;
 	struct ab_trial tr;
 	FILE *f;
 
 	(void)state;
+	unsetenv("XLA_PYTHON_CLIENT_MEM_FRACTION");
+	unsetenv("XLA_CLIENT_MEM_FRACTION");
 	config_file(dir, "train.yaml", "# mine\ntrain:\n  micro_batch_size: 4  # per GPU\n", cfg,
 		    sizeof(cfg));
 	/* The command gets the copy (not the original) with the trial's batch in it. */
@@ -956,16 +958,36 @@ static void config_copy(void **state)
 		 "grep -qx '  micro_batch_size: 12  # per GPU' \"$1\" && "
 		 "test \"$AUTOBATCH_TRIAL_PHASE\" = train && "
 		 "test \"$TF_FORCE_GPU_ALLOW_GROWTH\" = \"${WANT_GROWTH:-true}\" && "
+		 "test \"$APPTAINERENV_TF_FORCE_GPU_ALLOW_GROWTH\" = \"${WANT_GROWTH:-true}\" && "
+		 "test \"$XLA_PYTHON_CLIENT_PREALLOCATE\" = false && "
+		 "test \"$SINGULARITYENV_XLA_PYTHON_CLIENT_PREALLOCATE\" = false && "
+		 "test \"$XLA_PYTHON_CLIENT_MEM_FRACTION\" = \"${WANT_POOL-0.75}\" && "
+		 "test \"$XLA_CLIENT_MEM_FRACTION\" = \"${WANT_NEW_POOL-0.75}\" && "
+		 "test \"$APPTAINERENV_XLA_CLIENT_MEM_FRACTION\" = \"${WANT_TWIN-0.75}\" && "
 		 "echo '{\"step_s\": 1}\n{\"step_s\": 1}\n{\"peak_bytes\": 1000}' "
 		 ">>\"$AUTOBATCH_TRIAL_REPORT\"",
 		 cfg);
 	x = (struct ab_exec){.argv = argv, .config = cfg, .key = "train.micro_batch_size",
 			     .document = -1, .phase = "train", .steps = 3, .trial_seconds = 30,
-			     .peak_source = AB_PEAK_FROM_REPORT, .capacity = GiB};
+			     .peak_source = AB_PEAK_FROM_REPORT, .capacity = GiB,
+			     .pool_fraction = 0.75};
 	assert_int_equal(ab_exec_init(&x, err, sizeof(err)), 0);
+	/* XLA's pool: none taken at start, capped at the fraction asked (twinned for a
+	 * container named in the command) */
 	if (ab_exec_trial(&x, 12, &tr, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
 	assert_int_equal(tr.peak_bytes, 1000);
+	/* the user's cap, by either name, is the trial's: the other name stays unset */
+	setenv("XLA_CLIENT_MEM_FRACTION", "0.5", 1);
+	setenv("WANT_POOL", "", 1);
+	setenv("WANT_NEW_POOL", "0.5", 1);
+	setenv("WANT_TWIN", "", 1); /* not ours to twin: the user's container gets theirs */
+	if (ab_exec_trial(&x, 12, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	unsetenv("XLA_CLIENT_MEM_FRACTION");
+	unsetenv("WANT_POOL");
+	unsetenv("WANT_NEW_POOL");
+	unsetenv("WANT_TWIN");
 	/* TensorFlow's growth is the trial's unless the user chose */
 	setenv("TF_FORCE_GPU_ALLOW_GROWTH", "false", 1);
 	setenv("WANT_GROWTH", "false", 1);

@@ -306,7 +306,12 @@ static void rogue_answer_sets_nothing_else(void **state)
 	struct ab_hold_answer a = {0};
 	assert_int_equal(ab_hold_answer_add(&a, "LD_PRELOAD", "/tmp/x.so"), -EINVAL);
 	assert_int_equal(ab_hold_answer_add(&a, "AUTOBATCH_BATCH_SIZE", "9\nLD_PRELOAD=x"), -EINVAL);
+	assert_int_equal(ab_hold_answer_add(&a, "XLA_FLAGS", "--xla_dump_to=/tmp"), -EINVAL);
 	assert_int_equal(a.nvars, 0);
+	/* XLA's pool cap, a decided step's where the user named none */
+	assert_int_equal(ab_hold_answer_add(&a, "XLA_PYTHON_CLIENT_MEM_FRACTION", "0.8"), 0);
+	assert_int_equal(ab_hold_answer_add(&a, "XLA_CLIENT_MEM_FRACTION", "0.8"), 0);
+	assert_int_equal(a.nvars, 2);
 	ab_hold_close(&s);
 }
 
