@@ -63,6 +63,9 @@
  * file whose appearance releases it, holding its batch. The hook waits for it before the
  * program opens its config copy, uses the GPU or steps; AB_ENV_BATCH_SIZE is set then. */
 #define AB_ENV_TRIAL_HOLD "AUTOBATCH_TRIAL_HOLD"
+/* "1": the program writes its own per-step lines to the trial's report (the config's
+ * metrics file names it: MaxText's); the hook counts no steps of its own beside them */
+#define AB_ENV_TRIAL_OWN_STEPS "AUTOBATCH_TRIAL_OWN_STEPS"
 /* and AB_ENV_BATCH_SIZE, AB_ENV_CONFIG (the trial's copy of the config) */
 /* TensorFlow maps nearly all of a GPU's memory at start unless told to grow: a trial tells
  * it (unless the user chose), so the device's count follows the program's demand */

@@ -179,6 +179,10 @@ static void child(void *arg)
 	}
 	if (f->config[0])
 		setenv(AB_ENV_CONFIG, f->config, 1);
+	if (x->metrics_key)
+		setenv(AB_ENV_TRIAL_OWN_STEPS, "1", 1);
+	else
+		unsetenv(AB_ENV_TRIAL_OWN_STEPS);
 	if (allocator_env(x) < 0 || (x->hook_dir && python_path(x->hook_dir) < 0) ||
 	    ab_trial_container_env(x->hook_dir, x->workdir) < 0)
 		_exit(126);

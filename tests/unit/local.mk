@@ -39,6 +39,7 @@ TESTS = $(UNIT_TESTS) $(EMU_TESTS) \
 	tests/unit/messages.t \
 	tests/unit/examples.t \
 	tests/unit/python-helper.t \
+	tests/unit/jax-steps.t \
 	tests/unit/device-check.t \
 	$(PYTHON_HOOK_TESTS) \
 	# end of TESTS

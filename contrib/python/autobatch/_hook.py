@@ -5,7 +5,8 @@ $AUTOBATCH_TRIAL_REPORT ({"step_s": S, "samples": N, "peak_bytes": N, "length": 
 {"oom": true, "peak_at_least_bytes": N}, {"lengths": {...}} once, a final {"peak_bytes": N}),
 written once here for both the helper (autobatch.trial()) and the probe's sitecustomize,
 which calls install() so that a PyTorch program that knows nothing of autobatch is seen
-through its optimizer steps and ends after the warm-up and the measured steps. In a trial
+through its optimizer steps (a JAX program through its jitted training steps: autobatch._jax)
+and ends after the warm-up and the measured steps. In a trial
 the program's DataLoader draws the dataset's longest samples first (the run's worst batch,
 where batches are padded to their longest sample), and each step says how long its batches
 were. Where the config evaluates inside training ($AUTOBATCH_TRIAL_EVAL=1; the probe's copy
@@ -45,10 +46,17 @@ def in_trial():
 
 
 def peak_bytes():
-    """The framework's peak: CUDA's reserved memory when a GPU was used, else the RSS."""
+    """The framework's peak: CUDA's reserved memory when PyTorch used a GPU, JAX's own
+    per-device peak when it keeps one, else the RSS."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         return max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count()))
+    if "jax" in sys.modules:
+        from autobatch import _jax
+
+        peak = _jax.peak_bytes()
+        if peak:
+            return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -384,21 +392,42 @@ def instrument(torch):
         _wrap_instance_step(counter, torch)
 
 
-class _TorchImport(importlib.abc.MetaPathFinder):
-    """Instruments torch right after the program imports it, and never imports it itself."""
+def _instrument_jax(jax):
+    from autobatch import _jax
+
+    _jax.instrument_jax(jax, _on_step)
+
+
+def _instrument_optax(optax):
+    from autobatch import _jax
+
+    _jax.instrument_optax(optax)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Instruments a framework right after the program imports it (INSTRUMENTED: its module's
+    name and what is done to it), and never imports one itself."""
+
+    def __init__(self, instrumented):
+        self.waiting = dict(instrumented)
 
     def find_spec(self, name, path, target=None):
-        if name != "torch":
+        then = self.waiting.pop(name, None)
+        if then is None:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
+        sys.meta_path.remove(self)  # the search below must not come back here
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.waiting:
+                sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         exec_module = spec.loader.exec_module
 
         def exec_and_instrument(module):
             exec_module(module)
-            instrument(module)
+            then(module)
 
         spec.loader.exec_module = exec_and_instrument
         return spec
@@ -782,7 +811,14 @@ def install():
     if os.environ.get("AUTOBATCH_TRIAL_HOLD"):
         _start_held(os.environ["AUTOBATCH_TRIAL_HOLD"])
     _oom_excepthooks()
-    if "torch" in sys.modules:
-        instrument(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchImport())
+    if os.environ.get("AUTOBATCH_TRIAL_OWN_STEPS") == "1":
+        claim()  # the program's own per-step lines are the trial's (MaxText's metrics file)
+    waiting = {}
+    for name, then in (("torch", instrument), ("jax", _instrument_jax),
+                       ("optax", _instrument_optax)):
+        if name in sys.modules:
+            then(sys.modules[name])
+        else:
+            waiting[name] = then
+    if waiting:
+        sys.meta_path.insert(0, _AfterImport(waiting))
