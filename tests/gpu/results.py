@@ -253,6 +253,8 @@ def markdown(rep):
                 lines.append("")
     for title, key in (("exec mode, GPT-2 124M (seq 1024, bf16 autocast, AdamW)", "exec"),
                        ("exec mode with torch.compile", "compile"), ("Hugging Face Trainer", "hf"),
+                       ("JAX: a transformer in plain JAX (GPT-2 124M shape, its own AdamW); its "
+                        "truth within the XLA pool of its real run", "jax"),
                        ("Lightning with autobatch's LightningCallback", "lightning_callback")):
         rows = rep.get(key) or []
         if not rows:
@@ -334,6 +336,7 @@ def cmd_report(recs, out_dir):
     rep["exec"] = exec_rows(recs)
     rep["compile"] = exec_rows(recs, "compile", "compile")
     rep["hf"] = exec_rows(recs, "hf", "hf")
+    rep["jax"] = exec_rows(recs, "jax", "jax")
     rep["lightning_callback"] = exec_rows(recs, "lightning-callback", "lightning")
     rep["lightning"] = lightning_rows(recs)
     alone_rep = probe_report(recs, "ddp-alone")

@@ -10,13 +10,15 @@ tests/helpers/peakrun (the process group's resident peak, as the probe counts a 
   truth.py --size 124m --limits L1,L2,... [--peakrun PATH --python PY] [--start B]
 prints one JSON line per measurement ({"batch", "peak_bytes" or "oom"}) and one per limit
 ({"limit_bytes", "largest", "peak_bytes", "next_peak_bytes"}).
-  truth.py --edge B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile]
+  truth.py --edge B1,B2,... --limits L1,L2,... [--program gpt2|hf|jax] [--compile]
 walks each in-process answer in fresh plain runs (B + 1 up while it fits, else B down until it
 fits) and prints {"limit_bytes", "largest_fresh", "fresh_runs"}: the truth the issue asks for.
-  truth.py --verify B1,B2,... --limits L1,L2,... [--program gpt2|hf] [--compile] [--ranks N]
+  truth.py --verify B1,B2,... --limits L1,L2,... [--program gpt2|hf|jax] [--compile] [--ranks N]
 runs each batch as a fresh plain run of the program (never beside a process of its own on the
 GPU; with --ranks N, as N ranks of a DDP world started together, the largest rank's peak
 deciding) and prints {"verify_batch", "limit_bytes", "peak_bytes", "fits"} for each.
+With --program jax (tests/gpu/jax_train.py) a run fits when it ends within the pool its
+caller gave XLA (the real run's, XLA_PYTHON_CLIENT_MEM_FRACTION) and its peak is JAX's own.
 """
 
 import argparse
@@ -76,7 +78,9 @@ class FreshRuns:
     def __init__(self, size, steps, peakrun, python, program="gpt2", compile_model=False,
                  ranks=1):
         self.size, self.steps, self.peakrun, self.python = size, steps, peakrun, python
-        self.script = os.path.join(HERE, "hf_train.py" if program == "hf" else "gpt2_train.py")
+        self.script = os.path.join(HERE, {"hf": "hf_train.py", "jax": "jax_train.py"}.get(
+            program, "gpt2_train.py"))
+        self.program = program
         self.compile, self.ranks = compile_model, ranks
         self.total = None
         self.rank_peaks = []
@@ -109,6 +113,11 @@ class FreshRuns:
                     return int(line.split()[1])
             return INF
         last = program_report(stdout)
+        if self.program == "jax" and rc == 0 and "peak_reserved_bytes" in last:
+            # ran within the pool its real run gets (XLA_PYTHON_CLIENT_MEM_FRACTION, set by
+            # the caller): JAX's own peak in use, as NVML sees only the preallocated pool
+            self.total = last.get("total_bytes")
+            return last["peak_reserved_bytes"]
         if rc != 0 or "peak_reserved_bytes" not in last:
             sys.stderr.write(stderr[-2000:])
             return INF
@@ -232,7 +241,7 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--verify")
     ap.add_argument("--edge")
-    ap.add_argument("--program", default="gpt2", choices=["gpt2", "hf"])
+    ap.add_argument("--program", default="gpt2", choices=["gpt2", "hf", "jax"])
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--ranks", type=int, default=1, help="--verify: each run that many ranks")
     a = ap.parse_args()
