@@ -78,12 +78,16 @@ int ab_probe_cleanup_argv(const struct ab_probe_job *job, struct ab_argv *b, cha
 	ab_argv_add(b, "--overlap");
 	ab_argv_add(b, "--mem=0");
 	ab_argv_add(b, "--job-name=autobatch-cleanup");
+	ab_argv_add(b, "--export=ALL," AB_ENV_CLEANUP "=1");
 	ab_argv_add(b, "/bin/sh");
 	ab_argv_add(b, "-c");
 	/* this probe's container, and those of probes in jobs that no longer run (a job
 	 * cancelled at once, by a second Ctrl-C, takes its probe with it); the words are ours
 	 * (a job id and a pid), nothing of the user's reaches this shell */
-	ab_argv_addf(b, "command -v enroot >/dev/null || exit 0; "
+	ab_argv_addf(b, "PATH=${" AB_ENV_NODE_PATH ":+$" AB_ENV_NODE_PATH ":}$PATH; "
+			"command -v enroot >/dev/null || { echo \"autobatch: could not remove the "
+			"trials' container pyxis_%s on $(hostname): no enroot on the node's PATH\" >&2; "
+			"exit 0; }; "
 			"for n in $(enroot list | grep -x 'pyxis_\\([0-9]*_\\)\\{0,1\\}"
 			"autobatch-trial-[0-9]*-[0-9]*'); do j=${n#*autobatch-trial-}; j=${j%%-*}; "
 			"if [ \"$n\" = pyxis_%s ] || [ \"$n\" = pyxis_%s_%s ] || "
@@ -91,7 +95,7 @@ int ab_probe_cleanup_argv(const struct ab_probe_job *job, struct ab_argv *b, cha
 			"! squeue -h -j \"$j\" -t PD,R,S -o %%i 2>/dev/null | grep -qx \"$j\"; }; "
 			"then enroot remove -f \"$n\" >/dev/null || echo \"autobatch: could not "
 			"remove the trials' container $n on $(hostname)\" >&2; fi; done; exit 0",
-		     name, jobid, name, jobid);
+		     name, name, jobid, name, jobid);
 	return ab_argv_done(b, "the cleanup step's command line", err, errlen);
 }
 

@@ -315,6 +315,19 @@ static void watch(spank_t sp, const struct ab_ctx *c)
 		ab_cache_close(&cache);
 }
 
+/* The step that removes the trials' container after a probe (spank/probe_args.c) runs enroot
+ * as pyxis does: from slurmstepd's own PATH (this process's environment, the site's), which
+ * the job's may lack. Only a PATH is handed to the user's own task; nothing runs here. */
+static void node_path(spank_t sp)
+{
+	const char *path = getenv("PATH");
+	char mark[8];
+
+	if (path && spank_getenv(sp, AB_ENV_CLEANUP, mark, sizeof(mark)) == ESPANK_SUCCESS &&
+	    !strcmp(mark, "1"))
+		spank_setenv(sp, AB_ENV_NODE_PATH, path, 1);
+}
+
 /* In the task, as the user, before the command: a held launch waits for its decision; a
  * refused launch ends here; a decided one starts its watch. */
 int ab_remote_task_init(spank_t sp, const struct ab_ctx *c)
@@ -322,6 +335,7 @@ int ab_remote_task_init(spank_t sp, const struct ab_ctx *c)
 	uint32_t job = 0, step = 0;
 	char mark[64], mine[64], ticket[256];
 
+	node_path(sp);
 	if (spank_getenv(sp, AB_HOLD_ENV, ticket, sizeof(ticket)) == ESPANK_SUCCESS)
 		hold(sp, ticket);
 	watch(sp, c);

@@ -111,6 +111,11 @@ const char *ab_env_container(char *const *env);
  * imported once, reused by each trial, removed after the probe (spank/probe_step.c). pyxis
  * calls it pyxis_NAME, or pyxis_JOBID_NAME where its containers are the job's. */
 #define AB_TRIAL_CONTAINER "autobatch-trial-%s-%s"
+/* "1" in the environment of the step that removes the trials' container after a probe; its
+ * task then gets AB_ENV_NODE_PATH: slurmstepd's own PATH (the site's), on which pyxis finds
+ * enroot, and which the job's may lack (a batch script running in a container) */
+#define AB_ENV_CLEANUP "AUTOBATCH_CLEANUP"
+#define AB_ENV_NODE_PATH "AUTOBATCH_NODE_PATH"
 
 /* Whether entry ("NAME=value") is one of pyxis' routes into a container; *carry then says
  * whether the probe step carries it (srun's options and pyxis' variables; sbatch's reach

@@ -153,6 +153,42 @@ EOF
 	no_container_left
 }
 
+# #SBATCH --container-image: pyxis runs the batch script itself in the image, and each srun
+# in it gets the job's container options (SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_*). Slurm's
+# client is not in the image: the job mounts it, as sites that call srun from inside a
+# container do (srun, its libraries and plugins, the plugstack's plugins, slurm.conf and
+# munge's socket under the testbed)
+slurm_mounts() {
+	local pyxis m
+	pyxis=$(sed -n 's/^required \([^ ]*spank_pyxis.so\) .*/\1/p' "$AUTOBATCH_TESTBED/etc/plugstack-pyxis")
+	for m in "$(command -v srun)" /usr/lib/x86_64-linux-gnu/slurm-wlm \
+		/usr/lib/x86_64-linux-gnu/libmunge.so.2 "$AUTOBATCH_TESTBED" "$(dirname "$pyxis")"; do
+		printf ',%s:%s' "$m" "$m"
+	done
+}
+
+@test "#SBATCH --container-image: the batch script in the image calls srun --autobatch; trials in the image, nothing left" {
+	cat >job.sh <<EOF
+#!/bin/sh
+#SBATCH --container-image=$IMG
+#SBATCH --container-mounts=$BATS_TEST_TMPDIR:$BATS_TEST_TMPDIR$(slurm_mounts)
+#SBATCH --container-workdir=$BATS_TEST_TMPDIR
+python3 where.py /dev/null
+srun -n2 --autobatch=0.8 --autobatch-config=cfg.json --autobatch-key=batch_size \
+	python3 where.py plain_torch.py cfg.json
+EOF
+	run timeout 500 sbatch --wait -N1 -n2 -o job.out job.sh
+	[ "$status" -eq 0 ] || { cat job.out >&2; return 1; }
+	grep -q "^autobatch: chose batch .*; trials ran in its container (pyxis: $IMG)" job.out || { cat job.out >&2; return 1; }
+	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' job.out)
+	[ "$(grep -c "^trained 4 updates at batch $batch\$" job.out)" -eq 2 ]
+	# the batch script ran in the image; each trial's processes and both tasks too
+	[ "$(grep -c '^run container$' where.log)" -eq 3 ] || { sort where.log | uniq -c >&2; return 1; }
+	grep -q '^trial inside$' where.log
+	refute grep -q 'trial outside\|run host' where.log
+	no_container_left
+}
+
 # a Ctrl-C as a terminal gives it: one SIGINT to every process of srun's process group
 # (a session of its own here, SIGINT not ignored as a script's background commands have it)
 ctrl_c_group() { kill -INT -- -"$1"; }
