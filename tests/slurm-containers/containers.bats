@@ -138,17 +138,23 @@ trial_container_lines() {
 	no_container_left
 }
 
+# sbatch_decided: job.sh run by sbatch --wait on one node, two tasks: decided from trials in
+# the image, both tasks trained at the choice
+sbatch_decided() {
+	run timeout 500 sbatch --wait -N1 -n2 -o job.out job.sh
+	[ "$status" -eq 0 ] || { cat job.out >&2; return 1; }
+	grep -q "^autobatch: chose batch .*; trials ran in its container (pyxis: $IMG)" job.out || { cat job.out >&2; return 1; }
+	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' job.out)
+	[ "$(grep -c "^trained 4 updates at batch $batch\$" job.out)" -eq 2 ] || { cat job.out >&2; return 1; }
+}
+
 @test "--autobatch in a container inside sbatch: decided from trials in the image, nothing left" {
 	cat >job.sh <<EOF
 #!/bin/sh
 srun -N1 -n2 --container-image="$IMG" $MOUNT --autobatch=0.8 --autobatch-config=cfg.json \
 	--autobatch-key=batch_size python3 where.py plain_torch.py cfg.json
 EOF
-	run timeout 500 sbatch --wait -N1 -n2 -o job.out job.sh
-	[ "$status" -eq 0 ] || { cat job.out >&2; return 1; }
-	grep -q "^autobatch: chose batch .*; trials ran in its container (pyxis: $IMG)" job.out || { cat job.out >&2; return 1; }
-	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' job.out)
-	[ "$(grep -c "^trained 4 updates at batch $batch\$" job.out)" -eq 2 ]
+	sbatch_decided
 	refute grep -q 'trial outside' where.log
 	no_container_left
 }
@@ -177,11 +183,7 @@ python3 where.py /dev/null
 srun -n2 --autobatch=0.8 --autobatch-config=cfg.json --autobatch-key=batch_size \
 	python3 where.py plain_torch.py cfg.json
 EOF
-	run timeout 500 sbatch --wait -N1 -n2 -o job.out job.sh
-	[ "$status" -eq 0 ] || { cat job.out >&2; return 1; }
-	grep -q "^autobatch: chose batch .*; trials ran in its container (pyxis: $IMG)" job.out || { cat job.out >&2; return 1; }
-	batch=$(sed -n 's/^autobatch: chose batch \([0-9]*\) .*/\1/p' job.out)
-	[ "$(grep -c "^trained 4 updates at batch $batch\$" job.out)" -eq 2 ]
+	sbatch_decided
 	# the batch script ran in the image; each trial's processes and both tasks too
 	[ "$(grep -c '^run container$' where.log)" -eq 3 ] || { sort where.log | uniq -c >&2; return 1; }
 	grep -q '^trial inside$' where.log
