@@ -290,6 +290,16 @@ def markdown(rep):
         lines += ["", "The probe with --ranks 2: " + (f"batch {rk.get('batch_size')} in {t} trials, {s and round(s, 1)} s"
                                                       if rk.get("status") == "ok"
                                                       else f"no decision: {rk.get('error') or rk.get('unreadable') or '-'}"), ""]
+    e = rep.get("epoch")
+    if e:
+        lines += ["## a trainer with dynamic padding: its trial against its whole epoch (issue 41)", "",
+                  "| chosen | limit GiB | trial peak GiB | epoch, watched (NVML) GiB | over the trial | "
+                  "within the limit | epoch reserved GiB | allocated GiB | inactive split GiB | alloc retries | updates |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|",
+                  f"| {e['chosen']} | {gib(e['limit_bytes'])} | {gib(e['trial_peak_bytes'])} | "
+                  f"{gib(e['epoch_watch_bytes'])} | {e['over_trial']} | {e['within_limit']} | "
+                  f"{gib(e['epoch_reserved_bytes'])} | {gib(e['epoch_allocated_bytes'])} | "
+                  f"{gib(e['inactive_split_bytes'])} | {e['alloc_retries']} | {e['updates']} |", ""]
     if rep.get("task"):
         lines += ["## one task of a whole-step trial (autobatch-probe task --gpu), against a plain run", "",
                   "| command | batch | task's peak GiB | plain run's peak GiB |", "|---|---|---|---|"]
@@ -325,6 +335,27 @@ def task_rows(recs):
             for r in recs if r["stage"] == "task" and "task_peak_bytes" in r]
 
 
+def epoch_row(recs):
+    """The epoch stage: the choice's trial peak, its whole epoch's (the program's allocator,
+    the watch's NVML figure) and what the epoch added: the margin many steps need."""
+    probe = probe_report(recs, "epoch")
+    run = next((r for r in reversed(recs) if r.get("name") == "epoch-run"), None)
+    watch = next((r for r in reversed(recs) if r.get("name") == "epoch-watch"), None)
+    if not probe or not run:
+        return None
+    chosen = probe.get("batch_size")
+    trial = max((t.get("peak_bytes") or 0 for t in probe.get("trials", [])
+                 if t.get("batch") == chosen and t.get("fits")), default=None)
+    seen = (watch or {}).get("peak_bytes")
+    return {"chosen": chosen, "limit_bytes": run.get("limit_bytes"), "trial_peak_bytes": trial,
+            "epoch_watch_bytes": seen, "epoch_reserved_bytes": run.get("peak_reserved_bytes"),
+            "epoch_allocated_bytes": run.get("peak_allocated_bytes"),
+            "alloc_retries": run.get("alloc_retries"), "updates": run.get("updates"),
+            "inactive_split_bytes": run.get("peak_inactive_split_bytes"),
+            "over_trial": round(seen / trial - 1, 4) if seen and trial else None,
+            "within_limit": seen <= run["limit_bytes"] if seen and run.get("limit_bytes") else None}
+
+
 def cmd_report(recs, out_dir):
     kind, env = kind_of(recs)
     rep = {"kind": kind, "dry_run": env.get("dry_run") == 1, "env": env,
@@ -337,6 +368,7 @@ def cmd_report(recs, out_dir):
     rep["compile"] = exec_rows(recs, "compile", "compile")
     rep["hf"] = exec_rows(recs, "hf", "hf")
     rep["jax"] = exec_rows(recs, "jax", "jax")
+    rep["epoch"] = epoch_row(recs)
     rep["lightning_callback"] = exec_rows(recs, "lightning-callback", "lightning")
     rep["lightning"] = lightning_rows(recs)
     alone_rep = probe_report(recs, "ddp-alone")

@@ -4,7 +4,9 @@ padding, the default of Hugging Face's DataCollatorWithPadding), or to the maxim
 ("padding": "max"). It knows nothing of autobatch; its batch comes from its JSON config
 (argv[1]). Keys: batch_size, lengths ("narrow", "lognormal" or "longtail"), padding
 ("dynamic" or "max"), samples (the dataset's size), stream (read as an IterableDataset),
-max_len, steps (optimizer updates; 0: the whole epoch), seed (the shuffle's); Hugging Face's
+max_len, steps (optimizer updates; 0: the whole epoch), seed (the shuffle's), and for a GPU
+(tests/gpu/device-check's epoch stage) device ("cuda"), hidden and heads (64 and 4 by
+default), where it prints its allocator's figures as a JSON line at its end; Hugging Face's
 per_device_train_batch_size and max_length stand for batch_size and max_len. Memory
 grows with batch x padded length (an attention's scores with its square)."""
 import json
@@ -58,21 +60,22 @@ class Stream(torch.utils.data.IterableDataset):
 
 
 class Model(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, hidden=HIDDEN, heads=HEADS):
         super().__init__()
-        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
-        self.qkv = torch.nn.Linear(HIDDEN, 3 * HIDDEN)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(HIDDEN, 4 * HIDDEN), torch.nn.GELU(),
-                                       torch.nn.Linear(4 * HIDDEN, HIDDEN))
-        self.out = torch.nn.Linear(HIDDEN, VOCAB)
+        self.hidden, self.heads = hidden, heads
+        self.embed = torch.nn.Embedding(VOCAB, hidden)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(hidden, 4 * hidden), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * hidden, hidden))
+        self.out = torch.nn.Linear(hidden, VOCAB)
 
     def forward(self, ids, mask):
         x = self.embed(ids)
         b, n, _ = x.shape
-        q, k, v = (t.view(b, n, HEADS, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
-        scores = q @ k.transpose(2, 3) / math.sqrt(HIDDEN / HEADS)  # batch x heads x n x n
+        q, k, v = (t.view(b, n, self.heads, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        scores = q @ k.transpose(2, 3) / math.sqrt(self.hidden / self.heads)  # b x heads x n x n
         scores = scores.masked_fill(~mask[:, None, None, :], -1e4)
-        x = x + (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, n, HIDDEN)
+        x = x + (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, n, self.hidden)
         x = x + self.mlp(x)
         return self.out(x)
 
@@ -104,10 +107,12 @@ def main():
         loader = torch.utils.data.DataLoader(
             data, batch_size=batch, shuffle=True,
             generator=torch.Generator().manual_seed(config.get("seed", 0)), collate_fn=pad)
-    model = Model()
+    device = torch.device(config.get("device", "cpu"))
+    model = Model(config.get("hidden", HIDDEN), config.get("heads", HEADS)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     updates, longest = 0, 0
     for b in loader:
+        b = {k: v.to(device) for k, v in b.items()}
         logits = model(b["input_ids"], b["mask"])
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), b["labels"].flatten())
         loss.backward()
@@ -118,6 +123,15 @@ def main():
         if updates == config.get("steps", 0):
             break
     print("trained %d updates at batch %d, longest batch %d" % (updates, batch, longest))
+    if device.type == "cuda":  # what the caching allocator did over the whole run
+        torch.cuda.synchronize()
+        stats = torch.cuda.memory_stats()
+        print(json.dumps({"batch_size": batch, "updates": updates, "longest": longest,
+                          "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+                          "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+                          "alloc_retries": stats.get("num_alloc_retries", 0),
+                          "peak_inactive_split_bytes": stats.get("inactive_split_bytes.all.peak", 0),
+                          "total_bytes": torch.cuda.mem_get_info()[1]}), flush=True)
 
 
 if __name__ == "__main__":
