@@ -3,7 +3,8 @@
  * command (protocol.h), and, with enforce=on, exports the memory caps.
  * It reads only the job's environment and options: no file is opened, nothing is run. In
  * each task (as the user, before the command), a step launched before its decision waits
- * for srun's answer on the hold channel, and a decided step's task starts its watch.
+ * for srun's answer on the hold channel, a decided step's task starts its watch, and the
+ * trials' container cleanup gets slurmstepd's own PATH (the site's, not a secret).
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -47,18 +48,30 @@ static bool decision_var(const char *name)
 	return false;
 }
 
-/* XLA's pool cap names (protocol.h): NAME one of them; or, NAME NULL, whether the task's
- * environment has one already (srun --export), which then wins */
-static bool xla_pool(spank_t sp, const char *name)
+/* Whether the task's environment has NAME, not empty (srun --export, the job's own). */
+static bool task_has(spank_t sp, const char *name)
 {
-	static const char *const names[] = AB_XLA_FRACTION_NAMES;
 	char value[64];
+	spank_err_t rc = spank_getenv(sp, name, value, sizeof(value));
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (name ? !strcmp(name, names[i])
-			 : spank_getenv(sp, names[i], value, sizeof(value)) != ESPANK_ENV_NOEXIST)
-			return true;
-	return false;
+	return rc == ESPANK_NOSPACE || (rc == ESPANK_SUCCESS && value[0]);
+}
+
+/* XLA's pool (protocol.h): whether NAME is one of the run's names, in *pool, and whether the
+ * task's own environment decides it instead (a cap of its own decides all three). */
+static bool xla_theirs(spank_t sp, const char *name, bool *pool)
+{
+	static const char *const caps[] = AB_XLA_FRACTION_NAMES, *const all[] = AB_XLA_RUN_NAMES;
+	bool capped = false;
+
+	*pool = false;
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		*pool = *pool || !strcmp(name, all[i]);
+	if (!*pool)
+		return false;
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		capped = capped || task_has(sp, caps[i]);
+	return capped || task_has(sp, name);
 }
 
 /* A command that runs its program in a container (apptainer exec --cleanenv, which keeps
@@ -72,19 +85,30 @@ static void container_twins(spank_t sp, const char *name, const char *value)
 			spank_setenv(sp, twin, value, 1);
 }
 
+/* A step decided before its launch (a cache hit): the decision's variables back where
+ * --export=NONE dropped them, and their container twins; XLA's pool's twins too (srun's
+ * environment gave the tasks the pool; a twin the user set is kept). */
 static void reexport(spank_t sp)
 {
+	static const char *const pool[] = AB_XLA_RUN_NAMES;
 	char twin[64], value[64];
+	bool decided = false;
 
 	for (size_t i = 0; i < sizeof(decision_vars) / sizeof(decision_vars[0]); i++) {
 		if (ab_env_twin(decision_vars[i], twin, sizeof(twin)) < 0 ||
 		    spank_getenv(sp, twin, value, sizeof(value)) != ESPANK_SUCCESS ||
 		    !plain_number(value))
 			continue; /* no decision */
+		decided = true;
 		/* not overwritten where present: --export=NONE did not drop it */
 		spank_setenv(sp, decision_vars[i], value, 0);
 		container_twins(sp, decision_vars[i], value);
 	}
+	for (size_t i = 0; decided && i < sizeof(pool) / sizeof(pool[0]); i++)
+		for (int k = 0; k < AB_CONTAINER_RUNTIMES; k++)
+			if (spank_getenv(sp, pool[i], value, sizeof(value)) == ESPANK_SUCCESS &&
+			    value[0] && ab_env_container_twin(k, pool[i], twin, sizeof(twin)) == 0)
+				spank_setenv(sp, twin, value, 0);
 }
 
 /* Under MPS the driver enforces a per-client limit: fraction x the GPU's memory, for each
@@ -174,7 +198,7 @@ static void hold(spank_t sp, const char *ticket)
 	char host[256], err[AB_ERR_MAX], node[64] = "", why[2 * AB_ERR_MAX];
 	struct ab_hold_ticket t;
 	struct ab_hold_answer a;
-	bool theirs; /* XLA's pool named in the task's environment already */
+	bool theirs[AB_HOLD_VARS_MAX], pool[AB_HOLD_VARS_MAX]; /* XLA's pool: xla_theirs */
 	int rc;
 
 	spank_unsetenv(sp, AB_HOLD_ENV); /* the command and its own sruns never see it */
@@ -201,14 +225,14 @@ static void hold(spank_t sp, const char *ticket)
 			_exit(1);
 		not_started(a.message);
 	}
-	theirs = a.verdict == AB_HOLD_DECIDED && xla_pool(sp, NULL);
+	/* XLA's: decided before any is set, so that the answer's own do not count as theirs */
+	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++)
+		theirs[i] = xla_theirs(sp, a.vars[i].name, &pool[i]);
 	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++) {
-		bool pool = xla_pool(sp, a.vars[i].name);
-
-		if (pool && theirs)
+		if (theirs[i])
 			continue;
 		spank_setenv(sp, a.vars[i].name, a.vars[i].value, 1);
-		if (decision_var(a.vars[i].name) || pool)
+		if (decision_var(a.vars[i].name) || pool[i])
 			container_twins(sp, a.vars[i].name, a.vars[i].value);
 	}
 }

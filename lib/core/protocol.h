@@ -139,10 +139,15 @@ const char *ab_env_carried_container(void);
 int ab_env_set_container_twins(const char *name, const char *value);
 
 /* XLA's pool cap names, both JAX's (newer JAX reads either); whether the environment
- * names one (the user's own, which wins). A decided step's tasks get the fraction asked
- * where it names none (spank/srun_apply.c), so that a JAX program's pool holds what was
- * measured: XLA's default, 75% of the GPU, is below a larger fraction's choice. */
+ * names one, not empty (the user's own, which wins). A decided step's tasks get the fraction
+ * asked where it names none (spank/srun_apply.c), and no preallocation unless the user chose:
+ * the run then allocates as its trials did, so its pool holds what was measured (XLA's
+ * default, 75% of the GPU, is below a larger fraction's choice) and the GPU's count is its
+ * demand (a pool preallocated at the limit would read over it by the CUDA context). */
 #define AB_XLA_FRACTION_NAMES {AB_ENV_XLA_MEM_FRACTION, AB_ENV_XLA_CLIENT_MEM_FRACTION}
+/* and what a decided step's tasks may get of XLA's, all three */
+#define AB_XLA_RUN_NAMES {AB_ENV_XLA_MEM_FRACTION, AB_ENV_XLA_CLIENT_MEM_FRACTION, \
+			  AB_ENV_XLA_PREALLOCATE}
 bool ab_env_xla_fraction_named(void);
 
 /* A trial's cap, the same: VALUE (a fraction) by both names and their container twins,

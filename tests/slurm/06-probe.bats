@@ -189,7 +189,7 @@ config_rewritten() {
 	! grep -q '^PATH=' <<<"$output" # --export=NONE really was in force
 }
 
-@test "XLA's pool: trials take none at start, under the fraction asked; the tasks' pool is that fraction, or the user's own" {
+@test "XLA's pool: trials take none at start, under the fraction asked; so do the tasks, or they keep the user's own" {
 	# each trial's XLA variables, then the toy trainer (a JAX program reads these at start)
 	cat >trial.sh <<EOF
 #!/bin/sh
@@ -202,12 +202,21 @@ EOF
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	[ "$(grep -c '^XLA_PYTHON_CLIENT_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
 	[ "$(grep -c '^XLA_CLIENT_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
-	refute grep -q '^XLA_PYTHON_CLIENT_PREALLOCATE=' <<<"$output" # the run's own
+	[ "$(grep -c '^XLA_PYTHON_CLIENT_PREALLOCATE=false$' <<<"$output")" -eq 2 ]
+	[ "$(grep -c '^APPTAINERENV_XLA_CLIENT_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
 	trials=$(ls xla.* | wc -l)
 	[ "$trials" -ge 2 ]
 	[ "$(cat xla.* | grep -c '^XLA_PYTHON_CLIENT_PREALLOCATE=false$')" -eq "$trials" ]
 	[ "$(cat xla.* | grep -c '^XLA_PYTHON_CLIENT_MEM_FRACTION=0.7$')" -eq "$trials" ]
-	# the user's cap (one name) is the tasks' and the trials', the other name left unset
+	# the same srun again decides from the cache: the tasks get the same pool
+	run --separate-stderr srun_t -N1 -n2 --gpus=2 --autobatch=0.7 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="$BATS_TEST_TMPDIR/trial.sh --config cfg.yaml" /usr/bin/env
+	assert_line_in "autobatch: cached decision" "$stderr"
+	[ "$(grep -c '^XLA_CLIENT_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
+	[ "$(grep -c '^XLA_PYTHON_CLIENT_PREALLOCATE=false$' <<<"$output")" -eq 2 ]
+	[ "$(grep -c '^SINGULARITYENV_XLA_PYTHON_CLIENT_PREALLOCATE=false$' <<<"$output")" -eq 2 ]
+	# the user's cap (one name) is the tasks' and the trials', the other name left unset, and
+	# their pool as they have it (no preallocation chosen for them)
 	rm -f xla.* cfg.yaml.autobatch~
 	use_toy_config
 	XLA_PYTHON_CLIENT_MEM_FRACTION=0.5 run --separate-stderr srun_t -N1 -n2 --gpus=2 --autobatch=0.7 \
@@ -215,12 +224,12 @@ EOF
 		--autobatch-refresh /usr/bin/env
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	[ "$(grep -c '^XLA_PYTHON_CLIENT_MEM_FRACTION=0.5$' <<<"$output")" -eq 2 ]
-	refute grep -q '^XLA_CLIENT_MEM_FRACTION=' <<<"$output"
+	refute grep -q '^XLA_CLIENT_MEM_FRACTION=\|^XLA_PYTHON_CLIENT_PREALLOCATE=' <<<"$output"
 	[ "$(cat xla.* | grep -c '^XLA_PYTHON_CLIENT_MEM_FRACTION=0.5$')" -eq "$(ls xla.* | wc -l)" ]
 	refute grep -q '^XLA_CLIENT_MEM_FRACTION=' xla.*
 	# a step without --autobatch gets none of it
 	run --separate-stderr srun_t -N1 -n1 /usr/bin/env
-	refute grep -q '^XLA_' <<<"$output"
+	refute grep -q 'XLA_' <<<"$output"
 }
 
 @test "a user cannot raise the enforced cap through the environment" {

@@ -6,9 +6,9 @@
 . "$(dirname "$0")/tap.sh"
 py=$(cd "$(dirname "$0")/../../contrib/python" && pwd)
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..5"
+echo "1..6"
 if [ -z "$PY" ]; then
-	for i in 1 2 3 4 5; do echo "ok $i # skip python3 is not installed"; done
+	for i in 1 2 3 4 5 6; do echo "ok $i # skip python3 is not installed"; done
 	exit 0
 fi
 # jit_once: a transform that calls (traces) its function at the first call only, then
@@ -71,4 +71,24 @@ class Model:
 m = Model()
 m.step(1); m.step(2)
 print(len(steps), Model.step.__name__)"
+# the hook's import finder (torch here, jax and optax alike): asking whether a framework is
+# installed (importlib.util.find_spec, as Transformers asks of torch, jax and flax) does not
+# use up its instrumentation; the import that follows is counted
+if "$PY" -c 'import torch' 2>/dev/null; then
+	dir=$(mktemp -d /tmp/autobatch-jax-steps.XXXXXX)
+	AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_STEPS=5 AUTOBATCH_TRIAL_REPORT=$dir/r.jsonl PYTHONPATH=$py "$PY" -c '
+import importlib.util
+assert importlib.util.find_spec("torch") is not None
+import torch
+m = torch.nn.Linear(2, 2)
+o = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(3):
+    m(torch.ones(1, 2)).sum().backward()
+    o.step()'
+	check "a framework asked for before its import is still instrumented by it" \
+		test "$(grep -c step_s "$dir/r.jsonl" 2>/dev/null)" = 3
+	rm -rf "$dir"
+else
+	echo "ok 6 # skip PyTorch is not installed for $PY"
+fi
 exit $failed

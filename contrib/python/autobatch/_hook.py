@@ -406,28 +406,36 @@ def _instrument_optax(optax):
 
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Instruments a framework right after the program imports it (INSTRUMENTED: its module's
-    name and what is done to it), and never imports one itself."""
+    name and what is done to it), and never imports one itself. A name is done with once its
+    module has run, not when something only asks whether it is installed
+    (importlib.util.find_spec, as Transformers asks of torch, jax and flax)."""
 
     def __init__(self, instrumented):
         self.waiting = dict(instrumented)
+        self.searching = threading.local()  # the name whose search must not come back here
 
     def find_spec(self, name, path, target=None):
-        then = self.waiting.pop(name, None)
-        if then is None:
+        then = self.waiting.get(name)
+        if then is None or getattr(self.searching, "name", None) == name:
             return None
-        sys.meta_path.remove(self)  # the search below must not come back here
+        self.searching.name = name
         try:
             spec = importlib.util.find_spec(name)
         finally:
-            if self.waiting:
-                sys.meta_path.insert(0, self)
+            self.searching.name = None
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         exec_module = spec.loader.exec_module
 
         def exec_and_instrument(module):
             exec_module(module)
-            then(module)
+            if self.waiting.pop(name, None) is not None:
+                then(module)
+            if not self.waiting and self in sys.meta_path:
+                try:
+                    sys.meta_path.remove(self)
+                except ValueError:  # another thread's import removed it first
+                    pass
 
         spec.loader.exec_module = exec_and_instrument
         return spec

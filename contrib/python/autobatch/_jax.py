@@ -11,15 +11,18 @@ imports them. Not yet run against JAX itself here: tests/gpu/device-check's jax 
 import functools
 import sys
 import threading
+import types
 
 _tracing = threading.local()  # the outermost counted function being called, in this thread
+_called = False  # a jitted function was called: JAX's backend is in use, its statistics kept
 
 
 def peak_bytes():
     """The largest peak_bytes_in_use of this process's devices; 0 where JAX keeps none (its
-    CPU backend) or is not loaded."""
+    CPU backend), is not loaded, or has run nothing jitted yet (asking would start its
+    backend, a CUDA context on each GPU, in a program that only imported it)."""
     jax = sys.modules.get("jax")
-    if jax is None:
+    if jax is None or not _called:
         return 0
     try:
         stats = [device.memory_stats() or {} for device in jax.local_devices()]
@@ -59,6 +62,8 @@ class _Counted:
             pass
 
     def __call__(self, *args, **kwargs):
+        global _called
+        _called = True
         outer = getattr(_tracing, "current", None)
         if outer is not None:  # traced inside another: that one's step
             return self._compiled(*args, **kwargs)
@@ -72,12 +77,14 @@ class _Counted:
             self._on_step()
         return result
 
-    def __get__(self, obj, objtype=None):  # a jitted function as a method
+    def __get__(self, obj, objtype=None):  # a jitted function as a method, bound as JAX's is
         if obj is None:
             return self
-        return functools.partial(self.__call__, obj)
+        return types.MethodType(self, obj)
 
     def __getattr__(self, name):  # lower, eval_shape, trace, clear_cache ...
+        if name.startswith("__") or name in ("_compiled", "_on_step", "trains"):
+            raise AttributeError(name)  # not set yet (a copy, an unpickling): no recursion
         return getattr(self._compiled, name)
 
 
