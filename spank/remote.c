@@ -162,6 +162,10 @@ static void enforce(spank_t sp, const struct ab_site *site)
 	spank_setenv(sp, AB_ENV_MEM_FRACTION, value, 1);
 	spank_setenv(sp, AB_ENV_XLA_MEM_FRACTION, value, 1);
 	spank_setenv(sp, AB_ENV_XLA_CLIENT_MEM_FRACTION, value, 1);
+	/* the pool grows to the cap as the trials' did, unless the user chose: one taken whole at
+	 * the cap reads over the limit by the CUDA context in the closed loop's watch */
+	if (!task_has(sp, AB_ENV_XLA_PREALLOCATE))
+		spank_setenv(sp, AB_ENV_XLA_PREALLOCATE, "false", 1);
 	mps_limit(sp, site, fraction);
 }
 

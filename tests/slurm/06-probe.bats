@@ -186,6 +186,7 @@ config_rewritten() {
 	[ "$(grep -c '^AUTOBATCH_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
 	[ "$(grep -c '^XLA_PYTHON_CLIENT_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
 	[ "$(grep -c '^XLA_CLIENT_MEM_FRACTION=0.7$' <<<"$output")" -eq 2 ]
+	[ "$(grep -c '^XLA_PYTHON_CLIENT_PREALLOCATE=false$' <<<"$output")" -eq 2 ]
 	! grep -q '^PATH=' <<<"$output" # --export=NONE really was in force
 }
 
