@@ -57,32 +57,39 @@ static bool task_has(spank_t sp, const char *name)
 	return rc == ESPANK_NOSPACE || (rc == ESPANK_SUCCESS && value[0]);
 }
 
-/* XLA's pool (protocol.h): whether NAME is one of the run's names, in *pool, and whether the
- * task's own environment decides it instead (a cap of its own decides all three). */
-static bool xla_theirs(spank_t sp, const char *name, bool *pool)
+/* XLA's pool (protocol.h): whether NAME is one of the names a decided step's tasks may get */
+static bool xla_pool_var(const char *name)
 {
-	static const char *const caps[] = AB_XLA_FRACTION_NAMES, *const all[] = AB_XLA_RUN_NAMES;
-	bool capped = false;
+	static const char *const all[] = AB_XLA_RUN_NAMES;
 
-	*pool = false;
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		*pool = *pool || !strcmp(name, all[i]);
-	if (!*pool)
-		return false;
+		if (!strcmp(name, all[i]))
+			return true;
+	return false;
+}
+
+/* Whether the task's own environment names XLA's cap (srun --export): it then decides all
+ * three of the pool's names. */
+static bool xla_capped(spank_t sp)
+{
+	static const char *const caps[] = AB_XLA_FRACTION_NAMES;
+
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
-		capped = capped || task_has(sp, caps[i]);
-	return capped || task_has(sp, name);
+		if (task_has(sp, caps[i]))
+			return true;
+	return false;
 }
 
 /* A command that runs its program in a container (apptainer exec --cleanenv, which keeps
- * only APPTAINERENV_ and SINGULARITYENV_ variables) gets the decision through their twins. */
-static void container_twins(spank_t sp, const char *name, const char *value)
+ * only APPTAINERENV_ and SINGULARITYENV_ variables) gets the decision through their twins;
+ * without overwrite, a twin already there (the user's) is kept. */
+static void container_twins(spank_t sp, const char *name, const char *value, int overwrite)
 {
 	char twin[96];
 
 	for (int i = 0; i < AB_CONTAINER_RUNTIMES; i++)
 		if (ab_env_container_twin(i, name, twin, sizeof(twin)) == 0)
-			spank_setenv(sp, twin, value, 1);
+			spank_setenv(sp, twin, value, overwrite);
 }
 
 /* A step decided before its launch (a cache hit): the decision's variables back where
@@ -102,13 +109,11 @@ static void reexport(spank_t sp)
 		decided = true;
 		/* not overwritten where present: --export=NONE did not drop it */
 		spank_setenv(sp, decision_vars[i], value, 0);
-		container_twins(sp, decision_vars[i], value);
+		container_twins(sp, decision_vars[i], value, 1);
 	}
 	for (size_t i = 0; decided && i < sizeof(pool) / sizeof(pool[0]); i++)
-		for (int k = 0; k < AB_CONTAINER_RUNTIMES; k++)
-			if (spank_getenv(sp, pool[i], value, sizeof(value)) == ESPANK_SUCCESS &&
-			    value[0] && ab_env_container_twin(k, pool[i], twin, sizeof(twin)) == 0)
-				spank_setenv(sp, twin, value, 0);
+		if (spank_getenv(sp, pool[i], value, sizeof(value)) == ESPANK_SUCCESS && value[0])
+			container_twins(sp, pool[i], value, 0);
 }
 
 /* Under MPS the driver enforces a per-client limit: fraction x the GPU's memory, for each
@@ -202,7 +207,7 @@ static void hold(spank_t sp, const char *ticket)
 	char host[256], err[AB_ERR_MAX], node[64] = "", why[2 * AB_ERR_MAX];
 	struct ab_hold_ticket t;
 	struct ab_hold_answer a;
-	bool theirs[AB_HOLD_VARS_MAX], pool[AB_HOLD_VARS_MAX]; /* XLA's pool: xla_theirs */
+	bool capped;
 	int rc;
 
 	spank_unsetenv(sp, AB_HOLD_ENV); /* the command and its own sruns never see it */
@@ -229,15 +234,17 @@ static void hold(spank_t sp, const char *ticket)
 			_exit(1);
 		not_started(a.message);
 	}
-	/* XLA's: decided before any is set, so that the answer's own do not count as theirs */
-	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++)
-		theirs[i] = xla_theirs(sp, a.vars[i].name, &pool[i]);
+	/* XLA's pool: the task's own cap, read before the answer's is set, decides all three;
+	 * a name of the task's own (each comes once in the answer) decides itself */
+	capped = a.verdict == AB_HOLD_DECIDED && xla_capped(sp);
 	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++) {
-		if (theirs[i])
+		bool pool = xla_pool_var(a.vars[i].name);
+
+		if (pool && (capped || task_has(sp, a.vars[i].name)))
 			continue;
 		spank_setenv(sp, a.vars[i].name, a.vars[i].value, 1);
-		if (decision_var(a.vars[i].name) || pool[i])
-			container_twins(sp, a.vars[i].name, a.vars[i].value);
+		if (decision_var(a.vars[i].name) || pool)
+			container_twins(sp, a.vars[i].name, a.vars[i].value, 1);
 	}
 }
 
