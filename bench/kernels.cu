@@ -1,6 +1,7 @@
 /* kernels.cu - bench/kernels: the proxy step's achieved TFLOP/s against the GPU's measured
  * bf16 GEMM rate, and the seconds (and trials) of a model-mode decision, for GPT-2 124M, a
- * 1.3B and a 7B shape, and where a step of each goes by kind of launch. Prints figures;
+ * 1.3B and a 7B shape, and where a step of each goes by kind of launch, with the fused
+ * attention (flash_attention.cu) and, at the same batch, the unfused one. Prints figures;
  * never passes or fails on time.
  */
 #include <cstdio>
@@ -25,8 +26,10 @@ static const struct shape shapes[] = {
 	{"7B (Llama-2 shape)", {32, 4096, 32, 11008, 4096, 32000, AB_DTYPE_BF16, true}},
 };
 
-/* where one step at `batch` goes, by kind of launch (after one warm-up step) */
-static void print_profile(const struct ab_model *m, long batch)
+/* where one step at `batch` goes, by kind of launch (after one warm-up step); unfused: the
+ * same step with the cuBLAS attention instead of the fused one (a shape neither takes: no
+ * line), for the comparison */
+static void print_profile(const struct ab_model *m, long batch, bool unfused)
 {
 	struct ab_gpt *g;
 	struct ab_gpt_profile p;
@@ -36,13 +39,20 @@ static void print_profile(const struct ab_model *m, long batch)
 
 	if (ab_gpt_create(m, (int)batch, 1, &g, err, sizeof(err)) < 0)
 		goto fail;
+	if (unfused && ab_gpt_set_flash(g, 1) < 0) {
+		ab_gpt_destroy(g);
+		return;
+	}
+	if (unfused)
+		ab_gpt_set_flash(g, 0);
 	if (ab_gpt_step(g, 1e-4f, NULL, err, sizeof(err)) < 0 ||
 	    ab_gpt_profile_step(g, 1e-4f, NULL, &p, err, sizeof(err)) < 0) {
 		ab_gpt_destroy(g);
 		goto fail;
 	}
 	ab_gpt_destroy(g);
-	at = snprintf(line, sizeof(line), "%-20s where a step goes (%.1f ms):", "", p.step_ms);
+	at = snprintf(line, sizeof(line), "%-20s %swhere a step goes (%.1f ms):", "",
+		      unfused ? "unfused attention: " : "", p.step_ms);
 	for (int k = 0; k < AB_K_COUNT; k++) {
 		kinds += p.ms[k];
 		at += snprintf(line + at, sizeof(line) - at, " %s %.1f%% (%.1f ms, %d),",
@@ -52,7 +62,8 @@ static void print_profile(const struct ab_model *m, long batch)
 	printf("%s other %.1f%%\n", line, 100 * (p.step_ms - kinds) / p.step_ms);
 	return;
 fail:
-	printf("%-20s where a step goes: not measured: %s\n", "", err);
+	printf("%-20s %swhere a step goes: not measured: %s\n", "",
+	       unfused ? "unfused attention: " : "", err);
 }
 
 int main(int argc, char **argv)
@@ -100,7 +111,8 @@ int main(int argc, char **argv)
 			printf("%-20s %7.2fB %6ld %7zu %8.1fs %7.3fs %9.0f %9.0f%%\n", s.name,
 			       (double)ab_model_params(&s.m) / 1e9, d.batch, trials.n, secs, c->step_s,
 			       tflops, 100 * tflops * 1e12 / peak);
-			print_profile(&s.m, d.batch);
+			print_profile(&s.m, d.batch, false);
+			print_profile(&s.m, d.batch, true);
 		}
 		ab_trials_free(&trials);
 	}

@@ -39,6 +39,7 @@ struct ab_gpt {
 	void *param[AB_P_COUNT], *grad[AB_P_COUNT], *act[AB_A_COUNT];
 	void *dres, *buf1, *buf2, *datt; /* scratch: (B,T,C), 2 x (B,T,max(3C,F)), (B,NH,T,T) */
 	size_t datt_bytes;
+	bool flash;                 /* attention by flash_attention.cu (bf16, fitting shapes) */
 	int step;
 	struct profiler *prof;      /* set while ab_gpt_profile_step runs */
 };
@@ -241,10 +242,18 @@ template <typename T> static int layer_forward(struct ab_gpt *g, int l)
 
 	K(AB_K_LAYERNORM, layernorm_forward<T>(ln1, st1, st1 + BT, input, PARAM(g, AB_P_LN1W, l),
 					       PARAM(g, AB_P_LN1B, l), BT, C, 0));
-	K(AB_K_MATMUL, matmul_forward<T>(h, buf1, ln1, PARAM(g, AB_P_QKVW, l),
-					 PARAM(g, AB_P_QKVB, l), BT, C, 3 * C, 0));
-	K(AB_K_ATTENTION, attention_forward<T>(h, atty, qkvr, att, (T *)g->datt, buf1, buf1, B,
-					       Tn, C, NH, 0));
+	if (g->flash) {
+		/* qkvr holds qkv as the matmul writes it; att's buffer the row sums */
+		K(AB_K_MATMUL, matmul_forward<T>(h, qkvr, ln1, PARAM(g, AB_P_QKVW, l),
+						 PARAM(g, AB_P_QKVB, l), BT, C, 3 * C, 0));
+		K(AB_K_ATTENTION, flash_attention_forward<T>(atty, (float *)att, qkvr, B, Tn, C,
+							     NH, 0));
+	} else {
+		K(AB_K_MATMUL, matmul_forward<T>(h, buf1, ln1, PARAM(g, AB_P_QKVW, l),
+						 PARAM(g, AB_P_QKVB, l), BT, C, 3 * C, 0));
+		K(AB_K_ATTENTION, attention_forward<T>(h, atty, qkvr, att, (T *)g->datt, buf1,
+						       buf1, B, Tn, C, NH, 0));
+	}
 	K(AB_K_MATMUL, matmul_forward<T>(h, buf2, atty, PARAM(g, AB_P_ATTPROJW, l),
 					 PARAM(g, AB_P_ATTPROJB, l), BT, C, C, 0));
 	K(AB_K_RESIDUAL, residual_forward<T>(res2, input, buf2, BTC, 0));
@@ -311,9 +320,15 @@ template <typename T> static int layer_backward(struct ab_gpt *g, int l)
 					  GRAD(g, AB_P_ATTPROJB, l), dres,
 					  ACT(g, AB_A_ATTY, T, l), PARAM(g, AB_P_ATTPROJW, l), BT,
 					  C, C, SCRATCH(g), 0));
-	K(AB_K_ATTENTION, attention_backward<T>(h, buf1, (T *)g->datt, buf2, buf1, buf2,
-						ACT(g, AB_A_QKVR, T, l), ACT(g, AB_A_ATT, T, l),
-						B, Tn, C, NH, 0));
+	if (g->flash)
+		K(AB_K_ATTENTION,
+		  flash_attention_backward<T>(buf1, (float *)g->datt, buf2, ACT(g, AB_A_ATTY, T, l),
+					      ACT(g, AB_A_QKVR, T, l),
+					      (const float *)ACT(g, AB_A_ATT, T, l), B, Tn, C, NH, 0));
+	else
+		K(AB_K_ATTENTION, attention_backward<T>(h, buf1, (T *)g->datt, buf2, buf1, buf2,
+							ACT(g, AB_A_QKVR, T, l),
+							ACT(g, AB_A_ATT, T, l), B, Tn, C, NH, 0));
 	K(AB_K_MATMUL, matmul_backward<T>(h, buf2, GRAD(g, AB_P_QKVW, l), GRAD(g, AB_P_QKVB, l),
 					  buf1, ACT(g, AB_A_LN1, T, l), PARAM(g, AB_P_QKVW, l),
 					  BT, C, 3 * C, SCRATCH(g), 0));
@@ -406,6 +421,15 @@ static int create(struct ab_gpt *g, uint64_t seed)
 	return 0;
 }
 
+/* The fused attention's memory is the unfused one's: it keeps its row sums in the softmax's
+ * buffer and its scratch in d(att)'s, so the step allocates, and a decision measures, the
+ * same bytes either way (model.c's layout); only its time differs. */
+static bool flash_fits(const struct ab_model *m)
+{
+	return m->dtype == AB_DTYPE_BF16 &&
+	       flash_attention_fits((int)m->seq, (int)m->hidden, (int)m->heads);
+}
+
 extern "C" int ab_gpt_create(const struct ab_model *m, int B, uint64_t seed,
 			     struct ab_gpt **out, char *err, size_t errlen)
 {
@@ -423,6 +447,7 @@ extern "C" int ab_gpt_create(const struct ab_model *m, int B, uint64_t seed,
 	}
 	g->m = *m;
 	g->B = B;
+	g->flash = flash_fits(m);
 	ab_model_layout(m, B, &g->lay);
 	if ((rc = create(g, seed)) != 0) {
 		free_all(g);
@@ -430,6 +455,14 @@ extern "C" int ab_gpt_create(const struct ab_model *m, int B, uint64_t seed,
 		return report(rc, "setting up the proxy model", err, errlen);
 	}
 	*out = g;
+	return 0;
+}
+
+extern "C" int ab_gpt_set_flash(struct ab_gpt *g, int on)
+{
+	if (on && !flash_fits(&g->m))
+		return -EINVAL;
+	g->flash = on;
 	return 0;
 }
 

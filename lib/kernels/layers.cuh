@@ -60,6 +60,19 @@ int attention_backward(cublasHandle_t h, T *dqkv, T *datt, T *dqkvr, T *dvaccum,
 		       const T *qkvr, const T *att, int B, int Tn, int C, int NH,
 		       cudaStream_t s);
 
+/* flash_attention.cu: bf16 attention without the (T,T) matrices. qkv (B,T,3C) is read in
+ * place and saved as it is; out (B,T,C); lse (B,NH,T) fp32 saved, each row's log2-sum-exp2.
+ * The backward writes dqkv (B,T,3C) from dout (B,T,C), out and lse; dsum (B,NH,T) fp32 is
+ * scratch. Only bf16 where flash_attention_fits (head size 64 or 128, T a multiple of 64);
+ * elsewhere, and for fp32, -EINVAL. */
+bool flash_attention_fits(int Tn, int C, int NH);
+template <typename T>
+int flash_attention_forward(T *out, float *lse, const T *qkv, int B, int Tn, int C, int NH,
+			    cudaStream_t s);
+template <typename T>
+int flash_attention_backward(T *dqkv, float *dsum, const T *dout, const T *out, const T *qkv,
+			     const float *lse, int B, int Tn, int C, int NH, cudaStream_t s);
+
 /* activations.cu: GELU (tanh), its backward dinp = gelu'(inp) * dout (dinp may be dout),
  * residual out = a + b */
 template <typename T> int gelu_forward(T *out, const T *inp, size_t n, cudaStream_t s);

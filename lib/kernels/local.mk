@@ -30,6 +30,7 @@ EMU_GENERATED = \
 	tests/gpu/emu-src/column_sums.cpp \
 	tests/gpu/emu-src/cuda_device.cpp \
 	tests/gpu/emu-src/encoder.cpp \
+	tests/gpu/emu-src/flash_attention.cpp \
 	tests/gpu/emu-src/gpt.cpp \
 	tests/gpu/emu-src/layernorm.cpp \
 	tests/gpu/emu-src/loss.cpp \
@@ -54,6 +55,8 @@ tests/gpu/emu-src/cuda_device.cpp: $(top_srcdir)/lib/kernels/cuda_device.cu $(EM
 	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/cuda_device.cu $@
 tests/gpu/emu-src/encoder.cpp: $(top_srcdir)/lib/kernels/encoder.cu $(EMU_TRANSLATOR)
 	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/encoder.cu $@
+tests/gpu/emu-src/flash_attention.cpp: $(top_srcdir)/lib/kernels/flash_attention.cu $(EMU_TRANSLATOR)
+	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/flash_attention.cu $@
 tests/gpu/emu-src/gpt.cpp: $(top_srcdir)/lib/kernels/gpt.cu $(EMU_TRANSLATOR)
 	$(EMU_TRANSLATE) $(top_srcdir)/lib/kernels/gpt.cu $@
 tests/gpu/emu-src/column_sums.cpp: $(top_srcdir)/lib/kernels/column_sums.cu $(EMU_TRANSLATOR)
@@ -77,6 +80,7 @@ CUDA_KERNEL_FILES = \
 	lib/kernels/cuda_common.cuh \
 	lib/kernels/cuda_device.cu \
 	lib/kernels/encoder.cu \
+	lib/kernels/flash_attention.cu \
 	lib/kernels/gpt.cu \
 	lib/kernels/gpt.h \
 	lib/kernels/layernorm.cu \
@@ -94,6 +98,7 @@ lib_kernels_libabkernels_a_SOURCES = \
 	lib/kernels/column_sums.cu \
 	lib/kernels/cuda_device.cu \
 	lib/kernels/encoder.cu \
+	lib/kernels/flash_attention.cu \
 	lib/kernels/gpt.cu \
 	lib/kernels/layernorm.cu \
 	lib/kernels/loss.cu \

@@ -73,7 +73,8 @@ def parse_bench(text):
     # a shape that does not fit at all: a decision too ("even batch 1 does not fit: ...")
     none = re.compile(r"^(.{20}) +([0-9.]+)B +- +(\d+) +([0-9.]+)s +(\S.*)$")
     # the line under a shape's row: where its step goes, by kind of launch
-    where = re.compile(r"^ +where a step goes \(([0-9.]+) ms\):(.*) other (-?[0-9.]+)%$")
+    where = re.compile(r"^ +(unfused attention: )?where a step goes \(([0-9.]+) ms\):(.*) "
+                       r"other (-?[0-9.]+)%$")
     for line in text.splitlines():
         r, n, w = row.match(line), none.match(line), where.match(line)
         if r:
@@ -86,9 +87,10 @@ def parse_bench(text):
                                   "batch": None, "trials": int(n.group(3)),
                                   "decision_s": float(n.group(4)), "note": n.group(5).strip()})
         elif w and out["models"]:
-            kinds = re.findall(r" (\S+) (-?[0-9.]+)% \(([0-9.]+) ms, (\d+)\),", w.group(2))
-            out["models"][-1]["profile"] = {
-                "step_ms": float(w.group(1)), "other_pct": float(w.group(3)),
+            kinds = re.findall(r" (\S+) (-?[0-9.]+)% \(([0-9.]+) ms, (\d+)\),", w.group(3))
+            # the same batch's step with the unfused (cuBLAS) attention, beside the fused one
+            out["models"][-1]["profile_unfused" if w.group(1) else "profile"] = {
+                "step_ms": float(w.group(2)), "other_pct": float(w.group(4)),
                 "kinds": {k: {"pct": float(p), "ms": float(ms), "launches": int(c)}
                           for k, p, ms, c in kinds}}
     return out
@@ -247,9 +249,13 @@ def markdown(rep):
                 lines += ["where a step goes, % of its GPU time by kind of launch (bench/kernels):", "",
                           "| model | step ms | " + " | ".join(kinds) + " | other |",
                           "|---|---|" + "---|" * (len(kinds) + 1)]
-                lines += [f"| {m['model']} | {m['profile']['step_ms']} | "
-                          + " | ".join(f"{m['profile']['kinds'].get(c, {}).get('pct', '-')}" for c in kinds)
-                          + f" | {m['profile']['other_pct']} |" for m in prof]
+                lines += [f"| {name} | {p['step_ms']} | "
+                          + " | ".join(f"{p['kinds'].get(c, {}).get('pct', '-')}" for c in kinds)
+                          + f" | {p['other_pct']} |"
+                          for m in prof
+                          for name, p in ((m["model"], m["profile"]),
+                                          (m["model"] + ", unfused attention", m.get("profile_unfused")))
+                          if p]
                 lines.append("")
     for title, key in (("exec mode, GPT-2 124M (seq 1024, bf16 autocast, AdamW)", "exec"),
                        ("exec mode with torch.compile", "compile"), ("Hugging Face Trainer", "hf"),

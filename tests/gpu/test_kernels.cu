@@ -317,9 +317,83 @@ template <typename T> static void test_layers(cublasHandle_t h)
 	}
 }
 
+/* log2 of each row's sum of exp2(scale log2(e) q.k) over its keys so far: what the fused
+ * forward saves for its backward */
+static vec ref_flash_lse(const vec &qkv, int B, int Tn, int C, int NH)
+{
+	int HS = C / NH;
+	double scale2 = 1.4426950408889634 / sqrt((double)HS);
+	vec lse((size_t)B * NH * Tn);
+
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++)
+			for (int t = 0; t < Tn; t++) {
+				const float *q = &qkv[((size_t)b * Tn + t) * 3 * C + (size_t)h * HS];
+				double sum = 0;
+
+				for (int u = 0; u <= t; u++) {
+					const float *k = &qkv[((size_t)b * Tn + u) * 3 * C + C +
+							      (size_t)h * HS];
+					double dot = 0;
+
+					for (int d = 0; d < HS; d++)
+						dot += (double)q[d] * k[d];
+					sum += exp2(dot * scale2);
+				}
+				lse[((size_t)b * NH + h) * Tn + t] = (float)log2(sum);
+			}
+	return lse;
+}
+
+/* flash_attention.cu against the unfused path's reference, at both head sizes it takes, and
+ * its refusal of what it does not take */
+static void test_flash(void)
+{
+	const int shapes[][4] = {{2, 128, 128, 2}, {1, 128, 256, 2}}; /* B, T, C, NH */
+	char what[96];
+
+	for (const auto &sh : shapes) {
+		int B = sh[0], Tn = sh[1], C = sh[2], NH = sh[3], HS = C / NH;
+		size_t BTC = (size_t)B * Tn * C, rows = (size_t)B * NH * Tn;
+		vec qkv = randv(3 * BTC, 1), out(BTC), att(rows * Tn), dqkv(3 * BTC, 0);
+		vec dyc = randv(BTC, 1);
+
+		representable<bf16>(qkv), representable<bf16>(dyc);
+		bf16 *dQkv = up<bf16>(qkv), *dOut = up<bf16>(vec(), BTC), *dDy = up<bf16>(dyc);
+		bf16 *dDqkv = up<bf16>(vec(), 3 * BTC);
+		float *dLse = up<float>(vec(), rows), *dDsum = up<float>(vec(), rows);
+
+		ref_attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
+		check_rc("flash_attention_forward",
+			 flash_attention_forward<bf16>(dOut, dLse, dQkv, B, Tn, C, NH, 0));
+		snprintf(what, sizeof(what), "flash attention forward, head size %d", HS);
+		check(what, "bf16", rel_err(down(dOut, BTC), out), 1e-2);
+		snprintf(what, sizeof(what), "flash attention row sums (log2), head size %d", HS);
+		check(what, "bf16", rel_err(down(dLse, rows), ref_flash_lse(qkv, B, Tn, C, NH)), 1e-3);
+		ref_attention_backward(dqkv.data(), dyc.data(), qkv.data(), att.data(), B, Tn, C, NH);
+		check_rc("flash_attention_backward",
+			 flash_attention_backward<bf16>(dDqkv, dDsum, dDy, dOut, dQkv, dLse, B, Tn, C,
+							NH, 0));
+		snprintf(what, sizeof(what), "flash attention backward d(qkv), head size %d", HS);
+		check(what, "bf16", rel_err(down(dDqkv, 3 * BTC), dqkv), 2e-2);
+		for (void *p : {(void *)dQkv, (void *)dOut, (void *)dDy, (void *)dDqkv, (void *)dLse,
+				(void *)dDsum})
+			cudaFree(p);
+	}
+	/* refused before any launch: the pointers are never touched */
+	int wrong = flash_attention_forward<float>(NULL, NULL, NULL, 1, 64, 128, 2, 0) != -EINVAL;
+	wrong += flash_attention_forward<bf16>(NULL, NULL, NULL, 1, 64, 96, 3, 0) != -EINVAL;
+	wrong += flash_attention_forward<bf16>(NULL, NULL, NULL, 1, 96, 128, 2, 0) != -EINVAL;
+	wrong += flash_attention_backward<bf16>(NULL, NULL, NULL, NULL, NULL, NULL, 1, 17, 128, 2,
+						0) != -EINVAL;
+	check("flash attention refuses fp32, head size 32, T not a multiple of 64 (-EINVAL)", "bf16",
+	      wrong, 0);
+}
+
 /* ---- the whole step ----------------------------------------------------------------- */
 
-static void test_step(enum ab_dtype dtype, bool recompute)
+/* flash: a shape the fused attention takes (head size 64, T 64), which the step must use */
+static void test_step(enum ab_dtype dtype, bool recompute, bool flash = false)
 {
 	struct ab_model m = {.layers = 2, .hidden = 64, .heads = 4, .ffn = 256, .seq = 32,
 			     .vocab = 301, .dtype = dtype, .recompute = recompute};
@@ -330,9 +404,15 @@ static void test_step(enum ab_dtype dtype, bool recompute)
 	float loss = 0, rloss;
 	int B = 4;
 
+	if (flash)
+		m.hidden = 128, m.heads = 2, m.seq = 64, B = 2;
 	if (ref_gpt_init(&ref, &m, B, seed, err, sizeof(err)) < 0 ||
 	    ab_gpt_create(&m, B, 1, &g, err, sizeof(err)) < 0) {
 		fprintf(stderr, "# %s\n", err);
+		exit(1);
+	}
+	if (flash && ab_gpt_set_flash(g, 1) < 0) {
+		fprintf(stderr, "# the fused attention refused a shape it takes\n");
 		exit(1);
 	}
 	/* bf16 weights: the reference computes on the values the GPU holds */
@@ -344,11 +424,13 @@ static void test_step(enum ab_dtype dtype, bool recompute)
 	ref_gpt_backward(&ref);
 	check_rc("forward", ab_gpt_forward(g, &loss, err, sizeof(err)));
 	check_rc("backward", ab_gpt_backward(g, err, sizeof(err)));
-	snprintf(what, sizeof(what), "whole step loss%s", recompute ? ", recompute" : "");
+	snprintf(what, sizeof(what), "whole step loss%s%s", recompute ? ", recompute" : "",
+		 flash ? ", flash attention" : "");
 	check(what, dt, fabs(loss - rloss) / rloss, dtype == AB_DTYPE_BF16 ? 1e-2 : 1e-5);
 	vec grads(ref.nparams);
 	check_rc("grads", ab_gpt_get_grads(g, grads.data(), err, sizeof(err)));
-	snprintf(what, sizeof(what), "whole step gradients%s", recompute ? ", recompute" : "");
+	snprintf(what, sizeof(what), "whole step gradients%s%s", recompute ? ", recompute" : "",
+		 flash ? ", flash attention" : "");
 	check(what, dt, rel_err(grads, vec(ref.grads, ref.grads + ref.nparams)),
 	      dtype == AB_DTYPE_BF16 ? 5e-2 : 1e-4);
 	ab_gpt_destroy(g);
@@ -543,6 +625,9 @@ int main(int argc, char **argv)
 	test_step(AB_DTYPE_FP32, false);
 	test_step(AB_DTYPE_FP32, true);
 	test_step(AB_DTYPE_BF16, false);
+	test_flash();
+	test_step(AB_DTYPE_BF16, false, true);
+	test_step(AB_DTYPE_BF16, true, true);
 	test_trains();
 	test_profile();
 	test_memory();

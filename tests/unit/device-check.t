@@ -82,6 +82,7 @@ assert r == {'batch_size': 42, 'peak_reserved_bytes': 7}, r" "$src/tests/gpu" "$
 	echo 'device: NVIDIA H100 80GB HBM3, 79.2 GiB; measured bf16 GEMM (cuBLAS, 8192^3): 785 TFLOP/s'
 	echo 'GPT-2 124M              0.12B     98       3      4.1s   0.793s       108        14%'
 	printf '%-20s where a step goes (%.1f ms): matmul 45.1%% (357.6 ms, 98), attention 30.2%% (239.5 ms, 24), loss 8.0%% (63.4 ms, 1), other 16.7%%\n' '' 793
+	printf '%-20s unfused attention: where a step goes (%.1f ms): matmul 40.1%% (357.6 ms, 98), attention 40.2%% (358.5 ms, 24), loss 7.1%% (63.4 ms, 1), other 12.6%%\n' '' 891.6
 	echo '7B (Llama-2 shape)      5.18B      -       1      0.2s  even batch 1 does not fit: it ran out of memory (limit 71.3 GiB)'
 } >"$dir/bench.txt"
 printf 'ok 1 - x\n1..1\n' >"$dir/tap.txt"
@@ -90,9 +91,10 @@ rm -f "$dir/p.jsonl"
 	"$py" "$src/tests/gpu/results.py" "$dir/p.jsonl" add-tap kernels "$dir/tap.txt" &&
 	"$py" "$src/tests/gpu/results.py" "$dir/p.jsonl" add-bench kernels "$dir/bench.txt" &&
 	"$py" "$src/tests/gpu/results.py" "$dir/p.jsonl" report "$dir/prep" >/dev/null
-check "report: where a shape's step goes, by kind of launch, from bench/kernels' line under its row" \
+check "report: where a shape's step goes, by kind of launch, fused and unfused attention, from bench/kernels' lines under its row" \
 	sh -c "grep -q '^| model | step ms | matmul | attention | loss | other |' '$dir/prep/gpu-h100.md' &&
 	       grep -q '^| GPT-2 124M | 793.0 | 45.1 | 30.2 | 8.0 | 16.7 |' '$dir/prep/gpu-h100.md' &&
+	       grep -q '^| GPT-2 124M, unfused attention | 891.6 | 40.1 | 40.2 | 7.1 | 12.6 |' '$dir/prep/gpu-h100.md' &&
 	       grep -q '^| 7B (Llama-2 shape) | none: even batch 1' '$dir/prep/gpu-h100.md'"
 
 # the ddp stage's report, on what its dry run recorded on the host (bench/results/

@@ -41,4 +41,10 @@ inline float __bfloat162float(__nv_bfloat16 h)
 	return f;
 }
 
+/* the bits, as the toolkit's reinterpreting conversions give them */
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h)
+{
+	return h.x;
+}
+
 #endif

@@ -80,6 +80,10 @@ const dim3 &emu_thread_idx(void);
 
 void __syncthreads(void);
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+/* the warp's tensor-core instruction mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32:
+ * c (4 fp32) += a (4 registers of two bf16) x b (2 such), the fragments laid out over the
+ * warp's lanes as the PTX ISA says */
+void emu_mma_bf16_16816(float *c, const uint32_t *a, const uint32_t *b);
 float atomicAdd(float *p, float v);
 __nv_bfloat16 atomicAdd(__nv_bfloat16 *p, __nv_bfloat16 v);
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }

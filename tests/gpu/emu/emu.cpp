@@ -82,6 +82,7 @@ struct emu_thread {
 	int lane, warp;
 	enum state state;
 	float shfl;
+	uint32_t mma_a[4], mma_b[2]; /* this lane's fragments, while an mma runs */
 	emu_ctx ctx;
 	char *stack;
 };
@@ -128,6 +129,44 @@ float __shfl_xor_sync(unsigned mask, float v, int lane_mask)
 	r = threads[(size_t)(me->warp * 32 + (me->lane ^ lane_mask))].shfl;
 	wait(WAIT_WARP); /* nobody overwrites a value before every lane has read */
 	return r;
+}
+
+static float bf16_half(uint32_t reg, int hi)
+{
+	__nv_bfloat16 h;
+
+	h.x = (uint16_t)(hi ? reg >> 16 : reg & 0xffffu);
+	return __bfloat162float(h);
+}
+
+/* Each lane publishes its fragments, then computes its own four sums. The PTX ISA's layout
+ * ("matrix fragments for mma.m16n8k16"), lane = 4 g + t: A (16x16) row g in a[0] (columns
+ * 2t, 2t+1) and a[2] (2t+8, 2t+9), row g+8 in a[1] and a[3]; B (16x8) column g, rows 2t,
+ * 2t+1 in b[0] and 2t+8, 2t+9 in b[1]; C (16x8) c[0], c[1] at row g, columns 2t, 2t+1, and
+ * c[2], c[3] at row g+8. The lower index is a register's low half. */
+void emu_mma_bf16_16816(float *c, const uint32_t *a, const uint32_t *b)
+{
+	emu_thread *me = emu_cur;
+	const emu_thread *w = &threads[(size_t)me->warp * 32];
+	int g = me->lane / 4, t = me->lane % 4;
+
+	memcpy(me->mma_a, a, sizeof(me->mma_a));
+	memcpy(me->mma_b, b, sizeof(me->mma_b));
+	wait(WAIT_WARP);
+	for (int i = 0; i < 4; i++) {
+		int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+		float sum = 0;
+
+		for (int k = 0; k < 16; k++) {
+			int owner = k % 8 / 2, hi = k & 1;
+			uint32_t ar = w[row % 8 * 4 + owner].mma_a[(row >= 8) + 2 * (k >= 8)];
+			uint32_t br = w[col * 4 + owner].mma_b[k >= 8];
+
+			sum += bf16_half(ar, hi) * bf16_half(br, hi);
+		}
+		c[i] += sum;
+	}
+	wait(WAIT_WARP); /* nobody overwrites a fragment before every lane has read */
 }
 
 float atomicAdd(float *p, float v)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """translate.py IN OUT - rewrites CUDA's launch syntax, kernel<<<grid, block, shared,
-stream>>>(args), into emu_launch(dim3(grid), dim3(block), "kernel", [&]() { kernel(args); })
+stream>>>(args) (kernel may name its template arguments), into emu_launch(dim3(grid), dim3(block), "kernel", [&]() { kernel(args); })
 so a C++ compiler can build a .cu file against the emulator (tests/gpu/emu). Nothing else
 changes."""
 import re
@@ -25,7 +25,7 @@ def split_top(text):
 
 def translate(src):
     out, pos = [], 0
-    for m in re.finditer(r"([A-Za-z_][A-Za-z_0-9]*)\s*<<<", src):
+    for m in re.finditer(r"([A-Za-z_][A-Za-z_0-9]*(?:<[^<>;]*>)?)\s*<<<", src):
         if m.start() < pos:
             continue
         end = src.index(">>>", m.end())
