@@ -188,10 +188,12 @@ __device__ __forceinline__ float quad_sum(float v)
 
 /* ---- kernels: grid (B*NH, T/TILE), THREADS a block, tiles of TILE rows ---------------- */
 
-/* The causal diagonal's tiles do the most work: the highest tiles start first. */
-__device__ __forceinline__ int tile_index(void)
+/* Blocks start in order of blockIdx.y; the ones with the most tiles to walk go first (the
+ * causal mask makes the work grow with the query tile, shrink with the key tile), so the
+ * last wave is short. */
+__device__ __forceinline__ int tile_index(bool most_last)
 {
-	return (int)(gridDim.y - 1 - blockIdx.y);
+	return most_last ? (int)(gridDim.y - 1 - blockIdx.y) : (int)blockIdx.y;
 }
 
 /* out (B,T,C) = softmax(scale q.k^T, causal) v; lse (B,NH,T) = each row's log2-sum-exp2 of
@@ -202,7 +204,7 @@ __global__ void flash_forward_kernel(bf16 *out, float *lse, const bf16 *qkv, int
 {
 	__shared__ u128 kraw[TILE * (HS + 8) / 8], vraw[TILE * (HS + 8) / 8];
 	bf16(*ks)[HS + 8] = (bf16(*)[HS + 8])kraw, (*vs)[HS + 8] = (bf16(*)[HS + 8])vraw;
-	int bh = (int)blockIdx.x, b = bh / NH, h = bh % NH, tile = tile_index();
+	int bh = (int)blockIdx.x, b = bh / NH, h = bh % NH, tile = tile_index(true);
 	int q0 = tile * TILE + (int)threadIdx.x / 32 * 16; /* this warp's first query */
 	size_t C = (size_t)NH * HS;
 	const bf16 *base = qkv + (size_t)b * Tn * 3 * C + (size_t)h * HS;
@@ -284,7 +286,7 @@ __global__ void flash_backward_kv_kernel(bf16 *dqkv, const bf16 *qkv, const bf16
 	__shared__ u128 qraw[TILE * (HS + 8) / 8], draw[TILE * (HS + 8) / 8];
 	__shared__ float ls[TILE], ds[TILE];
 	bf16(*qs)[HS + 8] = (bf16(*)[HS + 8])qraw, (*dos)[HS + 8] = (bf16(*)[HS + 8])draw;
-	int bh = (int)blockIdx.x, b = bh / NH, h = bh % NH, tile = tile_index();
+	int bh = (int)blockIdx.x, b = bh / NH, h = bh % NH, tile = tile_index(false);
 	int k0 = tile * TILE + (int)threadIdx.x / 32 * 16; /* this warp's first key */
 	size_t C = (size_t)NH * HS;
 	const bf16 *base = qkv + (size_t)b * Tn * 3 * C + (size_t)h * HS;
@@ -332,7 +334,7 @@ __global__ void flash_backward_q_kernel(bf16 *dqkv, const bf16 *qkv, const bf16 
 {
 	__shared__ u128 kraw[TILE * (HS + 8) / 8], vraw[TILE * (HS + 8) / 8];
 	bf16(*ks)[HS + 8] = (bf16(*)[HS + 8])kraw, (*vs)[HS + 8] = (bf16(*)[HS + 8])vraw;
-	int bh = (int)blockIdx.x, b = bh / NH, h = bh % NH, tile = tile_index();
+	int bh = (int)blockIdx.x, b = bh / NH, h = bh % NH, tile = tile_index(true);
 	int q0 = tile * TILE + (int)threadIdx.x / 32 * 16;
 	size_t C = (size_t)NH * HS;
 	const bf16 *base = qkv + (size_t)b * Tn * 3 * C + (size_t)h * HS;

@@ -40,6 +40,7 @@ struct ab_gpt {
 	void *dres, *buf1, *buf2, *datt; /* scratch: (B,T,C), 2 x (B,T,max(3C,F)), (B,NH,T,T) */
 	size_t datt_bytes;
 	bool flash;                 /* attention by flash_attention.cu (bf16, fitting shapes) */
+	bool step_flash;            /* what this step's forward took: its backward takes it too */
 	int step;
 	struct profiler *prof;      /* set while ab_gpt_profile_step runs */
 };
@@ -242,7 +243,7 @@ template <typename T> static int layer_forward(struct ab_gpt *g, int l)
 
 	K(AB_K_LAYERNORM, layernorm_forward<T>(ln1, st1, st1 + BT, input, PARAM(g, AB_P_LN1W, l),
 					       PARAM(g, AB_P_LN1B, l), BT, C, 0));
-	if (g->flash) {
+	if (g->step_flash) {
 		/* qkvr holds qkv as the matmul writes it; att's buffer the row sums */
 		K(AB_K_MATMUL, matmul_forward<T>(h, qkvr, ln1, PARAM(g, AB_P_QKVW, l),
 						 PARAM(g, AB_P_QKVB, l), BT, C, 3 * C, 0));
@@ -273,6 +274,7 @@ template <typename T> static int forward(struct ab_gpt *g)
 	int B = g->B, Tn = (int)g->m.seq, C = (int)g->m.hidden, V = (int)g->m.vocab, BT = B * Tn;
 	float *stf = (float *)g->act[AB_A_LNF_STATS];
 
+	g->step_flash = g->flash; /* ab_gpt_set_flash between forward and backward waits */
 	K(AB_K_EMBEDDING, encoder_forward<T>((T *)g->act[AB_A_ENCODED], g->inputs,
 					     (T *)g->param[AB_P_WTE], (T *)g->param[AB_P_WPE], B,
 					     Tn, C, 0));
@@ -320,7 +322,7 @@ template <typename T> static int layer_backward(struct ab_gpt *g, int l)
 					  GRAD(g, AB_P_ATTPROJB, l), dres,
 					  ACT(g, AB_A_ATTY, T, l), PARAM(g, AB_P_ATTPROJW, l), BT,
 					  C, C, SCRATCH(g), 0));
-	if (g->flash)
+	if (g->step_flash)
 		K(AB_K_ATTENTION,
 		  flash_attention_backward<T>(buf1, (float *)g->datt, buf2, ACT(g, AB_A_ATTY, T, l),
 					      ACT(g, AB_A_QKVR, T, l),

@@ -26,7 +26,8 @@ int ab_gpt_create(const struct ab_model *m, int B, uint64_t seed, struct ab_gpt 
 void ab_gpt_destroy(struct ab_gpt *g);
 /* bf16 steps take attention from flash_attention.cu where its shapes fit (head size 64 or
  * 128, T a multiple of 64), else the unfused cuBLAS path; on = 0 forces the latter (tests,
- * bench/kernels' comparison). -EINVAL asking for the fused one where it does not fit. */
+ * bench/kernels' comparison), from the next forward on. -EINVAL asking for the fused one
+ * where it does not fit. */
 int ab_gpt_set_flash(struct ab_gpt *g, int on);
 
 /* forward, backward and the AdamW update; *loss is the forward's mean loss */
