@@ -29,16 +29,41 @@ __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], const
 #endif
 }
 
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: four 8x8 bf16 matrices of shared
+ * memory, each row's address given by one lane (lanes 8j..8j+7: matrix j's rows 0-7, 16
+ * bytes each). r[j] = matrix j's row g, columns 2t, 2t+1: the B fragment of an mma whose k
+ * runs along the rows; transposed, its rows 2t, 2t+1 at column g: k down the rows. */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const bf16 *row)
+{
+#ifdef AB_EMULATOR
+	emu_ldmatrix_x4(r, row, false);
+#else
+	unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16 *row)
+{
+#ifdef AB_EMULATOR
+	emu_ldmatrix_x4(r, row, true);
+#else
+	unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+#endif
+}
+
 /* two bf16 in one register: from two floats (rounded), from two stored values, from memory */
 __device__ __forceinline__ uint32_t pack2(float lo, float hi)
 {
 	return (uint32_t)__bfloat16_as_ushort(__float2bfloat16(lo)) |
 	       (uint32_t)__bfloat16_as_ushort(__float2bfloat16(hi)) << 16;
-}
-
-__device__ __forceinline__ uint32_t pair2(bf16 lo, bf16 hi)
-{
-	return (uint32_t)__bfloat16_as_ushort(lo) | (uint32_t)__bfloat16_as_ushort(hi) << 16;
 }
 
 /* a wider load or store through a pointer of another type, as the GPU does it; the
@@ -75,6 +100,7 @@ struct alignas(16) u128 {
 };
 
 enum { TILE = 64, WARPS = TILE / 16, THREADS = 32 * WARPS }; /* rows a block, 16 a warp */
+enum { HALF = TILE / 2 };
 
 /* rows [row0, row0 + TILE) of a token-major tensor whose rows are `stride` apart, HS wide,
  * into a shared tile padded to HS + 8 (a row's 16-byte pieces fall in different banks) */
@@ -107,43 +133,46 @@ __device__ void load_rows(uint32_t a[HS / 16][4], const bf16 *src, int row0, siz
 	}
 }
 
-/* s (16 x TILE) = X Y^T: the warp's rows of X (A fragments) against the tile's rows of Y */
-template <int HS>
-__device__ void dot_rows(float s[TILE / 8][4], const uint32_t x[HS / 16][4],
+/* s (16 x N) = X Y^T: the warp's rows of X (A fragments) against N rows of a tile of Y;
+ * one ldmatrix gives the B fragments of two 16-wide steps (8 rows, 32 columns) */
+template <int HS, int N = TILE>
+__device__ void dot_rows(float s[N / 8][4], const uint32_t x[HS / 16][4],
 			 const bf16 (*y)[HS + 8])
 {
-	int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+	int j = threadIdx.x % 32 / 8, r = threadIdx.x % 8; /* the matrix and row this lane names */
 
-	for (int nt = 0; nt < TILE / 8; nt++) {
+	for (int nt = 0; nt < N / 8; nt++) {
 		s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-		for (int kk = 0; kk < HS / 16; kk++) {
-			const bf16 *yr = &y[nt * 8 + g][kk * 16 + 2 * t];
-			uint32_t b[2] = {ld2(yr), ld2(yr + 8)};
+		for (int kk = 0; kk < HS / 16; kk += 2) {
+			uint32_t b[4];
 
+			ldmatrix_x4(b, &y[nt * 8 + r][kk * 16 + j * 8]);
 			mma_16816(s[nt], x[kk], b);
+			mma_16816(s[nt], x[kk + 1], b + 2);
 		}
 	}
 }
 
-/* acc (16 x HS) += p (16 x TILE, as dot_rows leaves it) . Y (the tile, TILE x HS): the
- * accumulator of two column groups is the A fragment of one 16-wide step */
-template <int HS>
-__device__ void mul_tile(float acc[HS / 8][4], const float p[TILE / 8][4],
+/* acc (16 x HS) += p (16 x N, as dot_rows leaves it) . Y (N rows of a tile, HS wide): the
+ * accumulator of two column groups is the A fragment of one 16-wide step; one transposing
+ * ldmatrix gives the B fragments of two column groups (rows k..k+15, columns 16 wide) */
+template <int HS, int N = TILE>
+__device__ void mul_tile(float acc[HS / 8][4], const float p[N / 8][4],
 			 const bf16 (*y)[HS + 8])
 {
-	int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+	int j = threadIdx.x % 32 / 8, r = threadIdx.x % 8; /* the matrix and row this lane names */
 
-	for (int kk = 0; kk < TILE / 16; kk++) {
+	for (int kk = 0; kk < N / 16; kk++) {
 		const float *lo = p[2 * kk], *hi = p[2 * kk + 1];
 		uint32_t a[4] = {pack2(lo[0], lo[1]), pack2(lo[2], lo[3]), pack2(hi[0], hi[1]),
 				 pack2(hi[2], hi[3])};
-		int k = kk * 16 + 2 * t;
 
-		for (int dt = 0; dt < HS / 8; dt++) {
-			int n = dt * 8 + g;
-			uint32_t b[2] = {pair2(y[k][n], y[k + 1][n]), pair2(y[k + 8][n], y[k + 9][n])};
+		for (int dt = 0; dt < HS / 8; dt += 2) {
+			uint32_t b[4];
 
+			ldmatrix_x4_trans(b, &y[kk * 16 + j % 2 * 8 + r][(dt + j / 2) * 8]);
 			mma_16816(acc[dt], a, b);
+			mma_16816(acc[dt + 1], a, b + 2);
 		}
 	}
 }
@@ -277,7 +306,9 @@ __global__ void flash_dsum_kernel(float *dsum, const bf16 *dout, const bf16 *out
 }
 
 /* d(k) and d(v) of a tile of keys, over the query tiles at and after it: with p and dp
- * transposed (keys are the warp's rows), dv += p^T dout, dk += ds^T q, ds = p (dp - dsum) */
+ * transposed (keys are the warp's rows), dv += p^T dout, dk += ds^T q, ds = p (dp - dsum).
+ * A query tile goes in two halves of HALF: at head size 128, k and v's fragments and the two
+ * accumulators hold 192 registers, and whole-tile p and dp would spill. */
 template <int HS>
 __global__ void flash_backward_kv_kernel(bf16 *dqkv, const bf16 *qkv, const bf16 *dout,
 					 const float *lse, const float *dsum, int Tn, int NH,
@@ -297,7 +328,7 @@ __global__ void flash_backward_kv_kernel(bf16 *dqkv, const bf16 *qkv, const bf16
 	load_rows<HS>(ka, base + C, k0, 3 * C);
 	load_rows<HS>(va, base + 2 * C, k0, 3 * C);
 	for (int i = tile; i < Tn / TILE; i++) {
-		float p[TILE / 8][4], dp[TILE / 8][4];
+		float p[HALF / 8][4], dp[HALF / 8][4];
 
 		__syncthreads();
 		load_tile<HS>(qs, base, i * TILE, 3 * C);
@@ -307,18 +338,21 @@ __global__ void flash_backward_kv_kernel(bf16 *dqkv, const bf16 *qkv, const bf16
 			ds[threadIdx.x] = dsum[(size_t)bh * Tn + i * TILE + threadIdx.x];
 		}
 		__syncthreads();
-		dot_rows<HS>(p, ka, qs);  /* s^T: keys x queries */
-		dot_rows<HS>(dp, va, dos); /* dp^T = v dout^T */
-		for (int nt = 0; nt < TILE / 8; nt++)
-			for (int e = 0; e < 4; e++) {
-				int q = acc_col(nt, e);
-				bool past = i * TILE + q < k0 + acc_row(e); /* the query is before the key */
+		for (int half = 0; half < TILE; half += HALF) {
+			dot_rows<HS, HALF>(p, ka, qs + half);   /* s^T: keys x queries */
+			dot_rows<HS, HALF>(dp, va, dos + half); /* dp^T = v dout^T */
+			for (int nt = 0; nt < HALF / 8; nt++)
+				for (int e = 0; e < 4; e++) {
+					int q = half + acc_col(nt, e);
+					/* a query before the key sees nothing of it */
+					bool past = i * TILE + q < k0 + acc_row(e);
 
-				p[nt][e] = past ? 0.0f : exp2f(p[nt][e] * scale2 - ls[q]);
-				dp[nt][e] = p[nt][e] * (dp[nt][e] - ds[q]);
-			}
-		mul_tile<HS>(dv, p, dos);
-		mul_tile<HS>(dk, dp, qs);
+					p[nt][e] = past ? 0.0f : exp2f(p[nt][e] * scale2 - ls[q]);
+					dp[nt][e] = p[nt][e] * (dp[nt][e] - ds[q]);
+				}
+			mul_tile<HS, HALF>(dv, p, dos + half);
+			mul_tile<HS, HALF>(dk, dp, qs + half);
+		}
 	}
 	store_rows<HS>(dqkv + (size_t)b * Tn * 3 * C + C + (size_t)h * HS, dk, scale, scale, k0,
 		       3 * C);

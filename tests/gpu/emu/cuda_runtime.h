@@ -84,6 +84,8 @@ float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
  * c (4 fp32) += a (4 registers of two bf16) x b (2 such), the fragments laid out over the
  * warp's lanes as the PTX ISA says */
 void emu_mma_bf16_16816(float *c, const uint32_t *a, const uint32_t *b);
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: row is this lane's row address */
+void emu_ldmatrix_x4(uint32_t *r, const void *row, bool trans);
 float atomicAdd(float *p, float v);
 __nv_bfloat16 atomicAdd(__nv_bfloat16 *p, __nv_bfloat16 v);
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }

@@ -83,6 +83,7 @@ struct emu_thread {
 	enum state state;
 	float shfl;
 	uint32_t mma_a[4], mma_b[2]; /* this lane's fragments, while an mma runs */
+	const void *ldm_row;         /* this lane's row address, while an ldmatrix runs */
 	emu_ctx ctx;
 	char *stack;
 };
@@ -167,6 +168,33 @@ void emu_mma_bf16_16816(float *c, const uint32_t *a, const uint32_t *b)
 		c[i] += sum;
 	}
 	wait(WAIT_WARP); /* nobody overwrites a fragment before every lane has read */
+}
+
+/* Each lane publishes its row's address; lanes 8j..8j+7 name matrix j's rows 0-7. The
+ * PTX ISA's layout ("warp-level matrix load instruction: ldmatrix"): without .trans lane 4g+t
+ * gets row g's elements 2t, 2t+1 of each matrix; .trans gives the transpose, rows 2t and
+ * 2t+1 of column g, the lower row in the low half. */
+void emu_ldmatrix_x4(uint32_t *r, const void *row, bool trans)
+{
+	emu_thread *me = emu_cur;
+	const emu_thread *w = &threads[(size_t)me->warp * 32];
+	int g = me->lane / 4, t = me->lane % 4;
+
+	me->ldm_row = row;
+	wait(WAIT_WARP);
+	for (int j = 0; j < 4; j++) {
+		const uint16_t *lo, *hi;
+
+		if (trans) {
+			lo = (const uint16_t *)w[8 * j + 2 * t].ldm_row + g;
+			hi = (const uint16_t *)w[8 * j + 2 * t + 1].ldm_row + g;
+		} else {
+			lo = (const uint16_t *)w[8 * j + g].ldm_row + 2 * t;
+			hi = lo + 1;
+		}
+		r[j] = (uint32_t)*lo | (uint32_t)*hi << 16;
+	}
+	wait(WAIT_WARP);
 }
 
 float atomicAdd(float *p, float v)
