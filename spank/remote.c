@@ -68,8 +68,8 @@ static bool xla_pool_var(const char *name)
 	return false;
 }
 
-/* Whether the task's own environment names XLA's cap (srun --export): it then decides all
- * three of the pool's names. */
+/* Whether the task's own environment names XLA's cap (srun --export): it then decides both
+ * of the cap's names; preallocation stays off, as in the trials, unless the task names it. */
 static bool xla_capped(spank_t sp)
 {
 	static const char *const caps[] = AB_XLA_FRACTION_NAMES;
@@ -234,13 +234,14 @@ static void hold(spank_t sp, const char *ticket)
 			_exit(1);
 		not_started(a.message);
 	}
-	/* XLA's pool: the task's own cap, read before the answer's is set, decides all three;
-	 * a name of the task's own (each comes once in the answer) decides itself */
+	/* XLA's pool: the task's own cap, read before the answer's is set, decides both of the
+	 * cap's names; a name of the task's own (each comes once in the answer) decides itself */
 	capped = a.verdict == AB_HOLD_DECIDED && xla_capped(sp);
 	for (size_t i = 0; a.verdict == AB_HOLD_DECIDED && i < a.nvars; i++) {
 		bool pool = xla_pool_var(a.vars[i].name);
+		bool cap = pool && strcmp(a.vars[i].name, AB_ENV_XLA_PREALLOCATE) != 0;
 
-		if (pool && (capped || task_has(sp, a.vars[i].name)))
+		if (pool && ((capped && cap) || task_has(sp, a.vars[i].name)))
 			continue;
 		spank_setenv(sp, a.vars[i].name, a.vars[i].value, 1);
 		if (decision_var(a.vars[i].name) || pool)

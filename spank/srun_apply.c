@@ -296,19 +296,17 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	slurm_spank_log(AB_LOG_PREFIX "%s%s", line, wrote);
 }
 
-/* XLA's pool (protocol.h), where srun's environment names no cap: the fraction asked, and
- * no preallocation unless the user chose, as the trials had. No SLURM_ twin: JAX reads only
- * these names. */
+/* XLA's pool (protocol.h): the fraction asked where srun's environment names no cap (a
+ * cap of the user's own is theirs), and no preallocation unless the user chose, as the
+ * trials had either way. No SLURM_ twin: JAX reads only these names. */
 static int add_xla_pool(struct ab_hold_answer *vars, double fraction)
 {
 	static const char *const names[] = AB_XLA_FRACTION_NAMES;
 	const char *prealloc = getenv(AB_ENV_XLA_PREALLOCATE);
 	char text[32];
 
-	if (ab_env_xla_fraction_named())
-		return 0;
 	snprintf(text, sizeof(text), "%g", fraction);
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	for (size_t i = 0; !ab_env_xla_fraction_named() && i < sizeof(names) / sizeof(names[0]); i++)
 		if (ab_hold_answer_add(vars, names[i], text) < 0)
 			return -1;
 	return prealloc && *prealloc ? 0 : ab_hold_answer_add(vars, AB_ENV_XLA_PREALLOCATE, "false");

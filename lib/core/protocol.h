@@ -140,7 +140,8 @@ int ab_env_set_container_twins(const char *name, const char *value);
 
 /* XLA's pool cap names, both JAX's (newer JAX reads either); whether the environment
  * names one, not empty (the user's own, which wins). A decided step's tasks get the fraction
- * asked where it names none (spank/srun_apply.c), and no preallocation unless the user chose:
+ * asked where it names none (spank/srun_apply.c), and no preallocation unless the user chose
+ * (with a cap of their own too):
  * the run then allocates as its trials did, so its pool holds what was measured (XLA's
  * default, 75% of the GPU, is below a larger fraction's choice) and the GPU's count is its
  * demand (a pool preallocated at the limit would read over it by the CUDA context). */
