@@ -33,29 +33,22 @@ __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], const
  * memory, each row's address given by one lane (lanes 8j..8j+7: matrix j's rows 0-7, 16
  * bytes each). r[j] = matrix j's row g, columns 2t, 2t+1: the B fragment of an mma whose k
  * runs along the rows; transposed, its rows 2t, 2t+1 at column g: k down the rows. */
+template <bool TRANS>
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const bf16 *row)
 {
 #ifdef AB_EMULATOR
-	emu_ldmatrix_x4(r, row, false);
+	emu_ldmatrix_x4(r, row, TRANS);
 #else
 	unsigned addr = (unsigned)__cvta_generic_to_shared(row);
 
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr));
-#endif
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16 *row)
-{
-#ifdef AB_EMULATOR
-	emu_ldmatrix_x4(r, row, true);
-#else
-	unsigned addr = (unsigned)__cvta_generic_to_shared(row);
-
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr));
+	if constexpr (TRANS)
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(addr));
+	else
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(addr));
 #endif
 }
 
@@ -146,7 +139,7 @@ __device__ void dot_rows(float s[N / 8][4], const uint32_t x[HS / 16][4],
 		for (int kk = 0; kk < HS / 16; kk += 2) {
 			uint32_t b[4];
 
-			ldmatrix_x4(b, &y[nt * 8 + r][kk * 16 + j * 8]);
+			ldmatrix_x4<false>(b, &y[nt * 8 + r][kk * 16 + j * 8]);
 			mma_16816(s[nt], x[kk], b);
 			mma_16816(s[nt], x[kk + 1], b + 2);
 		}
@@ -170,7 +163,7 @@ __device__ void mul_tile(float acc[HS / 8][4], const float p[N / 8][4],
 		for (int dt = 0; dt < HS / 8; dt += 2) {
 			uint32_t b[4];
 
-			ldmatrix_x4_trans(b, &y[kk * 16 + j % 2 * 8 + r][(dt + j / 2) * 8]);
+			ldmatrix_x4<true>(b, &y[kk * 16 + j % 2 * 8 + r][(dt + j / 2) * 8]);
 			mma_16816(acc[dt], a, b);
 			mma_16816(acc[dt + 1], a, b + 2);
 		}
