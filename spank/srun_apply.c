@@ -303,10 +303,11 @@ static int add_xla_pool(struct ab_hold_answer *vars, double fraction)
 {
 	static const char *const names[] = AB_XLA_FRACTION_NAMES;
 	const char *prealloc = getenv(AB_ENV_XLA_PREALLOCATE);
+	bool theirs = ab_env_xla_fraction_named();
 	char text[32];
 
 	snprintf(text, sizeof(text), "%g", fraction);
-	for (size_t i = 0; !ab_env_xla_fraction_named() && i < sizeof(names) / sizeof(names[0]); i++)
+	for (size_t i = 0; !theirs && i < sizeof(names) / sizeof(names[0]); i++)
 		if (ab_hold_answer_add(vars, names[i], text) < 0)
 			return -1;
 	return prealloc && *prealloc ? 0 : ab_hold_answer_add(vars, AB_ENV_XLA_PREALLOCATE, "false");

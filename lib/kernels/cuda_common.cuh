@@ -68,16 +68,17 @@ template <> struct cuda_dtype<bf16> { static constexpr cudaDataType_t value = CU
 
 /* ---- reductions --------------------------------------------------------------------- */
 
-__device__ __forceinline__ float warp_sum(float v)
+/* over the warp, or over each group of `lanes` neighbours (a power of two) */
+__device__ __forceinline__ float warp_sum(float v, int lanes = 32)
 {
-	for (int o = 16; o > 0; o >>= 1)
+	for (int o = lanes / 2; o > 0; o >>= 1)
 		v += __shfl_xor_sync(0xffffffffu, v, o);
 	return v;
 }
 
-__device__ __forceinline__ float warp_max(float v)
+__device__ __forceinline__ float warp_max(float v, int lanes = 32)
 {
-	for (int o = 16; o > 0; o >>= 1)
+	for (int o = lanes / 2; o > 0; o >>= 1)
 		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
 	return v;
 }

@@ -195,19 +195,6 @@ __device__ __forceinline__ int acc_col(int nt, int i)
 	return nt * 8 + 2 * (threadIdx.x % 4) + (i & 1);
 }
 
-/* over the four lanes that hold one row */
-__device__ __forceinline__ float quad_max(float v)
-{
-	v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-	return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float v)
-{
-	v += __shfl_xor_sync(0xffffffffu, v, 1);
-	return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 /* ---- kernels: grid (B*NH, T/TILE), THREADS a block, tiles of TILE rows ---------------- */
 
 /* Blocks start in order of blockIdx.y; the ones with the most tiles to walk go first (the
@@ -251,7 +238,7 @@ __global__ void flash_forward_kernel(bf16 *out, float *lse, const bf16 *qkv, int
 			}
 		/* every tile up to the diagonal holds a key at or before each row: mx is finite */
 		for (int r = 0; r < 2; r++) {
-			mx[r] = quad_max(mx[r]);
+			mx[r] = warp_max(mx[r], 4); /* the four lanes of a row */
 			corr[r] = exp2f(m[r] - mx[r]);
 			m[r] = mx[r];
 		}
@@ -261,7 +248,7 @@ __global__ void flash_forward_kernel(bf16 *out, float *lse, const bf16 *qkv, int
 				sum[i / 2] += s[nt][i];
 			}
 		for (int r = 0; r < 2; r++)
-			l[r] = l[r] * corr[r] + quad_sum(sum[r]);
+			l[r] = l[r] * corr[r] + warp_sum(sum[r], 4);
 		for (int dt = 0; dt < HS / 8; dt++)
 			for (int i = 0; i < 4; i++)
 				o[dt][i] *= corr[i / 2];
