@@ -108,14 +108,16 @@ static int free_port(void)
 	return port;
 }
 
-/* Rank i's peak: its group's resident memory as the probe measures a host trial. */
+/* Rank i's peak: its group's resident memory as the probe measures a host trial, or what it
+ * reported when more (a rank whose trainer exec'd another program after its steps, before a
+ * sample came: CI saw a 4-rank trial read 3.2 MiB so, where its repeat read 117). */
 static uint64_t rank_peak(struct rank *r)
 {
 	uint64_t p = r->group.leader ? ab_group_peak_bytes(&r->group,
 							   (uint64_t)r->proc.ru.ru_maxrss * 1024)
 				     : 0; /* a task's peak comes in its lines */
 
-	return p > r->peak ? p : r->peak;
+	return ab_trial_report_peak_over(&r->w.rep, p > r->peak ? p : r->peak);
 }
 
 /* The memory rank r is held to: its node's in the table, else the trial's (0: none). */
@@ -273,9 +275,7 @@ int ranks_finish_failed(struct ranks *rs, int i, uint64_t over)
  * reserved peak, which a 50 ms poll can miss) when that is more. */
 static uint64_t gpu_sample(const struct ranks *rs, const struct rank *r)
 {
-	uint64_t now = ab_nvml_group_usage(rs->nv, r->proc.pid);
-
-	return r->w.rep.has_peak && r->w.rep.peak_bytes > now ? r->w.rep.peak_bytes : now;
+	return ab_trial_report_peak_over(&r->w.rep, ab_nvml_group_usage(rs->nv, r->proc.pid));
 }
 
 /* One poll: memory, reports, ends. Returns -1 while they run, else the exit status. */

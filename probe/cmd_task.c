@@ -165,9 +165,7 @@ static uint64_t process_max(const struct task *t, pid_t pid)
  * resident high-water mark, or CUDA's reserved peak), the larger. */
 static uint64_t worker_peak(const struct task *t, const struct worker *k)
 {
-	uint64_t p = k->w.rep.has_peak ? k->w.rep.peak_bytes : 0;
-
-	return process_max(t, k->pid) > p ? process_max(t, k->pid) : p;
+	return ab_trial_report_peak_over(&k->w.rep, process_max(t, k->pid));
 }
 
 /* One sample of its processes on the GPUs (the group's sampling has just found them: the
@@ -219,9 +217,7 @@ static uint64_t task_peak(struct task *t)
 	uint64_t p = !t->launcher ? 0 : t->nv ? largest_gpu_process(t) : t->group.single_max;
 
 	if (t->nv && !per_worker(t)) /* the most one GPU held, or its hook's reserved peak */
-		return t->base.rep.has_peak && t->base.rep.peak_bytes > t->peak
-			       ? t->base.rep.peak_bytes
-			       : t->peak;
+		return ab_trial_report_peak_over(&t->base.rep, t->peak);
 	if (per_worker(t)) {
 		for (size_t i = 0; i < t->nworkers; i++)
 			if (worker_peak(t, &t->workers[i]) > p)

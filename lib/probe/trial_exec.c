@@ -572,13 +572,13 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 			       "$AUTOBATCH_TRIAL_REPORT",
 			       x->count, batch);
 	out->has_peak = true;
-	out->peak_bytes = x->peak_source == AB_PEAK_FROM_REPORT ? rep->peak_bytes : o->rss_peak;
+	out->peak_bytes = x->peak_source == AB_PEAK_FROM_REPORT ? rep->peak_bytes
+								: ab_trial_report_peak_over(rep, o->rss_peak);
 	/* ranks differ from one another and from run to run, as helpers do: measured twice */
 	out->helpers = (x->peak_source == AB_PEAK_FROM_RSS &&
 			ab_group_helpers(&o->group, out->peak_bytes)) || rep->nranks >= 1;
 	if (x->peak_source == AB_PEAK_FROM_GPU) /* NVML sees the context the report misses */
-		out->peak_bytes = rep->has_peak && rep->peak_bytes > o->gpu_peak ? rep->peak_bytes
-										 : o->gpu_peak;
+		out->peak_bytes = ab_trial_report_peak_over(rep, o->gpu_peak);
 	out->has_step = ab_trial_report_timing(rep, batch, &out->step_s, &out->samples_per_s);
 	return 0;
 }

@@ -213,6 +213,11 @@ void ab_trial_report_feed(const char *buf, size_t len, struct ab_trial_report *r
 	}
 }
 
+uint64_t ab_trial_report_peak_over(const struct ab_trial_report *rep, uint64_t measured)
+{
+	return rep->has_peak && rep->peak_bytes > measured ? rep->peak_bytes : measured;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;

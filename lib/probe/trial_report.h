@@ -73,6 +73,12 @@ void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *
 /* Adds the lines in buf to what out already holds: a report read while the trial runs. */
 void ab_trial_report_feed(const char *buf, size_t len, struct ab_trial_report *out);
 
+/* measured, or the peak the command reported itself (its hook's resident high-water mark, or
+ * CUDA's reserved peak) when that is more: a peak the samples missed still counts, one
+ * between two samples, or one of a process that ran its steps and exec'd another program
+ * (whose high-water mark starts afresh) before the first sample came. */
+uint64_t ab_trial_report_peak_over(const struct ab_trial_report *rep, uint64_t measured);
+
 /* What several processes of one trial (a step's ranks, a launcher's workers) said beyond
  * their steps, already passed on: each said once, or as it grows. */
 struct ab_merge_said {

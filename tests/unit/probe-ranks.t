@@ -18,7 +18,7 @@ trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 huge_pages # the DDP program forks no DataLoader workers
 # json FILE KEY: a top-level number of a report
 json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
-echo "1..11"
+echo "1..12"
 
 "$probe" run --device sim:total=1GiB --ranks 2 -- true >/dev/null 2>"$dir/sim.err"
 check "--ranks on a simulated device is refused, saying why" \
@@ -63,8 +63,17 @@ check "the throughput objective picks on them: the smallest batch at the top rat
 check "a 2-rank trial's lengths reach the report and the decision line" \
 	sh -c "grep -q '\"lengths\":{\"measured\":300,\"measured_min\":300,\"run_longest\":300,\"read\":50,\"samples\":50,\"varies\":true,\"longest_first\":true}' '$dir/len.json' &&
 	       grep -q 'measured at the run.s longest batch (length 300' '$dir/len.err'" || cat "$dir/len.err" >&2
+# a rank's peak its samples missed (reported, then exec'd: see probe-run.t) counts too: at 20
+# MiB a sample, 9 with the ranks' 10 MiB margin, not the 64 the sampled few MiB would allow
+"$probe" run --device host:capacity=400MiB --fraction 0.5 --ranks 2 --max 64 --json "$dir/said.json" -- sh -c '
+	for i in 1 2 3 4; do
+		echo "{\"step_s\": 0.01, \"samples\": $AUTOBATCH_BATCH_SIZE, \"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 20971520))}" >>"$AUTOBATCH_TRIAL_REPORT"
+	done
+	exec sleep 0.2' 2>"$dir/said.err"
+check "a rank's reported peak counts where sampling saw less: 9 of 64" \
+	sh -c "grep -q '\"batch_size\":9,' '$dir/said.json' && grep -q '^autobatch: trial [0-9]*: batch 10 does not fit, peak 200 MiB (rank [01], the largest of 2)' '$dir/said.err'"
 python_or_skip "$py" 'import torch.distributed as d; assert d.is_available()' \
-	"PyTorch with torch.distributed" 7 11
+	"PyTorch with torch.distributed" 8 12
 
 # plain RANKS BATCH: the program's plain run with RANKS ranks (each measured by peakrun as the
 # probe measures a host trial); prints the largest rank's peak, or nothing when a rank failed

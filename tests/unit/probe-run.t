@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..17"
+echo "1..18"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -35,6 +35,17 @@ check "exec on sim:total: the trial's reported peak decides (55, and 38 at 0.6)"
 	"$prog" alloc 20 8 1000 2>"$dir/host.err"
 check "exec on host: resident memory decides, the peak stays under 200 MiB" \
 	sh -c "grep -q '\"kind\":\"host\"' '$dir/host.json' && b=\$(sed -n 's/.*\"batch_size\":\([0-9]*\).*/\1/p' '$dir/host.json') && test \"\$b\" -ge 18 && test \"\$b\" -le 22"
+
+# a peak its samples missed: the program reports steps and what it held (20 MiB a sample
+# here, never touched), then exec's another program, whose high-water mark starts afresh (a
+# wrapper script's `exec sleep`): its own report counts, not the few MiB sampled
+"$probe" run --device host:capacity=400MiB --fraction 0.5 --max 64 --json "$dir/said.json" -- sh -c '
+	for i in 1 2 3 4; do
+		echo "{\"step_s\": 0.01, \"samples\": $AUTOBATCH_BATCH_SIZE, \"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 20971520))}" >>"$AUTOBATCH_TRIAL_REPORT"
+	done
+	exec sleep 0.2' 2>"$dir/said.err"
+check "exec on host: the peak a program reported counts where sampling saw less (it exec'd after its steps): 10 of 64" \
+	sh -c "grep -q '\"batch_size\":10,' '$dir/said.json' && grep -q '^autobatch: trial [0-9]*: batch 11 does not fit, peak 220 MiB over' '$dir/said.err'"
 
 printf 'train:\n  micro_batch_size: 4   # mine\n' >"$dir/axo.yaml"
 cp "$dir/axo.yaml" "$dir/axo.orig"
