@@ -347,6 +347,32 @@ static long step_down(const struct run *r, const struct ab_trial *t)
 	return b && b < t->batch ? b : c_prev(&r->c, t->batch);
 }
 
+/* The search ends for noise: what varied (a step's ranks, or helper processes), by how much,
+ * and the two readings of the batch that showed it, so that a reading that is wrong (a
+ * sample of a program that had already ended its steps) can be told from real noise. */
+static int noise_failure(struct run *r)
+{
+	const struct ab_trial *t = search_noisiest(r);
+	char hi[32], lo[32], margin[32], how[80];
+
+	ab_format_size(r->target - r->limit, margin, sizeof(margin));
+	if (r->limit == 0)
+		snprintf(how, sizeof(how), "by more than the whole limit");
+	else
+		snprintf(how, sizeof(how), "too much for any batch to stay %s under the limit",
+			 margin);
+	if (!t) /* a margin comes from a spread only; said plainly all the same */
+		return ab_fail(r->err, r->errlen, ENOSPC, "trials' memory varies %s", how);
+	ab_format_size(t->peak_bytes, hi, sizeof(hi));
+	ab_format_size(t->peak_bytes - t->spread_bytes, lo, sizeof(lo));
+	return ab_fail(r->err, r->errlen, ENOSPC,
+		       "two runs of batch %ld peaked at %s and %s: %s varies between runs %s",
+		       t->batch, hi, lo,
+		       t->ranks > 1 ? "the ranks' memory"
+				    : "the memory of helper processes (DataLoader workers)",
+		       how);
+}
+
 /* A choice whose peak helper processes shared is one reading of a varying quantity: the
  * first such choice runs again, and the spread of its runs (at least the floor) becomes the
  * margin every choice must stay under the limit by; a choice that does not steps down along
@@ -368,17 +394,11 @@ static int settle_noise(struct run *r, struct ab_decision *out)
 			return rc;
 		t = &r->trials->v[out->chosen];
 		if (r->limit == 0)
-			return ab_fail(r->err, r->errlen, ENOSPC, "the memory of helper processes "
-								  "(DataLoader workers) varies by "
-								  "more than the whole limit");
+			return noise_failure(r);
 		if (search_fits(r, t))
 			break;
 		if (round == NOISE_ROUNDS || !(b = step_down(r, t)))
-			return ab_fail(r->err, r->errlen, ENOSPC,
-				       "no batch stayed %.0f MiB under the limit: the memory of "
-				       "helper processes (DataLoader workers) varies too much "
-				       "between runs",
-				       (double)(r->target - r->limit) / 1048576.0);
+			return noise_failure(r);
 		k = search_bracket(r); /* a batch already measured to fit under the margin will do */
 		if (!k.lo || k.lo->batch < b) {
 			if ((rc = search_measure(r, b)) < 0)

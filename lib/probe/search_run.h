@@ -63,6 +63,8 @@ bool search_fits(const struct run *r, const struct ab_trial *t);
 int search_measure_round(struct run *r, const long *batches, size_t n);
 int search_measure(struct run *r, long b);
 bool search_spread_known(const struct run *r);
+/* The trial whose runs peaked furthest apart; NULL while none ran twice. */
+const struct ab_trial *search_noisiest(const struct run *r);
 int search_repeat(struct run *r, size_t i);
 
 /* search_model.c: whether b is a candidate; the bracket of the trials so far. */

@@ -132,12 +132,20 @@ static void keep_margin(struct run *r)
 	r->limit = margin < r->target ? r->target - margin : 0;
 }
 
+const struct ab_trial *search_noisiest(const struct run *r)
+{
+	const struct ab_trial *most = NULL;
+
+	for (size_t i = 0; i < r->trials->n; i++)
+		if (r->trials->v[i].runs > 1 &&
+		    (!most || r->trials->v[i].spread_bytes > most->spread_bytes))
+			most = &r->trials->v[i];
+	return most;
+}
+
 bool search_spread_known(const struct run *r)
 {
-	for (size_t i = 0; i < r->trials->n; i++)
-		if (r->trials->v[i].runs > 1)
-			return true;
-	return false;
+	return search_noisiest(r) != NULL;
 }
 
 /* Runs trial i's batch again; the trial keeps the larger peak and the spread. */
