@@ -45,8 +45,14 @@ limit=$(field "$dir/eval.report" 'r["limit_bytes"]' 2>/dev/null)
 peak=$(plain "${batch:-1}")
 more=$(plain $(( ${batch:-1} * 12 / 10 + 1 )))
 echo "# chose ${batch:-none}; its plain run with evaluation peaks at $((${peak:-0} / 1048576)) MiB of a $((${limit:-0} / 1048576)) MiB limit; batch $(( ${batch:-1} * 12 / 10 + 1 )): $((${more:-0} / 1048576)) MiB"
-check "its plain run, evaluating twice, stays within the limit, and 20% more does not" \
-	sh -c "[ -n '$peak' ] && [ -n '$more' ] && [ '$peak' -le '${limit:-0}' ] && [ '$more' -gt '${limit:-0}' ]"
+# a program without helpers is chosen to the last sample of the limit (no margin), and one
+# batch's plain run peaks over a range of 0.15% from run to run on the host (glibc: batch 109,
+# 345.38 to 345.87 MB in five runs, the limit 345.61; 108: 344.90 to 345.25), so the choice's
+# run may read up to that over: its allowance is 0.5% of the limit. Trials of training alone
+# go 55% over (below), 20% more than the choice 3% over.
+slack=$(( ${limit:-0} / 200 ))
+check "its plain run, evaluating twice, stays within the limit (0.5% for the run-to-run noise), and 20% more does not" \
+	sh -c "[ -n '$peak' ] && [ -n '$more' ] && [ '$peak' -le $(( ${limit:-0} + slack )) ] && [ '$more' -gt '${limit:-0}' ]"
 
 # the hook that does not await the evaluation: trials of training only
 rm -rf "$dir/oldhook" && cp -r "$HOOK_DIR" "$dir/oldhook" &&
