@@ -355,12 +355,11 @@ static int noise_failure(struct run *r)
 	const struct ab_trial *t = search_noisiest(r);
 	char hi[32], lo[32], margin[32], how[80];
 
-	ab_format_size(r->target - r->limit, margin, sizeof(margin));
 	if (r->limit == 0)
 		snprintf(how, sizeof(how), "by more than the whole limit");
 	else
 		snprintf(how, sizeof(how), "too much for any batch to stay %s under the limit",
-			 margin);
+			 ab_format_size(r->target - r->limit, margin, sizeof(margin)));
 	if (!t) /* a margin comes from a spread only; said plainly all the same */
 		return ab_fail(r->err, r->errlen, ENOSPC, "trials' memory varies %s", how);
 	ab_format_size(t->peak_bytes, hi, sizeof(hi));

@@ -508,9 +508,7 @@ static uint64_t oom_floor(const struct ab_exec *x, const struct outcome *o,
 {
 	uint64_t f = rep->floor_bytes, t = ab_text_oom_floor(log, len);
 
-	f = t > f ? t : f;
-	if (rep->has_peak && rep->peak_bytes > f)
-		f = rep->peak_bytes;
+	f = ab_trial_report_peak_over(rep, t > f ? t : f);
 	if (x->peak_source == AB_PEAK_FROM_RSS && o->rss_peak > f)
 		f = o->rss_peak;
 	if (x->peak_source == AB_PEAK_FROM_GPU && o->gpu_peak > f)
