@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "clock.h"
 #include "error.h"
 #include "commands.h"
 #include "group_memory.h"
@@ -38,6 +39,13 @@
  * exit takes a few hundred ms after it) */
 #define SAMPLE_MS 200
 #define SAMPLE_MAX_S 10 /* a sample that hangs (NVML, /proc) ends the watch, not the step */
+/* In a task's first seconds, between samples, its leader's high-water mark is read every
+ * FAST_MS (one file read): a task shorter than a sample period (the README demo's
+ * toy_train runs about 60 ms after its exec) was otherwise reported at the few MiB its
+ * process held before the exec (2 MiB of 193). The mark starts afresh at exec, and the
+ * process's memory goes at its exit: only a read between the two holds its peak. */
+#define FAST_MS 10
+#define FAST_S 2.0
 /* the report while the task runs: each peak this much above the one written, when it is
  * seen. The step's end kills the watch (SIGKILL to the step's processes) as it wakes for
  * its last write, and on a loaded node it often loses: the figure written as the task ran
@@ -71,14 +79,28 @@ static int pid_handle(pid_t pid)
 #endif
 }
 
-static bool ended(pid_t pid, int handle)
+static bool gone(pid_t pid, int handle, int ms)
 {
 	struct pollfd p = {handle, POLLIN, 0};
 
 	if (handle >= 0)
-		return poll(&p, 1, SAMPLE_MS) > 0;
-	usleep(SAMPLE_MS * 1000);
+		return poll(&p, 1, ms) > 0;
+	usleep((useconds_t)ms * 1000);
 	return kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Waits one sample period, or less when the task ends; in its first FAST_S, reading its
+ * leader's high-water mark every FAST_MS meanwhile (host only: NVML's figure is the GPU's). */
+static bool ended(struct watch *w, int handle, double start)
+{
+	if (w->nv || ab_now() - start > FAST_S)
+		return gone(w->pid, handle, SAMPLE_MS);
+	for (int waited = 0; waited < SAMPLE_MS; waited += FAST_MS) {
+		if (gone(w->pid, handle, FAST_MS))
+			return true;
+		ab_group_sample_leader(&w->group);
+	}
+	return false;
 }
 
 /* One sample: the tree's resident memory, and with NVML its GPU memory. */
@@ -217,6 +239,7 @@ int cmd_watch(int argc, char **argv)
 	char err[AB_ERR_MAX];
 	bool gpu = false;
 	uint64_t peak = 0;
+	double start;
 	int handle;
 
 	if (parse(argc, argv, &w, &gpu) < 0) {
@@ -231,13 +254,17 @@ int cmd_watch(int argc, char **argv)
 	if (gpu && ab_nvml_open(NULL, &w.nv, err, sizeof(err)) < 0)
 		return 0;
 	handle = pid_handle(w.pid);
+	start = ab_now();
 	do {
 		peak = now(&w);
 		if (peak > w.limit && !w.said_over)
 			over(&w, peak);
 		else if (report_due(&w, peak))
 			report(&w, peak, false);
-	} while (!ended(w.pid, handle));
+	} while (!ended(&w, handle, start));
+	/* what the reads between the last samples saw (a task that ended within them) */
+	if (!w.nv && (peak = ab_group_peak_bytes(&w.group, 0)) > w.limit && !w.said_over)
+		over(&w, peak);
 	if (!w.reported || peak != w.reported_peak)
 		report(&w, peak, false);
 	/* the mark holds the run's peak, not its first sample over (the next srun's cap), unless

@@ -348,6 +348,13 @@ uint64_t ab_group_sample(struct ab_group_peak *g)
 	return g->leader > 0 ? scan_processes(g) : 0;
 }
 
+void ab_group_sample_leader(struct ab_group_peak *g)
+{
+	uint64_t hwm = g->leader > 0 ? read_hwm(g->leader) : 0;
+
+	g->leader_max = hwm > g->leader_max ? hwm : g->leader_max;
+}
+
 void ab_group_kill(pid_t leader)
 {
 	size_t n;

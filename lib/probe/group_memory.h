@@ -54,6 +54,11 @@ struct ab_group_peak {
 /* One sample; returns the group's memory now. */
 uint64_t ab_group_sample(struct ab_group_peak *g);
 
+/* Between samples: the leader's own high-water mark alone (one read of its status), into its
+ * peak. It holds the leader's whole peak once read after it, so a few such reads catch a
+ * process that lives shorter than a sample period. */
+void ab_group_sample_leader(struct ab_group_peak *g);
+
 /* The group's processes at the last sample, the leader first, into pids (room for
  * AB_GROUP_TRACKED + 1): those whose GPU memory NVML is asked for. Returns how many. */
 size_t ab_group_pids(const struct ab_group_peak *g, pid_t *pids);

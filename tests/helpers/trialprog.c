@@ -7,7 +7,8 @@
  *       protocol (steps and peak_bytes), "steps" reports its steps only, "train" reports
  *       steps and goes on training (never exits), "spike" frees its memory at once, then
  *       does as "train" (a peak no sample may see), "warmup" reports one step and exits,
- *       "quiet" reports nothing, "sleep" reports nothing and never exits, "segv" dies of
+ *       "quiet" reports nothing, "sleep" reports nothing and never exits, "brief" reports
+ *       nothing and exits 0.1 s later (a task shorter than a sample), "segv" dies of
  *       SIGSEGV before its first step
  *   trialprog curve BASE PER_SAMPLE_BYTES CAP_BYTES   reports a peak without allocating
  *   trialprog hang | crash | fork-child | flood
@@ -70,6 +71,8 @@ static int alloc(int argc, char **argv)
 			pause();
 	if (!strcmp(how, "segv"))
 		raise(SIGSEGV);
+	if (!strcmp(how, "brief"))
+		usleep(100000);
 	if (!strcmp(how, "spike")) {
 		free(mem);
 		mem = NULL;
