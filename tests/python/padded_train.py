@@ -110,7 +110,7 @@ def main():
     device = torch.device(config.get("device", "cpu"))
     model = Model(config.get("hidden", HIDDEN), config.get("heads", HEADS)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    updates, longest = 0, 0
+    updates, longest, rows = 0, 0, 0
     for b in loader:
         b = {k: v.to(device) for k, v in b.items()}
         logits = model(b["input_ids"], b["mask"])
@@ -119,14 +119,18 @@ def main():
         optimizer.step()
         optimizer.zero_grad()
         updates += 1
-        longest = max(longest, b["input_ids"].shape[1])
+        # the longest batch and its samples: the last batch of an epoch holds fewer
+        shape = tuple(b["input_ids"].shape)
+        if shape[1] > longest or shape[1] == longest and shape[0] > rows:
+            rows, longest = shape
         if updates == config.get("steps", 0):
             break
-    print("trained %d updates at batch %d, longest batch %d" % (updates, batch, longest))
+    print("trained %d updates at batch %d, longest batch %d (%d samples)"
+          % (updates, batch, longest, rows))
     if device.type == "cuda":  # what the caching allocator did over the whole run
         torch.cuda.synchronize()
         stats = torch.cuda.memory_stats()
-        print(json.dumps({"batch_size": batch, "updates": updates, "longest": longest,
+        print(json.dumps({"batch_size": batch, "updates": updates, "longest": longest, "longest_rows": rows,
                           "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
                           "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
                           "alloc_retries": stats.get("num_alloc_retries", 0),
