@@ -130,7 +130,8 @@ def main():
     if device.type == "cuda":  # what the caching allocator did over the whole run
         torch.cuda.synchronize()
         stats = torch.cuda.memory_stats()
-        print(json.dumps({"batch_size": batch, "updates": updates, "longest": longest, "longest_rows": rows,
+        print(json.dumps({"batch_size": batch, "updates": updates, "longest": longest,
+                          "longest_rows": rows,
                           "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
                           "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
                           "alloc_retries": stats.get("num_alloc_retries", 0),
