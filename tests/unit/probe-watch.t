@@ -57,14 +57,16 @@ check "over the limit: one line naming the task, its node, its peak and the batc
 check "and NAME.over in the cache, with the run's figures" \
 	sh -c "python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); sys.exit(not (o[\"batch\"] == 32 and o[\"limit_bytes\"] == 32 << 20 and 32 << 20 < o[\"peak_bytes\"] < 100 << 20 and o[\"task\"] == 3 and o[\"node\"] == \"node7\"))' '$dir/cache/$entry.over'"
 rm -f "$dir/cache/$entry.over"
-# a task that keeps growing past its first sample over: the mark ends with its peak
+# a task that keeps growing past its first sample over: the line says its first sample over
+# (under the second allocation's 140 MiB; on a loaded machine that sample can come while the
+# first 48 MiB are still being written: 36.7 MiB in CI, 2026-11-30), the mark ends with its peak
 sh -c 'python3 -c "import time; x = bytearray(48 << 20); time.sleep(2); y = bytearray(96 << 20); time.sleep(2)" & wait' &
 "$probe" watch --pid $! --limit $((32 << 20)) --batch 32 --task 3 --entry $entry --cache-fd 3 \
 	3<"$dir/cache" 2>"$dir/grow.err"
 wait
 check "a run that grows on after its first sample over: the mark holds its peak at the end" \
 	sh -c "python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); sys.exit(not (o[\"batch\"] == 32 and o[\"peak_bytes\"] > 140 << 20))' '$dir/cache/$entry.over' &&
-	       grep -q 'reached [4-9][0-9].[0-9] MiB, over the 32.0 MiB limit' '$dir/grow.err'" ||
+	       grep -Eq 'reached ([3-9][0-9]|1[0-3][0-9])(\\.[0-9])? MiB, over the 32.0 MiB limit' '$dir/grow.err'" ||
 	{ cat "$dir/cache/$entry.over" "$dir/grow.err" >&2; }
 rm -f "$dir/cache/$entry.over"
 watch $((256 << 20))
