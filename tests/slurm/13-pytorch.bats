@@ -89,9 +89,10 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t, r
 	assert_line_in "measured at the run's longest batch (length $longest" "$stderr"
 	[ "$measured" -eq "$longest" ]
 	# two tasks, none over, the epoch within the limit and at 95% or more of its trial's peak
-	# where its longest batch was a full one (the shuffle is the same in every run: at batch
-	# 44 the longest sample falls in the epoch's last batch, of 36 samples, which peaked at
-	# 679 MiB where its trial of 44 measured 777; at 43 it is in a full batch)
+	# where its longest batch was a full one (the shuffle is the same in every run, and puts
+	# the longest sample in the epoch's last batch: at batch 44 that batch holds 36 samples
+	# and peaked at 679 MiB where its trial of 44 measured 777; at 43 it holds 42 and peaked
+	# at 753 MiB of its trial's 765)
 	# (on failure the whole story: the probe's lines and the report)
 	rows=$(sed -n 's/^trained .* longest batch [0-9]* (\([0-9]*\) samples)$/\1/p' <<<"$output" | sort -n | tail -n1)
 	full=$((rows == b))
