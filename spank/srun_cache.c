@@ -58,20 +58,26 @@ static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 }
 
 /* The user's cache, open; c->fd -1 when there is none. An unsafe site directory is the
- * admin's to fix: said on srun's stderr, and the job goes on without the cache. */
+ * admin's to fix: said on srun's stderr, and the job goes on without the cache. A user's
+ * subdirectory someone else made first (anyone can, in a 1777 directory) is said too, and
+ * the user's own cache stands in: no one can take another's cache away. */
 void ab_srun_cache_open(const struct ab_site *site, struct ab_cache *c)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	char dir[AB_PATH_MAX], err[AB_ERR_MAX];
+	const char *then;
 	int rc = -ENOENT;
 
 	c->fd = -1;
 	if (!site->cache)
 		return;
 	if (site->cache_dir[0]) { /* a site directory, one subdirectory per user */
-		if ((rc = ab_cache_open_site(site->cache_dir, c, err, sizeof(err))) < 0)
-			slurm_error(AB_LOG_PREFIX "%s; deciding without the cache", err);
-		return;
+		if ((rc = ab_cache_open_site(site->cache_dir, c, err, sizeof(err))) == 0)
+			return;
+		then = rc == -EEXIST ? "using your own cache instead" : "deciding without the cache";
+		slurm_error(AB_LOG_PREFIX "%s; %s", err, then);
+		if (rc != -EEXIST)
+			return;
 	}
 	if (xdg && *xdg == '/' && (mkdir(xdg, 0700) == 0 || errno == EEXIST) &&
 	    ab_format(dir, sizeof(dir), "%s/autobatch", xdg) == 0)

@@ -47,7 +47,7 @@ int ab_cache_open_site(const char *site_dir, struct ab_cache *c, char *err, size
 {
 	char name[32];
 	struct stat st;
-	int site, fd;
+	int site, fd, e;
 
 	c->fd = -1;
 	if (ab_format(c->dir, sizeof(c->dir), "%s/%u", site_dir, (unsigned)getuid()) < 0)
@@ -70,11 +70,26 @@ int ab_cache_open_site(const char *site_dir, struct ab_cache *c, char *err, size
 		return fail_closed(site, err, errlen, errno, "cannot create the cache directory",
 				   c->dir);
 	fd = openat(site, name, DIR_FLAGS);
+	e = errno;
 	close(site);
-	if (fd < 0 || fstat(fd, &st) < 0 || !private_dir(&st))
-		return fail_closed(fd, err, errlen, EPERM,
-				   "not using the cache: someone else's or an open directory is at",
-				   c->dir);
+	if (fd < 0)
+		return ab_fail(err, errlen, EEXIST,
+			       "not using the site cache: %s cannot be opened as your directory "
+			       "(%s): someone else's, or not a directory; the admin must remove it",
+			       c->dir, strerror(e));
+	if (fstat(fd, &st) < 0)
+		return fail_closed(fd, err, errlen, errno, "cannot read the cache directory", c->dir);
+	if (!private_dir(&st)) {
+		close(fd);
+		/* in a 1777 directory anyone can make anyone's name first, and only its maker or
+		 * root can remove it: said with its owner, for the admin */
+		return ab_fail(err, errlen, EEXIST,
+			       "not using the site cache: someone else's or an open directory is "
+			       "at %s (owner uid %u, mode %04o); %s",
+			       c->dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+			       st.st_uid == geteuid() ? "make it yours alone: chmod 700 it"
+						      : "the admin must remove it");
+	}
 	c->fd = fd;
 	return 0;
 }

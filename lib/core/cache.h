@@ -28,7 +28,8 @@ struct ab_cache {
  * caller's own euid, for tests and single-user installs) that no one else can write to
  * except under the sticky bit; then the caller's subdirectory named by its uid, created
  * 0700 if missing, which must be the caller's and closed to others. -EPERM with a message
- * for the admin (or the user) when anything is unsafe. */
+ * for the admin when the site directory is unsafe; -EEXIST when the caller's subdirectory
+ * is (someone else made it first, or it is open): the caller's own cache can stand in. */
 int ab_cache_open_site(const char *site_dir, struct ab_cache *c, char *err, size_t errlen);
 
 /* Opens (creating 0700) a personal cache directory, such as $XDG_CACHE_HOME/autobatch: a

@@ -7,6 +7,7 @@ load helpers
 
 setup_file() { require_testbed; reset_plugstack; }
 setup() { use_toy_config; cp cfg.yaml orig.yaml; }
+teardown() { reset_plugstack; } # a test that set its own and failed
 
 # probe_run [srun args...] [-- command]: the toy step at 0.8 unless told otherwise.
 toy() {
@@ -86,6 +87,39 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	probed
 	[ ! -d "$XDG_CACHE_HOME/autobatch" ]
 	reset_plugstack
+}
+
+# site_cache: a site cache_dir as the admin guide says to make it (root's, mode 1777)
+site_cache() {
+	[ "$(id -u)" = 0 ] || skip "a site cache_dir must be root's: run as root"
+	install -d -m 1777 "$BATS_TEST_TMPDIR/site"
+	set_plugstack "cache_dir=$BATS_TEST_TMPDIR/site"
+}
+
+@test "a site cache_dir: each user's entries in their own subdirectory, a second srun hits" {
+	site_cache
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	probed
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	refute probed
+	cached
+	[ "$(stat -c %a "$BATS_TEST_TMPDIR/site/0")" = 700 ]
+	[ "$(ls "$BATS_TEST_TMPDIR"/site/0/[0-9a-f]*.json | wc -l)" -eq 1 ]
+	[ ! -d "$XDG_CACHE_HOME/autobatch" ]
+}
+
+@test "a user's subdirectory someone else made first: said with its owner, the user's own cache stands in" {
+	site_cache
+	# anyone may make any name in a 1777 directory, and only its maker or root removes it
+	install -d -m 0700 -o nobody "$BATS_TEST_TMPDIR/site/0"
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	probed
+	assert_line_in "autobatch: not using the site cache: someone else's or an open directory is at $BATS_TEST_TMPDIR/site/0 (owner uid $(id -u nobody), mode 0700); the admin must remove it; using your own cache instead" "$stderr"
+	toy --autobatch=0.8 toy_train --config cfg.yaml
+	refute probed
+	cached
+	[ "$(ls "$XDG_CACHE_HOME"/autobatch/[0-9a-f]*.json | wc -l)" -eq 1 ]
+	[ -z "$(ls -A "$BATS_TEST_TMPDIR/site/0")" ]
 }
 
 @test "identical sruns started together probe once and all see one decision" {

@@ -127,8 +127,9 @@ static void unsafe_site(void **state)
 	make_site(01777);
 	assert_int_equal(mkdir(mine, 0700), 0);
 	assert_true(give_away(mine));
-	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EEXIST);
 	assert_contains(err, "someone else's or an open directory");
+	assert_contains(err, "(owner uid 65534, mode 0700); the admin must remove it");
 }
 
 static void open_subdirectory(void **state)
@@ -139,10 +140,17 @@ static void open_subdirectory(void **state)
 	make_site(01777);
 	assert_int_equal(mkdir(mine, 0700), 0);
 	assert_int_equal(chmod(mine, 0777), 0); /* others could plant entries */
-	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EEXIST);
+	assert_contains(err, "mode 0777); make it yours alone: chmod 700 it");
 	rmdir(mine);
 	assert_int_equal(symlink("/tmp", mine), 0); /* our name, pointing elsewhere */
-	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EPERM);
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EEXIST);
+	assert_contains(err, "cannot be opened as your directory");
+	assert_int_equal(c.fd, -1);
+	unlink(mine);
+	close(open(mine, O_WRONLY | O_CREAT, 0600)); /* a file at our name */
+	assert_int_equal(ab_cache_open_site(site, &c, err, sizeof(err)), -EEXIST);
+	assert_contains(err, "(Not a directory): someone else's, or not a directory");
 }
 
 /* What an owner of the directory could plant: none is read, none blocks. */
