@@ -28,7 +28,6 @@ struct ab_node {
 	enum ab_style style;
 	size_t start, end;       /* bytes of the value itself: quotes in, anchor and tag out */
 	size_t line, end_line;   /* 1-based */
-	size_t column;           /* 1-based, in characters */
 	char *value;             /* scalar: decoded text; alias: the anchor's name */
 	size_t value_len;
 	char *anchor;            /* &name on this node, or NULL */

@@ -14,7 +14,7 @@ struct scanner {
 	struct ab_config *cfg;
 	const char *b;
 	size_t len, pos;
-	size_t line, line_start;
+	size_t line;
 	char *err;
 	size_t errlen;
 };
@@ -32,6 +32,23 @@ static void line_column(const char *b, size_t from, size_t offset, size_t *line,
 	*col = 1;
 	for (size_t i = start; i < offset; i += ab_utf8_len((unsigned char)b[i]))
 		(*col)++;
+}
+
+/* Whether the first len bytes are one whole JSON value (then what follows is extra text). */
+static bool whole_value(const char *b, size_t len)
+{
+	struct json_tokener *tok = json_tokener_new_ex(AB_CONFIG_MAX_DEPTH);
+	struct json_object *obj;
+	bool whole;
+
+	if (!tok)
+		return false;
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	obj = json_tokener_parse_ex(tok, b, (int)len);
+	whole = obj && json_tokener_get_error(tok) == json_tokener_success;
+	json_object_put(obj);
+	json_tokener_free(tok);
+	return whole;
 }
 
 int ab_json_validate(const struct ab_config *cfg, char *err, size_t errlen)
@@ -54,9 +71,14 @@ int ab_json_validate(const struct ab_config *cfg, char *err, size_t errlen)
 			end++;
 	if (jerr == json_tokener_success && end == cfg->len)
 		return 0;
-	/* json-c stops one past the offending byte; at the end of input, point past it. */
-	if (end > bom && jerr != json_tokener_success && jerr != json_tokener_continue)
+	/* json-c stops on the offending byte, but one past it in a literal it was reading
+	 * (01, tru) (json-c 0.16); at the end of input, it points past it */
+	if (end > bom && (jerr == json_tokener_error_parse_number ||
+			  jerr == json_tokener_error_parse_boolean ||
+			  jerr == json_tokener_error_parse_null))
 		end--;
+	if (jerr == json_tokener_error_parse_unexpected && whole_value(cfg->buf + bom, end - bom))
+		jerr = json_tokener_success; /* strict json-c's word for what follows a value */
 	line_column(cfg->buf, bom, end, &line, &col);
 	return ab_fail(err, errlen, EINVAL, "%s is not valid JSON: line %zu, column %zu: %s",
 		       cfg->name, line, col,
@@ -70,10 +92,8 @@ int ab_json_validate(const struct ab_config *cfg, char *err, size_t errlen)
 static void skip_space(struct scanner *s)
 {
 	while (s->pos < s->len && strchr(" \t\r\n", s->b[s->pos])) {
-		if (s->b[s->pos] == '\n') {
+		if (s->b[s->pos] == '\n')
 			s->line++;
-			s->line_start = s->pos + 1;
-		}
 		s->pos++;
 	}
 }
@@ -86,9 +106,6 @@ static struct ab_node *start_node(struct scanner *s, enum ab_node_kind kind)
 		return NULL;
 	n->start = s->pos;
 	n->line = n->end_line = s->line;
-	n->column = 1;
-	for (size_t i = s->line_start; i < s->pos; i += ab_utf8_len((unsigned char)s->b[i]))
-		n->column++;
 	return n;
 }
 
@@ -212,7 +229,7 @@ int ab_json_read(struct ab_config *cfg, char *err, size_t errlen)
 
 	if ((rc = ab_json_validate(cfg, err, errlen)) < 0)
 		return rc;
-	s.pos = s.line_start = ab_bom_len(cfg->buf, cfg->len);
+	s.pos = ab_bom_len(cfg->buf, cfg->len);
 	skip_space(&s);
 	if ((rc = scan_value(&s, 0, &root)) < 0)
 		return ab_fail(err, errlen, -rc, "%s: line %zu: %s", cfg->name, s.line,

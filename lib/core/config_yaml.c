@@ -31,12 +31,13 @@ struct reader {
 
 /* ---- character marks to byte offsets ----------------------------------------------- */
 
-/* libyaml's mark.index counts characters (a leading BOM counts as one, as measured with
- * libyaml 0.2.5), our splices need bytes. */
+/* libyaml's mark.index counts characters after a leading BOM (libyaml detects the
+ * encoding and skips it: told UTF-8, it took the BOM for a character of the first line,
+ * whose key then stood a column right of the next one's), our splices need bytes. */
 static int index_characters(struct reader *r)
 {
 	const unsigned char *b = (const unsigned char *)r->cfg->buf;
-	size_t len = r->cfg->len, pos = 0, chars = 0;
+	size_t len = r->cfg->len, pos = ab_bom_len(r->cfg->buf, len), chars = 0;
 
 	r->ascii = true;
 	for (size_t i = 0; i < len; i++)
@@ -60,7 +61,7 @@ static size_t byte_offset(const struct reader *r, size_t index)
 	const unsigned char *b = (const unsigned char *)r->cfg->buf;
 	size_t k, pos, chars;
 
-	if (r->ascii)
+	if (r->ascii) /* a BOM is not ASCII */
 		return index;
 	k = index / CHECKPOINT;
 	if (k >= r->ncheckpoints)
@@ -99,7 +100,6 @@ static void set_span(struct reader *r, struct ab_node *n, const yaml_mark_t *sta
 	n->start = byte_offset(r, start->index);
 	n->end = byte_offset(r, end->index);
 	n->line = start->line + 1;
-	n->column = start->column + 1;
 	n->end_line = end->line + 1;
 }
 
@@ -308,8 +308,8 @@ int ab_yaml_read(struct ab_config *cfg, char *err, size_t errlen)
 		free(r.checkpoints);
 		return ab_fail(err, errlen, ENOMEM, "%s: out of memory", cfg->name);
 	}
+	/* the encoding detected, not set: the input is UTF-8 (ab_config_parse checked it) */
 	yaml_parser_set_input_string(&r.parser, (const unsigned char *)cfg->buf, cfg->len);
-	yaml_parser_set_encoding(&r.parser, YAML_UTF8_ENCODING);
 	rc = read_documents(&r);
 	yaml_parser_delete(&r.parser);
 	free(r.checkpoints);
