@@ -50,6 +50,18 @@ static bool plain_path(const char *v, size_t len)
 	       len;
 }
 
+/* An empty value right after "key:", a list's "-" or its own anchor: the new value needs a
+ * space before it ("-8" is a number, "&a8" another anchor's name). */
+static bool after_indicator(const struct ab_config *cfg, const struct ab_node *n)
+{
+	size_t p = n->start, alen = n->anchor ? strlen(n->anchor) : 0;
+
+	if (p > 0 && (cfg->buf[p - 1] == ':' || cfg->buf[p - 1] == '-'))
+		return true;
+	return alen && p > alen && cfg->buf[p - alen - 1] == '&' &&
+	       !memcmp(cfg->buf + p - alen, n->anchor, alen);
+}
+
 /* A quoted number stays a quoted string of the same quotes; anything else that is not a
  * number ("auto", ${oc.env:...}, null) becomes a plain number. */
 static void format_value(const struct ab_config *cfg, const struct ab_node *n, const char *v,
@@ -65,8 +77,8 @@ static void format_value(const struct ab_config *cfg, const struct ab_node *n, c
 			 quoted ? quote : '"');
 	else if (quoted && !n->json_literal && ab_is_number(n->value, n->value_len))
 		snprintf(s->text, sizeof(s->text), "%c%s%c", quote, v, quote);
-	else if (n->start == n->end && n->start > 0 && cfg->buf[n->start - 1] == ':')
-		snprintf(s->text, sizeof(s->text), " %s", v); /* "key:" had no value */
+	else if (n->start == n->end && after_indicator(cfg, n))
+		snprintf(s->text, sizeof(s->text), " %s", v); /* "key:", "-", "&a" had no value */
 	else
 		snprintf(s->text, sizeof(s->text), "%s", v);
 }
@@ -163,17 +175,25 @@ static int verify(const struct ab_config *cfg, const struct ab_edit *edits, size
 {
 	struct ab_config *again = NULL;
 	char value[AB_PATH_VALUE_MAX + 1];
-	int rc = ab_config_parse(cfg->name, buf, len, cfg->format, &again, err, errlen);
+	char why[AB_ERR_MAX];
+	int rc = ab_config_parse(cfg->name, buf, len, cfg->format, &again, why, sizeof(why));
+	size_t i = 0;
 
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		rc = ab_config_get(again, edits[i].key, document, value, sizeof(value), err,
-				   errlen);
+	for (; rc == 0 && i < n; i++) {
+		rc = ab_config_get(again, edits[i].key, document, value, sizeof(value), why,
+				   sizeof(why));
 		if (rc == 0 && strcmp(value, edits[i].value) != 0)
 			rc = ab_fail(err, errlen, EIO, "%s: key '%s' would read '%s' after the edit, "
 						       "not '%s': file left unchanged",
 				     cfg->name, edits[i].key, value, edits[i].value);
 	}
 	ab_config_free(again);
+	/* what the edited bytes said is not about the user's file: said as the edit's fault */
+	if (rc < 0 && rc != -EIO)
+		rc = ab_fail(err, errlen, EIO, "%s: key '%s' cannot be edited where it stands (the "
+					       "edited file would not read it back: %s): file left "
+					       "unchanged; give it a value on its own line (KEY: 1)",
+			     cfg->name, edits[i ? i - 1 : 0].key, why);
 	return rc;
 }
 

@@ -373,8 +373,8 @@ int ab_config_find(const struct ab_config *cfg, const char *key, int document,
 	ab_path_free(&path);
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
-	if (!found)
-		return missing_key(cfg, key, err, errlen);
+	if (!found) /* the nearest keys only for a message: a walk over every leaf */
+		return err && errlen ? missing_key(cfg, key, err, errlen) : -ENOENT;
 	*out = found;
 	return 0;
 }

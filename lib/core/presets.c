@@ -186,6 +186,17 @@ int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_
 		return ab_fail(err, errlen, EEXIST, "%s matches several presets: %s; pick one with "
 						    "--preset NAME (or --autobatch-preset=NAME)",
 			       cfg->name, list);
+	/* a batch key the file has, but that cannot be read (twice in a mapping, in two
+	 * documents, a block scalar): its own refusal names the fix, "none" would not */
+	for (size_t i = 0; i < ab_npresets; i++) {
+		const char *key = ab_presets[i].keys[AB_ROLE_MICRO_BATCH];
+		const struct ab_node *n;
+		int rc;
+
+		if (key && (rc = ab_config_find(cfg, key, document, &n, NULL, 0)) < 0 &&
+		    rc != -ENOENT)
+			return ab_config_find(cfg, key, document, &n, err, errlen);
+	}
 	for (size_t i = 0; i < ab_npresets; i++)
 		ab_append(list, sizeof(list), &len, "%s%s", i ? ", " : "",
 			  ab_presets[i].keys[AB_ROLE_MICRO_BATCH]);

@@ -151,6 +151,13 @@ static void yaml_features(void **state)
 	expect_edit("c.yaml", "bs: '${oc.env:BATCH_SIZE,256}'\n", "bs", "64", "bs: 64\n");
 	expect_edit("c.yaml", "bs: null\nx: 1\n", "bs", "8", "bs: 8\nx: 1\n");
 	expect_edit("c.yaml", "bs:\nx: 1\n", "bs", "8", "bs: 8\nx: 1\n");
+	/* an empty value after a list's "-" or its own anchor: "-8", "&a8" would be others */
+	expect_edit("c.yaml", "l:\n  -\n  - 2\n", "l[0]", "8", "l:\n  - 8\n  - 2\n");
+	expect_edit("c.yaml", "bs: &a\nw: *a\n", "bs", "8", "bs: &a 8\nw: *a\n");
+	/* where no value can go in place, the refusal is the edit's, not the file's */
+	expect_refusal("c.yaml", "x: {bs}\n", "x.bs",
+		       "key 'x.bs' cannot be edited where it stands (the edited file would not "
+		       "read it back: ");
 	expect_edit("c.yaml", "bs: !!int 4\n", "bs", "8", "bs: !!int 8\n");
 	expect_edit("c.yaml", "bs: &b 4 # c\nx: *b\n", "bs", "8", "bs: &b 8 # c\nx: *b\n");
 	assert_contains(note, "carries the anchor &b; 1 alias follows the new value");
@@ -414,6 +421,15 @@ static void presets(void **state)
 	cfg = parse("c.yaml", "lr: 1\n");
 	assert_int_equal(ab_preset_detect(cfg, -1, &p, err, sizeof(err)), -ENOENT);
 	assert_contains(err, "has none of the batch keys autobatch knows");
+	ab_config_free(cfg);
+	/* a batch key it has but that cannot be read: its own refusal, not "none" */
+	cfg = parse("c.yaml", "per_device_train_batch_size: 1\nper_device_train_batch_size: 2\n");
+	assert_int_equal(ab_preset_detect(cfg, -1, &p, err, sizeof(err)), -EEXIST);
+	assert_contains(err, "key 'per_device_train_batch_size' occurs twice (lines 1 and 2)");
+	ab_config_free(cfg);
+	cfg = parse("c.yaml", "batch_size: |\n  8\n");
+	assert_int_not_equal(ab_preset_detect(cfg, -1, &p, err, sizeof(err)), 0);
+	assert_contains(err, "key 'batch_size' is a block scalar");
 	ab_config_free(cfg);
 	for (size_t i = 0; i < ab_npresets; i++) {
 		assert_non_null(ab_presets[i].keys[AB_ROLE_MICRO_BATCH]);
