@@ -75,7 +75,8 @@ static void format_value(const struct ab_config *cfg, const struct ab_node *n, c
 	if (plain_path(v, strlen(v)) && (quoted || cfg->format == AB_FORMAT_JSON))
 		snprintf(s->text, sizeof(s->text), "%c%s%c", quoted ? quote : '"', v,
 			 quoted ? quote : '"');
-	else if (quoted && !n->json_literal && ab_is_number(n->value, n->value_len))
+	else if (quoted && !n->json_literal && ab_is_number(n->value, n->value_len) &&
+		 ab_is_number(v, strlen(v))) /* a quoted "false" would be true in Python */
 		snprintf(s->text, sizeof(s->text), "%c%s%c", quote, v, quote);
 	else if (n->start == n->end && after_indicator(cfg, n))
 		snprintf(s->text, sizeof(s->text), " %s", v); /* "key:", "-", "&a" had no value */

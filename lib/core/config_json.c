@@ -1,6 +1,7 @@
 /* config_json.c - JSON: json-c decides validity (strict mode) and decodes strings; a
  * scanner over the validated bytes records where each value is, which json-c does not.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -159,13 +160,17 @@ static int scan_literal(struct scanner *s, struct ab_node **out)
 	if (!n)
 		return -ENOMEM;
 	n->json_literal = true;
-	while (s->pos < s->len && strchr("+-.0123456789eEtruefalsn", s->b[s->pos]))
+	/* numbers, true, false, null, and the NaN and Infinity json-c accepts */
+	while (s->pos < s->len && (isalnum((unsigned char)s->b[s->pos]) ||
+				   strchr("+-.", s->b[s->pos])))
 		s->pos++;
 	n->end = s->pos;
 	n->value_len = n->end - n->start;
 	if (n->value_len == 0 || !(n->value = strndup(s->b + n->start, n->value_len))) {
+		int rc = n->value_len == 0 ? -EINVAL : -ENOMEM;
+
 		ab_node_free(n);
-		return n->value_len == 0 ? -EINVAL : -ENOMEM;
+		return rc;
 	}
 	*out = n;
 	return 0;

@@ -146,6 +146,8 @@ static void yaml_features(void **state)
 		    "a:\n  b: 16   # micro batch\n  c: 1\n");
 	expect_edit("c.yaml", "bs: \"100\"\n", "bs", "256", "bs: \"256\"\n");
 	expect_edit("c.yaml", "bs: '100'\n", "bs", "256", "bs: '256'\n");
+	/* false (a trial's ramp-up off) unquoted: a quoted "false" is a true string */
+	expect_edit("c.yaml", "ramp: \"1\"\n", "ramp", "false", "ramp: false\n");
 	expect_edit("c.yaml", "bs: \"auto\"\n", "bs", "256", "bs: 256\n");
 	expect_edit("c.yaml", "bs: ${oc.env:BATCH_SIZE,256}\n", "bs", "64", "bs: 64\n");
 	expect_edit("c.yaml", "bs: '${oc.env:BATCH_SIZE,256}'\n", "bs", "64", "bs: 64\n");
@@ -322,6 +324,9 @@ static void invalid_files(void **state)
 			   "c.json is not valid JSON: line 1, column 9: unexpected character");
 	expect_parse_error("c.json", "{\"a\": 1 \"b\": 2}", 15, "line 1, column 9: object value");
 	expect_parse_error("c.json", "{\"a\": 01}", 9, "line 1, column 8: number expected");
+	/* NaN and Infinity, which json-c (and Python) accept, beside the key */
+	expect_edit("c.json", "{\"x\": NaN, \"y\": -Infinity, \"bs\": 1}", "bs", "8",
+		    "{\"x\": NaN, \"y\": -Infinity, \"bs\": 8}");
 	expect_parse_error("c.json", "{\"a\": 1}\n{\"b\": 2}", 17,
 			   "c.json is not valid JSON: line 2, column 1: text after the end of the "
 			   "JSON value");
