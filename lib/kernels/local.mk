@@ -12,7 +12,7 @@ EMU_TESTS = tests/gpu/test_kernels_emu
 # Real PyTorch programs probed through the step hook: minutes of Python, no more of our C
 # than test_exec runs under the sanitizers.
 PYTHON_HOOK_TESTS = tests/unit/python-hook.t tests/unit/probe-ranks.t tests/unit/padded-batches.t \
-	tests/unit/eval-in-training.t tests/unit/checkpoint-save.t tests/unit/start-ahead.t
+	tests/unit/multi-part-batches.t tests/unit/eval-in-training.t tests/unit/checkpoint-save.t tests/unit/start-ahead.t
 endif
 # The emulator's program: the kernel library's .cu files and tests/gpu/test_kernels.cu with
 # CUDA's launch syntax rewritten (translate.py), compiled as C++ against the emulator's own

@@ -21,6 +21,7 @@ import atexit
 import gc
 import importlib.abc
 import importlib.util
+import itertools
 import json
 import os
 import resource
@@ -539,82 +540,162 @@ def _start_held(path):
 # at the run's worst batch, not at the first batches (issue 41: 27% over the limit).
 
 SCAN_S = 20.0  # reading every sample's length; past this, the longest of those read
-FIXED_AFTER = 256  # samples read at random, all of one length: a dataset of fixed shapes
+FIXED_AFTER = 256  # samples read at random, all of one shape: a dataset of fixed shapes
+KEY_SAMPLES = 16  # samples read for the name of a scan another trial of the probe left
 
 
-def sequence_length(sample):
-    """The longest sequence in one sample (what dynamic padding pads its batch to): the
-    largest first dimension among its tensors, arrays and lists; None when it has none."""
-    if isinstance(sample, dict):
-        values = list(sample.values())
-    elif isinstance(sample, (tuple, list)) and sample and \
+def _fields(sample):
+    """(name, value) of a sample's or a batch's parts: a dict's (or a BatchEncoding's) items,
+    a tuple's or list's items, or the thing itself (name None)."""
+    if isinstance(sample, dict) or hasattr(sample, "keys") and hasattr(sample, "values"):
+        return list(sample.items())
+    if isinstance(sample, (tuple, list)) and sample and \
             not isinstance(sample[0], (int, float, bool)):
-        values = list(sample)
-    else:
-        values = [sample]
-    best = None
-    for v in values:
+        return list(enumerate(sample))
+    return [(None, sample)]
+
+
+def sample_sizes(sample):
+    """Every size of one sample: {(part, dim): n} over its tensors, arrays and lists (a
+    list's length as dim 0); None when it has none. Dynamic padding pads each (part, dim)
+    that varies across samples to the batch's longest: several can (a seq2seq pair's source
+    and target, an image's height and width), and a fixed one (80 mel bins before an audio
+    clip's frames, a multi-hot label) is no length."""
+    sizes = {}
+    for name, v in _fields(sample):
         shape = getattr(v, "shape", None)
         if shape is not None:
-            n = int(shape[0]) if len(shape) >= 1 else None
+            for d, n in enumerate(shape):
+                sizes[(name, d)] = int(n)
         elif isinstance(v, (list, tuple)):
-            n = len(v)
-        else:
-            n = None
-        if n is not None and (best is None or n > best):
-            best = n
-    return best
+            sizes[(name, 0)] = len(v)
+    return sizes or None
 
 
-def batch_length(batch):
-    """A collated batch's padded length: the largest second dimension of its tensors of two
-    or more dimensions (batch, length, ...); 0 when it has none."""
-    if isinstance(batch, dict) or hasattr(batch, "keys") and hasattr(batch, "values"):
-        values = list(batch.values())
-    elif isinstance(batch, (tuple, list)):
-        values = list(batch)
-    else:
-        values = [batch]
+def batch_length(batch, coords=None):
+    """A collated batch's padded length: with coords (the (part, dim)s that vary across the
+    dataset's samples), the longest of those in the batch (a sample's dim d is the batch's
+    d + 1); else, or when the batch has none of them, the largest second dimension of its
+    tensors of two or more dimensions (batch, length, ...); 0 when it has none."""
+    parts = dict(_fields(batch))
     best = 0
-    for v in values:
+    for name, d in coords or ():
+        shape = getattr(parts.get(name), "shape", None)
+        if shape is not None and len(shape) > d + 1:
+            best = max(best, int(shape[d + 1]))
+    if best:
+        return best
+    for v in parts.values():
         shape = getattr(v, "shape", None)
         if shape is not None and len(shape) >= 2:
             best = max(best, int(shape[1]))
     return best
 
 
-def scan_lengths(dataset, budget_s=SCAN_S):
-    """Every sample's length, in a random order so that a scan cut short by budget_s is a
-    fair sample: (lengths by index, read, total); lengths None when a sample has none. After
-    FIXED_AFTER samples of one length, the dataset is taken to be of fixed shapes (padded to
-    a maximum length, or images) and the scan stops."""
+class Scan:
+    """What a dataset's samples say of their lengths: coords, the (part, dim)s that vary;
+    ranked, for each, the indices of its longest samples (RANKED of them), longest first;
+    longest, the longest size along any; read of total samples (of those the loader's
+    sampler can draw: a SubsetRandomSampler's)."""
+
+    def __init__(self, coords, ranked, longest, read, total):
+        self.coords, self.ranked, self.longest = coords, ranked, longest
+        self.read, self.total = read, total
+
+    def order(self):
+        """The read samples for the worst batch first: each varying coordinate's longest in
+        turn (a batch of them is padded to every coordinate's longest at once), then on."""
+        seen, out = set(), []
+        for row in itertools.zip_longest(*self.ranked):
+            for i in row:
+                if i is not None and i not in seen:
+                    seen.add(i)
+                    out.append(i)
+        return out
+
+
+RANKED = 1 << 14  # a coordinate's longest samples kept: what any batch size's worst needs
+
+
+def _random_indices(candidates, rng):
+    """The candidates in a random order, lazily and in constant memory: a dataset of
+    millions is neither listed nor shuffled before its first sample is read (past 2^20, a
+    multiplicative permutation of the positions, a fair enough order for a sample)."""
+    import math
+
+    total = len(candidates)
+    if total <= 1 << 20:
+        order = list(range(total))
+        rng.shuffle(order)
+        for k in order:
+            yield candidates[k]
+        return
+    step, start = int(total * 0.6180339887) | 1, rng.randrange(total)
+    while math.gcd(step, total) != 1:
+        step += 2
+    for k in range(total):
+        yield candidates[(start + k * step) % total]
+
+
+class _Sizes:
+    """A scan's running account: each (part, dim)'s smallest and largest size, how many
+    samples had it, and its RANKED longest samples (a heap); whether every sample so far
+    had the first one's shape."""
+
+    def __init__(self):
+        self.low, self.high, self.count, self.top = {}, {}, {}, {}
+        self.first, self.one_shape, self.read = None, True, 0
+
+    def add(self, i, sizes):
+        import heapq
+
+        if self.first is None:
+            self.first = sizes
+        self.one_shape = self.one_shape and sizes == self.first
+        self.read += 1
+        for k, n in sizes.items():
+            self.low[k] = min(self.low.get(k, n), n)
+            self.high[k] = max(self.high.get(k, n), n)
+            self.count[k] = self.count.get(k, 0) + 1
+            top = self.top.setdefault(k, [])
+            if len(top) < RANKED:
+                heapq.heappush(top, (n, i))
+            elif n > top[0][0]:
+                heapq.heapreplace(top, (n, i))
+
+    def scan(self, total):
+        # a size a sample lacks is 0 there: it varies too
+        coords = sorted((k for k in self.high if self.count[k] < self.read or
+                         self.low[k] != self.high[k]), key=repr)
+        ranked = [[i for _, i in sorted(self.top[k], reverse=True)] for k in coords]
+        return Scan(coords, ranked, max((self.high[k] for k in coords), default=0),
+                    self.read, total)
+
+
+def scan_lengths(dataset, candidates=None, budget_s=SCAN_S):
+    """The samples' sizes, read in a random order so that a scan cut short by budget_s is a
+    fair sample: a Scan, or None when a sample has no sizes. After FIXED_AFTER samples of one
+    shape, the dataset is taken to be of fixed shapes (padded to a maximum length, or
+    images) and the scan stops. candidates: the indices the run can draw (all)."""
     import random
 
-    total = len(dataset)
-    rng = random.Random(0)
-    first = rng.sample(range(total), min(total, FIXED_AFTER))
-    lengths = {}
+    if candidates is None:
+        candidates = range(len(dataset))
     end = time.perf_counter() + budget_s
-    for i in first:
-        n = sequence_length(dataset[i])
-        if n is None:
-            return None, len(lengths), total
-        lengths[i] = n
-    if len(set(lengths.values())) <= 1:
-        return lengths, len(lengths), total
-    rest = [i for i in range(total) if i not in lengths]
-    rng.shuffle(rest)
-    for i in rest:
-        if time.perf_counter() > end:
+    seen = _Sizes()
+    for i in _random_indices(candidates, random.Random(0)):
+        if seen.read and time.perf_counter() > end:
             break
-        n = sequence_length(dataset[i])
-        if n is None:
-            return None, len(lengths), total
-        lengths[i] = n
-    return lengths, len(lengths), total
+        sizes = sample_sizes(dataset[i])
+        if sizes is None:
+            return None
+        seen.add(i, sizes)
+        if seen.read == FIXED_AFTER and seen.one_shape:
+            break
+    return seen.scan(len(candidates))
 
 
-def _scan_cache(dataset):
+def _scan_cache(dataset, total):
     """Where the probe's earlier trials left this dataset's scan: beside their own trial
     directories, in the probe's work directory (the user's own); None without one."""
     import hashlib
@@ -622,43 +703,49 @@ def _scan_cache(dataset):
     report = os.environ.get("AUTOBATCH_TRIAL_REPORT")
     if not report:
         return None
-    head = [sequence_length(dataset[i]) for i in range(min(len(dataset), 64))]
-    key = "%s.%s %d %s" % (type(dataset).__module__, type(dataset).__qualname__,
-                           len(dataset), head)
-    name = "lengths-%s.json" % hashlib.sha256(key.encode()).hexdigest()[:16]
+    head = [sorted((sample_sizes(dataset[i]) or {}).items(), key=repr)
+            for i in range(min(len(dataset), KEY_SAMPLES))]
+    key = "%s.%s %d %d %s" % (type(dataset).__module__, type(dataset).__qualname__,
+                              len(dataset), total, head)
+    name = "sizes-%s.json" % hashlib.sha256(key.encode()).hexdigest()[:16]
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(report))), name)
 
 
-def cached_scan(dataset):
+def cached_scan(dataset, candidates=None):
     """scan_lengths, read once per probe: the next trial of the same dataset reads the file."""
-    path = _scan_cache(dataset)
+    total = len(candidates) if candidates is not None else len(dataset)
+    path = _scan_cache(dataset, total)
     try:
         with open(path) as f:
             saved = json.load(f)
-        return {int(k): v for k, v in saved["lengths"].items()}, saved["read"], saved["total"]
+        return Scan([tuple(c) for c in saved["coords"]], saved["ranked"], saved["longest"],
+                    saved["read"], saved["total"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    lengths, read, total = scan_lengths(dataset)
-    if path and lengths is not None:
+    scan = scan_lengths(dataset, candidates)
+    if path and scan is not None:
         try:
             tmp = "%s.%d" % (path, os.getpid())
             with open(tmp, "w") as f:
-                json.dump({"lengths": lengths, "read": read, "total": total}, f)
+                json.dump({"coords": scan.coords, "ranked": scan.ranked,
+                           "longest": scan.longest, "read": scan.read, "total": scan.total}, f)
             os.replace(tmp, path)
-        except OSError:
+        except (OSError, TypeError, ValueError):  # a part named by something not JSON
             pass
-    return lengths, read, total
+    return scan
 
 
 class LongestFirst:
-    """A trial's batches: the dataset's longest samples, batch_size of them, for each of the
-    trial's first `repeat` batches (every measured step then has the worst batch, with the
-    optimizer's state already held), then the rest longest first; as many batches as the
-    loader would give (its len is the loader's)."""
+    """A trial's batches: the worst batch (Scan.order's first batch_size samples) for each
+    of the trial's first `repeat` batches (every measured step then has it, with the
+    optimizer's state already held), then the rest of the order, then the samples not read;
+    as many batches as the loader would give (its len is the loader's). After an endless
+    sampler's worst batches, its own."""
 
-    def __init__(self, inner, order, batch_size, repeat):
+    def __init__(self, inner, order, candidates, batch_size, repeat):
         self.inner = inner
         self.order = order
+        self.candidates = candidates
         self.batch_size = batch_size
         self.repeat = repeat
 
@@ -670,11 +757,27 @@ class LongestFirst:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
+    def _indices(self):
+        yield from self.order
+        if len(self.order) < len(self.candidates):
+            read = set(self.order)
+            yield from (i for i in self.candidates if i not in read)
+
     def __iter__(self):
-        worst = self.order[:self.batch_size]
-        rest = range(self.batch_size, len(self.order), self.batch_size)
-        batches = [worst] * self.repeat + [self.order[k:k + self.batch_size] for k in rest]
-        return iter(batches[:len(self)])
+        worst = itertools.repeat(self.order[:self.batch_size], self.repeat)
+        try:
+            count = len(self.inner)
+        except TypeError:  # an endless sampler: the worst batches, then its own
+            return itertools.chain(worst, iter(self.inner))
+        return itertools.islice(itertools.chain(worst, self._batches()), count)
+
+    def _batches(self):
+        rest = itertools.islice(self._indices(), self.batch_size, None)  # past the worst
+        while True:
+            batch = list(itertools.islice(rest, self.batch_size))
+            if not batch:
+                return
+            yield batch
 
 
 def pad_batch(batch, width):
@@ -700,7 +803,9 @@ def pad_batch(batch, width):
             batch[k] = pad(k, batch[k])
         return batch
     if isinstance(batch, (tuple, list)):
-        return type(batch)(pad(i, v) for i, v in enumerate(batch))
+        names = getattr(batch, "_fields", range(len(batch)))  # a namedtuple's: labels
+        padded = [pad(k, v) for k, v in zip(names, batch)]
+        return type(batch)(*padded) if hasattr(batch, "_fields") else type(batch)(padded)
     return pad(0, batch)
 
 
@@ -718,10 +823,36 @@ def _pad_stream(loader):
                                "longest_first": False, "padded_to": width}})
 
 
+def _draws(sampler, total):
+    """The indices a loader's sampler can draw: a subset's (SubsetRandomSampler, a train/val
+    split), else every index (None)."""
+    indices = getattr(getattr(sampler, "sampler", None), "indices", None)
+    try:
+        if indices is not None and len(indices) < total:
+            return [int(i) for i in indices]
+    except (TypeError, ValueError):
+        pass
+    return None
+
+
+def _batch_size(loader, sampler):
+    """The loader's batch size; of a batch_sampler of its own, its largest batch, or of an
+    endless one (no len: its batches never end), its first."""
+    if loader.batch_size:
+        return loader.batch_size
+    try:
+        count = len(sampler)
+    except TypeError:
+        return len(next(iter(sampler)))
+    return max(len(b) for b in itertools.islice(sampler, count))
+
+
 def _longest_first(loader):
-    """Has a DataLoader over a sized dataset draw its longest samples first, and says once
-    what the run's longest is. Loaders of fixed shapes or without automatic batching are
-    left as they are; of an IterableDataset, padded to the config's maximum (_pad_stream)."""
+    """Has a DataLoader over a sized dataset draw its worst batch first (Scan.order), and
+    says once what the run's longest is. Loaders of fixed shapes, without automatic
+    batching or with an endless sampler are left as they are; of an IterableDataset, padded
+    to the config's maximum (_pad_stream). Each batch's length is then read along the
+    coordinates that vary (batch_length)."""
     rec = recorder()
     sampler = getattr(loader, "batch_sampler", None)
     dataset = getattr(loader, "dataset", None)
@@ -730,23 +861,40 @@ def _longest_first(loader):
     if sampler is None or dataset is None or not hasattr(dataset, "__getitem__"):
         return
     try:
-        size = loader.batch_size or max(len(b) for b in sampler)
-        lengths, read, total = cached_scan(dataset)
+        size = _batch_size(loader, sampler)
+        candidates = _draws(sampler, len(dataset))
+        scan = cached_scan(dataset, candidates)
     except Exception:  # a dataset without len, or one that fails when read: as it is
         return
-    if not lengths:
+    if not scan:
         return
-    longest = max(lengths.values())
-    varies = longest != min(lengths.values())
-    if rec.eval_batches is None:  # the training data's, not an eval loader's
-        rec.write({"lengths": {"run_longest": longest, "read": read, "samples": total,
-                               "varies": varies, "longest_first": varies}})
+    varies = bool(scan.coords)
+    object.__setattr__(loader, "_autobatch_coords", scan.coords)
+    if rec.eval_batches is None and _training():  # the training data's, not an eval's
+        rec.write({"lengths": {"run_longest": scan.longest if varies else
+                               _fixed_length(dataset), "read": scan.read,
+                               "samples": scan.total, "varies": varies,
+                               "longest_first": varies}})
     if varies:
-        order = sorted(lengths, key=lambda i: -lengths[i])
-        order += [i for i in range(total) if i not in lengths] if read < total else []
         # a step of several micro-batches (gradient accumulation) still gets only the worst
         repeat = 2 * (rec.steps + 1)
-        object.__setattr__(loader, "batch_sampler", LongestFirst(sampler, order, size, repeat))
+        everything = candidates if candidates is not None else range(len(dataset))
+        object.__setattr__(loader, "batch_sampler",
+                           LongestFirst(sampler, scan.order(), everything, size, repeat))
+
+
+def _fixed_length(dataset):
+    """A dataset of fixed shapes: its samples' length as a batch of them says it (the
+    largest first dimension of a sample's parts), for the report."""
+    sizes = sample_sizes(dataset[0]) or {}
+    return max((n for (name, d), n in sizes.items() if d == 0), default=0)
+
+
+def _training():
+    """Whether the batches now drawn are for training: an evaluation (before training, or
+    inside it) runs without gradients."""
+    torch = sys.modules.get("torch")
+    return torch is None or torch.is_grad_enabled()
 
 
 def _iterable_dataset():
@@ -770,8 +918,9 @@ def instrument_data(torch):
             object.__setattr__(self, "_autobatch_seen", True)
             _longest_first(self)
         it = loader_iter(self)
-        if self.__dict__.get("_autobatch_pad_to"):
-            it._autobatch_pad_to = self._autobatch_pad_to
+        for name in ("_autobatch_pad_to", "_autobatch_coords"):
+            if self.__dict__.get(name):
+                setattr(it, name, self.__dict__[name])
         return it
 
     handle = []  # the module hook, removed once a DataLoader gives the lengths
@@ -782,8 +931,10 @@ def instrument_data(torch):
         try:
             if getattr(self, "_autobatch_pad_to", 0):
                 batch = pad_batch(batch, self._autobatch_pad_to)
-            rec.length = max(rec.length, batch_length(batch))
-            rec.from_loader = rec.from_loader or rec.length > 0
+            if _training():  # an evaluation's batches are not the step's
+                coords = getattr(self, "_autobatch_coords", None)
+                rec.length = max(rec.length, batch_length(batch, coords))
+                rec.from_loader = rec.from_loader or rec.length > 0
         except Exception:
             pass
         if rec.from_loader and handle:  # no hook on every module call (torch.compile)
@@ -796,7 +947,7 @@ def instrument_data(torch):
         if _hold is not None:
             hold()
         rec = recorder()
-        if rec.armed and not rec.from_loader:
+        if rec.armed and not rec.from_loader and _training():
             rec.armed = False
             try:
                 rec.length = max(rec.length, batch_length(args))
