@@ -14,8 +14,8 @@ prog=$(cd "$(dirname "$0")/../python" && pwd)/gathered_save.py
 dir=$(mktemp -d /tmp/autobatch-save.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..4"
-python_or_skip "$PY" 'import torch' PyTorch 1 4
+echo "1..5"
+python_or_skip "$PY" 'import torch' PyTorch 1 5
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
 F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
 # probe NAME CONFIG-JSON: the trainer at 0.8 of 512 MiB (410 MiB)
@@ -62,3 +62,24 @@ probe small '{"batch_size": 8, "gather": 4, "rows": 2048, "steps": 40, "save_eve
 check "a save that fits: chosen, each fitting trial says the state it saved" \
 	sh -c "[ \"\$($F '$dir/small.report' 'r[\"status\"], all(t.get(\"saved_bytes\", 0) >= 4194304 for t in r[\"trials\"] if t[\"fits\"])')\" = \"('ok', True)\" ]" ||
 	cat "$dir/small.err" >&2
+# two optimizers, as a GAN trains: the counted steps are the first one's (the
+# discriminator's), the checkpoint is both models' and both optimizers' (the save once held
+# the discriminator's alone: 3 KiB of the generator's 50 MiB with its Adam moments)
+cat >"$dir/gan.py" <<'PY'
+import torch
+torch.manual_seed(0)
+G = torch.nn.Sequential(torch.nn.Linear(64, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048))
+D = torch.nn.Linear(2048, 1)
+og, od = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+for _ in range(20):
+    z = torch.randn(8, 64)
+    od.zero_grad(); D(G(z).detach()).mean().backward(); od.step()
+    og.zero_grad(); (-D(G(z)).mean()).backward(); og.step()
+PY
+AUTOBATCH_TRIAL=1 AUTOBATCH_TRIAL_REPORT=$dir/gan.rep AUTOBATCH_BATCH_SIZE=8 PYTHONPATH=$HOOK_DIR \
+	"$PY" "$dir/gan.py" >/dev/null 2>&1
+gen=$(( (64 * 2048 + 2048 + 2048 * 2048 + 2048) * 4 ))
+check "two optimizers (a GAN): the save holds both models and both optimizers' state (the generator's $((gen / 1048576)) MiB three times at least)" \
+	sh -c "n=\$(sed -n 's/^{\"saved_bytes\": \([0-9]*\), .*/\1/p' '$dir/gan.rep') &&
+	       [ \"\$n\" -ge $((3 * gen)) ] && [ \"\$(grep -c step_s '$dir/gan.rep')\" = 4 ]" || cat "$dir/gan.rep" >&2
+exit $failed

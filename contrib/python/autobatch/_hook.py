@@ -102,7 +102,8 @@ class Recorder:
         # awaited (EVAL_BATCHES of it), so that the peak holds it beside the optimizer's state
         self.eval_wanted = os.environ.get("AUTOBATCH_TRIAL_EVAL") == "1"
         self.eval_batches = None  # None: not awaited yet; then the batches evaluated
-        self.optimizer = None  # the one whose steps are counted: what a checkpoint saves
+        self.optimizer = None  # the one whose steps are counted
+        self.optimizers = []  # every one that stepped (a GAN's two): what a checkpoint saves
 
     def write(self, record):
         if not self.path:
@@ -205,14 +206,19 @@ def _rehearse_save(rec):
     """A checkpoint of the run, rehearsed: its memory is in the trial's peak. An
     out-of-memory here is the trial's, as the run's save would be."""
     torch = sys.modules.get("torch")
-    if torch is None or rec.optimizer is None:
+    optimizers = rec.optimizers or ([rec.optimizer] if rec.optimizer is not None else [])
+    if torch is None or not optimizers:
         return
     sink = _Discard()
     rec.write({"saving": True})  # an end from here on (the probe's kill too) is the save's
     try:
-        roots, bare = _trained_models(torch, rec.optimizer)
+        roots, bare, seen = [], [], set()
+        for optimizer in optimizers:  # a GAN's generator and discriminator, each once
+            for held, found in zip((roots, bare), _trained_models(torch, optimizer)):
+                held.extend(t for t in found if id(t) not in seen)
+                seen.update(id(t) for t in found)
         state = {"model": [m.state_dict() for m in roots], "tensors": bare,
-                 "optimizer": rec.optimizer.state_dict()}
+                 "optimizer": [o.state_dict() for o in optimizers]}
         torch.save(state, sink)
         del state
     except Exception as error:  # not a save this process can make: said by its peak alone
@@ -326,6 +332,9 @@ class _StepCounter:
         self.depth -= 1
         if self.depth:
             return
+        stepped = recorder().optimizers
+        if all(o is not optimizer for o in stepped):
+            stepped.append(optimizer)
         if self.primary is None:
             self.primary = id(optimizer)
         if id(optimizer) == self.primary:
