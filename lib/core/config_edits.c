@@ -84,6 +84,19 @@ static void format_value(const struct ab_config *cfg, const struct ab_node *n, c
 		snprintf(s->text, sizeof(s->text), "%s", v);
 }
 
+/* Whether target is n or within it (aliases not followed). */
+static bool holds(const struct ab_node *n, const struct ab_node *target, int depth)
+{
+	if (n == target)
+		return true;
+	if (n->kind == AB_NODE_ALIAS || depth >= AB_CONFIG_MAX_DEPTH)
+		return false;
+	for (size_t i = 0; i < n->n; i++)
+		if (holds(n->items[i], target, depth + 1))
+			return true;
+	return false;
+}
+
 static size_t count_aliases(const struct ab_node *n, const struct ab_node *target, int depth)
 {
 	size_t count = 0;
@@ -95,19 +108,54 @@ static size_t count_aliases(const struct ab_node *n, const struct ab_node *targe
 	return count;
 }
 
+static size_t all_aliases(const struct ab_config *cfg, const struct ab_node *target)
+{
+	size_t aliases = 0;
+
+	for (size_t d = 0; d < cfg->ndocs; d++)
+		aliases += count_aliases(cfg->docs[d], target, 0);
+	return aliases;
+}
+
+/* The nearest anchored mapping or list around target that an alias (or a merge) repeats,
+ * or NULL: an edit inside it changes what the alias reads too. */
+static const struct ab_node *aliased_holder(const struct ab_config *cfg, const struct ab_node *n,
+					    const struct ab_node *target, int depth)
+{
+	for (size_t i = 0; i < n->n; i++) {
+		const struct ab_node *c = n->items[i], *inner;
+
+		if (c->kind == AB_NODE_ALIAS || !holds(c, target, depth + 1))
+			continue;
+		if (c != target && (inner = aliased_holder(cfg, c, target, depth + 1)))
+			return inner;
+		return n->anchor && all_aliases(cfg, n) ? n : NULL;
+	}
+	return NULL;
+}
+
 static void note_anchor(const struct ab_config *cfg, const struct ab_node *n, const char *key,
 			char *note, size_t notelen)
 {
-	size_t aliases = 0, len = strlen(note);
+	const struct ab_node *holder = NULL;
+	size_t len = strlen(note), aliases;
 
-	if (!n->anchor || len >= notelen)
+	for (size_t d = 0; d < cfg->ndocs && !n->anchor && !holder; d++)
+		holder = aliased_holder(cfg, cfg->docs[d], n, 0);
+	if ((!n->anchor && !holder) || len >= notelen)
 		return;
-	for (size_t d = 0; d < cfg->ndocs; d++)
-		aliases += count_aliases(cfg->docs[d], n, 0);
-	snprintf(note + len, notelen - len, "%s%s: line %zu: key '%s' carries the anchor &%s; "
-					    "%zu alias%s follow%s the new value",
-		 len ? "\n" : "", cfg->name, n->line, key, n->anchor, aliases,
-		 aliases == 1 ? "" : "es", aliases == 1 ? "s" : "");
+	aliases = all_aliases(cfg, holder ? holder : n);
+	if (holder)
+		snprintf(note + len, notelen - len, "%s%s: line %zu: key '%s' is inside the anchor "
+						    "&%s (line %zu); %zu alias%s of it follow%s "
+						    "the new value",
+			 len ? "\n" : "", cfg->name, n->line, key, holder->anchor, holder->line,
+			 aliases, aliases == 1 ? "" : "es", aliases == 1 ? "s" : "");
+	else
+		snprintf(note + len, notelen - len, "%s%s: line %zu: key '%s' carries the anchor "
+						    "&%s; %zu alias%s follow%s the new value",
+			 len ? "\n" : "", cfg->name, n->line, key, n->anchor, aliases,
+			 aliases == 1 ? "" : "es", aliases == 1 ? "s" : "");
 }
 
 static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int document,

@@ -163,6 +163,13 @@ static void yaml_features(void **state)
 	expect_edit("c.yaml", "bs: !!int 4\n", "bs", "8", "bs: !!int 8\n");
 	expect_edit("c.yaml", "bs: &b 4 # c\nx: *b\n", "bs", "8", "bs: &b 8 # c\nx: *b\n");
 	assert_contains(note, "carries the anchor &b; 1 alias follows the new value");
+	/* inside an anchored mapping that an alias or a merge repeats: said too; unrepeated, not */
+	expect_edit("c.yaml", "base: &b\n  bs: 8\nrun:\n  <<: *b\n  lr: 2\n", "base.bs", "16",
+		    "base: &b\n  bs: 16\nrun:\n  <<: *b\n  lr: 2\n");
+	assert_contains(note, "key 'base.bs' is inside the anchor &b (line 1); 1 alias of it "
+			      "follows the new value");
+	expect_edit("c.yaml", "base: &b\n  bs: 8\n", "base.bs", "16", "base: &b\n  bs: 16\n");
+	assert_string_equal(note, "");
 	expect_edit("c.yaml", "l: [1, {bs: 2}, 3]\n", "l[1].bs", "9", "l: [1, {bs: 9}, 3]\n");
 	expect_edit("c.yaml", "m: {a: 1, b: 2}\n", "m.b", "20", "m: {a: 1, b: 20}\n");
 	expect_edit("c.yaml", "- a: 1\n- a: 2\n", "[1].a", "5", "- a: 1\n- a: 5\n");
