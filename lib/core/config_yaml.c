@@ -111,7 +111,10 @@ static void skip_properties(const struct ab_config *cfg, struct ab_node *n)
 	while (n->start < n->end && (b[n->start] == '&' || b[n->start] == '!')) {
 		while (n->start < n->end && !strchr(" \t\r\n", b[n->start]))
 			n->start++;
-		while (n->start < n->end && strchr(" \t\r\n", b[n->start])) {
+		while (n->start < n->end && strchr(" \t\r\n#", b[n->start])) {
+			if (b[n->start] == '#') /* a comment after the anchor: to its line's end */
+				while (n->start + 1 < n->end && b[n->start + 1] != '\n')
+					n->start++;
 			if (b[n->start] == '\n')
 				n->line++;
 			n->start++;

@@ -161,6 +161,8 @@ static void yaml_features(void **state)
 		       "key 'x.bs' cannot be edited where it stands (the edited file would not "
 		       "read it back: ");
 	expect_edit("c.yaml", "bs: !!int 4\n", "bs", "8", "bs: !!int 8\n");
+	/* a comment after the anchor, the value on the next line: one value all the same */
+	expect_edit("c.yaml", "bs: &a # c\n  32\nw: *a\n", "bs", "16", "bs: &a # c\n  16\nw: *a\n");
 	expect_edit("c.yaml", "bs: &b 4 # c\nx: *b\n", "bs", "8", "bs: &b 8 # c\nx: *b\n");
 	assert_contains(note, "carries the anchor &b; 1 alias follows the new value");
 	/* inside an anchored mapping that an alias or a merge repeats: said too; unrepeated, not */
