@@ -37,8 +37,12 @@ static int visit_node(struct visit *v, const struct ab_node *n, size_t len, int 
 			continue;
 		if (!k)
 			w = snprintf(v->path + len, sizeof(v->path) - len, "[%zu]", i);
-		else if (strpbrk(k->value, ".[]\"") || !*k->value)
-			w = snprintf(v->path + len, sizeof(v->path) - len, "['%s']", k->value);
+		else if (strchr(k->value, '\'') && strchr(k->value, '"'))
+			continue; /* no quotes can name it */
+		else if (strpbrk(k->value, ".[]\"'") || !*k->value) /* quoted as it can be typed */
+			w = snprintf(v->path + len, sizeof(v->path) - len, "[%c%s%c]",
+				     strchr(k->value, '\'') ? '"' : '\'', k->value,
+				     strchr(k->value, '\'') ? '"' : '\'');
 		else
 			w = snprintf(v->path + len, sizeof(v->path) - len, "%s%s", len ? "." : "",
 				     k->value);

@@ -229,6 +229,9 @@ static void refusals(void **state)
 	expect_refusal("c.yaml", "train:\n  micro_batch_size: 4\n  lr: 1\n", "train.micro_batch",
 		       "c.yaml: key 'train.micro_batch' not found; nearest keys: "
 		       "train.micro_batch_size (line 2)");
+	/* a suggestion is a path as it can be typed back: a key with a quote in it too */
+	expect_refusal("c.yaml", "\"it's.bs\": 1\n", "its.bs", "nearest keys: [\"it's.bs\"] (line 1)");
+	expect_edit("c.yaml", "\"it's.bs\": 1\n", "[\"it's.bs\"]", "2", "\"it's.bs\": 2\n");
 	expect_refusal("c.yaml", "a:\n  b: 1\n", "a", "c.yaml: line 2: key 'a' is a mapping");
 	expect_refusal("c.yaml", "a: [1, 2]\n", "a", "key 'a' is a list, not a single value: "
 						     "name an item ([0])");
