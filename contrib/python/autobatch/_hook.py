@@ -558,9 +558,9 @@ def _fields(sample):
     a tuple's or list's items, or the thing itself (name None)."""
     if isinstance(sample, dict) or hasattr(sample, "keys") and hasattr(sample, "values"):
         return list(sample.items())
-    if isinstance(sample, (tuple, list)) and sample and \
-            not isinstance(sample[0], (int, float, bool)):
-        return list(enumerate(sample))
+    if isinstance(sample, (tuple, list)) and \
+            any(hasattr(v, "shape") or isinstance(v, (tuple, list, dict)) for v in sample[:16]):
+        return list(enumerate(sample))  # parts: (label, tokens) too; else a list of tokens
     return [(None, sample)]
 
 
