@@ -16,8 +16,8 @@ prog=$(cd "$(dirname "$0")/../python" && pwd)/multi_part_train.py
 dir=$(mktemp -d /tmp/autobatch-multi-part.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..7"
-python_or_skip "$PY" 'import torch' PyTorch 1 7
+echo "1..8"
+python_or_skip "$PY" 'import torch' PyTorch 1 8
 . "$(dirname "$0")/../python/gpu-like-memory.sh"
 F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
 field() { $F "$@"; }
@@ -98,4 +98,13 @@ b = _hook.pad_batch(Batch(torch.ones(2, 5, dtype=torch.long), torch.ones(2, 5, d
 assert type(b) is Batch and b.input_ids.shape == (2, 8) and b.labels[0, 7] == -100, b
 t = _hook.pad_batch((torch.ones(2, 5), torch.ones(2)), 8)
 assert isinstance(t, tuple) and t[0].shape == (2, 8) and t[1].shape == (2,), t'
+# a sample's parts, whatever comes first: a (label, tokens) pair's tokens vary, a list of
+# token ids is one part, an audio clip's first size is fixed and its second varies
+check "a sample's sizes: (label, tokens), a list of tokens, a (clip, label) pair" \
+	env PYTHONPATH="$HOOK_DIR" "$PY" -c 'import torch
+from autobatch import _hook
+assert _hook.sample_sizes((3, [1, 2, 3, 4])) == {(1, 0): 4}
+assert _hook.sample_sizes([5, 6, 7]) == {(None, 0): 3}
+assert _hook.sample_sizes((torch.ones(80, 12), 3)) == {(0, 0): 80, (0, 1): 12}
+assert _hook.batch_length((torch.ones(4, 80, 300), torch.ones(4)), [(0, 1)]) == 300'
 exit $failed
