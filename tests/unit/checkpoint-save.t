@@ -7,17 +7,9 @@
 # batch goes over at its first save. The probe says that, naming the save, instead of
 # choosing a batch.
 . "$(dirname "$0")/tap.sh"
-PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
-PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
-HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
-prog=$(cd "$(dirname "$0")/../python" && pwd)/gathered_save.py
-dir=$(mktemp -d /tmp/autobatch-save.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..5"
-python_or_skip "$PY" 'import torch' PyTorch 1 5
-. "$(dirname "$0")/../python/gpu-like-memory.sh"
-F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
+. "$(dirname "$0")/python-trials.sh"
+prog=$here/gathered_save.py
+python_trials save 5
 # probe NAME CONFIG-JSON: the trainer at 0.8 of 512 MiB (410 MiB)
 probe() {
 	echo "$2" >"$dir/$1.json"
@@ -27,7 +19,7 @@ probe() {
 }
 plain() { # CONFIG-JSON: the plain run's peak, no autobatch
 	echo "$1" >"$dir/plain.json"
-	"$PEAKRUN" "$PY" "$prog" "$dir/plain.json" 2>&1 >/dev/null | sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p'
+	plain_peak "$prog" "$dir/plain.json"
 }
 limit=$((410 * 1048576))
 

@@ -7,20 +7,9 @@
 # (issue 41). Without that the trials see training only and choose a batch whose first
 # evaluation goes over. A program that ignores the key gets a decision that says so.
 . "$(dirname "$0")/tap.sh"
-PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
-PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
-HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
-prog=$(cd "$(dirname "$0")/../python" && pwd)/eval_train.py
-export PROBE PEAKRUN
-dir=$(mktemp -d /tmp/autobatch-eval.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..6"
-python_or_skip "$PY" 'import torch' PyTorch 1 6
-. "$(dirname "$0")/../python/gpu-like-memory.sh"
-# field REPORT EXPRESSION: a Python expression over the report r ($F inside sh -c)
-F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
-field() { $F "$@"; }
+. "$(dirname "$0")/python-trials.sh"
+prog=$here/eval_train.py
+python_trials eval 6
 # probe NAME CONFIG-JSON [HOOK-DIR [PROGRAM]]: the trainer at 0.8 of 412 MiB (330 MiB)
 probe() {
 	echo "$2" >"$dir/$1.json"
@@ -31,7 +20,7 @@ probe() {
 # plain BATCH: the run's peak over 10 updates with its 2 evaluations, no autobatch
 plain() {
 	echo "{\"per_device_train_batch_size\": $1, \"eval_steps\": 5, \"max_steps\": 10}" >"$dir/plain.json"
-	"$PEAKRUN" "$PY" "$prog" "$dir/plain.json" 2>&1 >/dev/null | sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p'
+	plain_peak "$prog" "$dir/plain.json"
 }
 config='{"per_device_train_batch_size": 8, "eval_steps": 10, "max_steps": 20}'
 

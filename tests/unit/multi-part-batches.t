@@ -9,18 +9,9 @@
 # bounds the run's longest; an endless sampler, or batch sampler, still gets the worst batch
 # first and the program runs as it would.
 . "$(dirname "$0")/tap.sh"
-PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
-PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
-HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
-prog=$(cd "$(dirname "$0")/../python" && pwd)/multi_part_train.py
-dir=$(mktemp -d /tmp/autobatch-multi-part.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..8"
-python_or_skip "$PY" 'import torch' PyTorch 1 8
-. "$(dirname "$0")/../python/gpu-like-memory.sh"
-F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
-field() { $F "$@"; }
+. "$(dirname "$0")/python-trials.sh"
+prog=$here/multi_part_train.py
+python_trials multi-part 8
 # probe NAME CONFIG-JSON: at 0.8 of 600 MiB (limit 480 MiB), one measured step after the
 # warm-up (every trial's steps get the worst batch)
 probe() {
@@ -32,7 +23,7 @@ probe() {
 # epoch NAME BATCH: the plain run's peak over its whole epoch (or its steps), no autobatch
 epoch() {
 	sed "s/\"batch_size\": [0-9]*/\"batch_size\": $2/" "$dir/$1.json" >"$dir/$1.plain.json"
-	"$PEAKRUN" "$PY" "$prog" "$dir/$1.plain.json" 2>&1 >/dev/null | sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p'
+	plain_peak "$prog" "$dir/$1.plain.json"
 }
 # fits NAME: the choice's plain run within the report's limit (said, with its figures)
 fits() {

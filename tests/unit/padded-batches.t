@@ -7,21 +7,9 @@
 # trainer padding every batch to the maximum is measured as it runs. A short form: the long
 # runs and their figures are bench/padded-batches.
 . "$(dirname "$0")/tap.sh"
-PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
-PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
-HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
-here=$(cd "$(dirname "$0")/../python" && pwd)
+. "$(dirname "$0")/python-trials.sh"
 prog=$here/padded_train.py
-export PROBE PEAKRUN
-dir=$(mktemp -d /tmp/autobatch-padded.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..8"
-python_or_skip "$PY" 'import torch' PyTorch 1 8
-. "$(dirname "$0")/../python/gpu-like-memory.sh"
-# field REPORT EXPRESSION: a Python expression over the report r ($F inside sh -c)
-F="python3 $(cd "$(dirname "$0")" && pwd)/report-field.py"
-field() { $F "$@"; }
+python_trials padded 8
 # probe NAME CONFIG-JSON: the plain trainer on its own config (KEYARG: --key batch_size), at
 # 0.8 of 600 MiB; one measured step after the warm-up (the hook gives every one the worst
 # batch): CI's minutes
@@ -34,7 +22,7 @@ probe() {
 # epoch NAME BATCH: the plain run's peak over its whole epoch, no autobatch
 epoch() {
 	sed "s/\"batch_size\": [0-9]*/\"batch_size\": $2/" "$dir/$1.json" >"$dir/$1.plain.json"
-	"$PEAKRUN" "$PY" "$prog" "$dir/$1.plain.json" 2>&1 >/dev/null | sed -n 's/^peak_bytes \([0-9]*\) status 0$/\1/p'
+	plain_peak "$prog" "$dir/$1.plain.json"
 }
 
 probe dyn '{"batch_size": 4, "lengths": "lognormal", "samples": 300}'

@@ -6,18 +6,9 @@
 # wrappers that read their config at different moments), on the host with Debian's PyTorch.
 # The seconds saved are figures for bench/start-ahead, not assertions.
 . "$(dirname "$0")/tap.sh"
-PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
-PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
-HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
-here=$(cd "$(dirname "$0")/../python" && pwd)
+. "$(dirname "$0")/python-trials.sh"
 prog=$here/plain_torch.py
-export PROBE PEAKRUN
-dir=$(mktemp -d /tmp/autobatch-start-ahead.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-echo "1..10"
-python_or_skip "$PY" 'import torch' "PyTorch (Debian: python3-torch)" 1 10
-. "$(dirname "$0")/../python/gpu-like-memory.sh"
+python_trials start-ahead 10
 mkdir "$dir/tmp"
 export TMPDIR=$dir/tmp # where the trials' directories are, to be watched
 
