@@ -106,33 +106,133 @@ static void own_metrics(struct run_opts *o, const struct ab_config *cfg, const s
 		o->checkpoint_key = p->keys[AB_ROLE_CHECKPOINTING];
 }
 
+/* key's value into text (0), -ENOENT without it, or the lookup's own refusal (twice in a
+ * mapping, in two documents, an alias): a ramp the run turns on is never taken as off. */
+static int ramp_value(const struct run_opts *o, const struct ab_config *cfg, const char *key,
+		      char *text, size_t len, char *err, size_t errlen)
+{
+	int rc = ab_config_get(cfg, key, o->document, text, len, NULL, 0);
+
+	return rc == 0 || rc == -ENOENT ? rc
+					: ab_config_get(cfg, key, o->document, text, len, err, errlen);
+}
+
+/* A ramp's start or step: a whole number from 1, or an error naming the key. */
+static int ramp_whole(const struct run_opts *o, const struct ab_config *cfg, const char *key,
+		      long *v, char *err, size_t errlen)
+{
+	char text[64], shown[80];
+	int rc = ramp_value(o, cfg, key, text, sizeof(text), err, errlen);
+
+	if (rc == -ENOENT)
+		return ab_fail(err, errlen, EINVAL, "%s: a batch ramp-up is on, but it has no %s: "
+						    "add it, or turn the ramp-up off",
+			       o->config, key);
+	if (rc < 0)
+		return rc;
+	if (ab_parse_whole(text, 1, INT_MAX, v) < 0)
+		return ab_fail(err, errlen, EINVAL, "%s: a batch ramp-up is on, but %s is '%s', not a "
+						    "whole number from 1",
+			       o->config, key, ab_printable(text, shown, sizeof(shown)));
+	return 0;
+}
+
+/* Whether MaxText's switch turns its ramp on: YAML's true and false as PyYAML reads them
+ * (yes, on, TRUE...) and 1 and 0, as its config's bool accepts them; anything else is an
+ * error naming the key. */
+static int ramp_switch(const struct run_opts *o, const struct ab_config *cfg, const char *key,
+		       bool *on, char *err, size_t errlen)
+{
+	char text[64], shown[80];
+	int rc = ramp_value(o, cfg, key, text, sizeof(text), err, errlen), b;
+
+	*on = false;
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	if ((b = ab_config_bool(text)) < 0)
+		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not true or false: fix it in "
+						    "the config",
+			       o->config, key, ab_printable(text, shown, sizeof(shown)));
+	*on = b;
+	return 0;
+}
+
+/* Megatron/NeMo's [start, increment, samples] (null: none): 1 when the file has such a
+ * ramp, 0 when none, or an error naming it where it is neither. */
+static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, const char *first,
+		       char *err, size_t errlen)
+{
+	char list[128], text[64], shown[80], key[160];
+	size_t n = strlen(first) > 3 ? strlen(first) - 3 : 0; /* less its "[0]" */
+	long samples;
+	bool three;
+	int rc;
+
+	snprintf(list, sizeof(list), "%.*s", (int)n, first);
+	if ((rc = ramp_value(o, cfg, list, text, sizeof(text), NULL, 0)) == -ENOENT)
+		return 0;
+	if (rc == 0) /* a single value: null turns it off */
+		return !strcmp(text, "") || !strcmp(text, "null") || !strcmp(text, "~") ||
+				       !strcmp(text, "None")
+			       ? 0
+			       : ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a list [start, "
+							      "increment, samples] or null",
+					 o->config, list, ab_printable(text, shown, sizeof(shown)));
+	snprintf(key, sizeof(key), "%s[2]", list);
+	three = ramp_value(o, cfg, key, text, sizeof(text), NULL, 0) == 0 &&
+		ab_parse_whole(text, 0, LONG_MAX, &samples) == 0;
+	snprintf(key, sizeof(key), "%s[3]", list);
+	if (!three || ab_config_has(cfg, key, o->document))
+		return ab_fail(err, errlen, EINVAL, "%s: %s is not a list of three whole numbers "
+						    "[start, increment, samples], as Megatron needs",
+			       o->config, list);
+	return 1;
+}
+
 /* The preset's batch ramp-up, where the file turns one on: MaxText's per-device ramp (its
  * switch true, a start and a step), or a Megatron/NeMo global ramp ([start, step, samples]).
- * A ramp that is on but not whole numbers is an error naming the keys. */
+ * A ramp that is on but not whole numbers is an error naming the keys; so is a global one
+ * whose stages never reach the global batch (Megatron refuses it at start). */
 static int ramp_up(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
 		   char *err, size_t errlen)
 {
-	char on[16] = "", none[AB_ERR_MAX];
-	int r = AB_ROLE_GLOBAL_RAMP_START;
+	int r = AB_ROLE_GLOBAL_RAMP_START, rc;
+	bool on = false;
 
 	if (!p)
 		return 0;
 	if (p->keys[AB_ROLE_RAMP_SWITCH] &&
-	    ab_config_get(cfg, p->keys[AB_ROLE_RAMP_SWITCH], o->document, on, sizeof(on), none,
-			  sizeof(none)) == 0 &&
-	    (!strcmp(on, "true") || !strcmp(on, "True") || !strcmp(on, "1"))) {
+	    (rc = ramp_switch(o, cfg, p->keys[AB_ROLE_RAMP_SWITCH], &on, err, errlen)) < 0)
+		return rc;
+	if (on) {
 		r = AB_ROLE_RAMP_START;
 		o->ramp_key = p->keys[AB_ROLE_RAMP_SWITCH];
-	} else if (!ab_config_has(cfg, p->keys[AB_ROLE_GLOBAL_RAMP_START], o->document)) {
+	} else if (!p->keys[AB_ROLE_GLOBAL_RAMP_START] ||
+		   (rc = global_ramp(o, cfg, p->keys[AB_ROLE_GLOBAL_RAMP_START], err, errlen)) == 0) {
 		return 0;
+	} else if (rc < 0) {
+		return rc;
 	}
-	o->ramp_start = whole(cfg, o->document, p->keys[r]);
-	o->ramp_step = whole(cfg, o->document, p->keys[r + 1]);
+	if ((rc = ramp_whole(o, cfg, p->keys[r], &o->ramp_start, err, errlen)) < 0 ||
+	    (rc = ramp_whole(o, cfg, p->keys[r + 1], &o->ramp_step, err, errlen)) < 0)
+		return rc;
 	o->ramp_global = r == AB_ROLE_GLOBAL_RAMP_START;
-	if (!o->ramp_start || !o->ramp_step)
-		return ab_fail(err, errlen, EINVAL, "%s: a batch ramp-up is on, but %s and %s are not "
-						    "whole numbers from 1",
-			       o->config, p->keys[r], p->keys[r + 1]);
+	if (o->ramp_global && o->global_batch && o->ramp_start > o->global_batch)
+		return ab_fail(err, errlen, EINVAL, "%s: the batch ramp-up (%.*s) starts at %ld, "
+						    "above the global batch %ld, and Megatron refuses "
+						    "it: start it at %ld or less",
+			       o->config, (int)strlen(p->keys[r]) - 3, p->keys[r], o->ramp_start,
+			       o->global_batch, o->global_batch);
+	if (o->ramp_global && o->global_batch && (o->global_batch - o->ramp_start) % o->ramp_step)
+		return ab_fail(err, errlen, EINVAL, "%s: the batch ramp-up from %ld by %ld (%.*s) "
+						    "never reaches the global batch %ld, and Megatron "
+						    "refuses it: make %ld less its start a multiple "
+						    "of %ld",
+			       o->config, o->ramp_start, o->ramp_step,
+			       (int)strlen(p->keys[r]) - 3, p->keys[r], o->global_batch,
+			       o->global_batch, o->ramp_step);
 	if (o->ramp_global && !o->global_batch) { /* its stages are global batches */
 		fprintf(stderr, "autobatch: the config's global batch ramp-up (%s) is kept only with "
 				"--global-batch G --devices N\n",

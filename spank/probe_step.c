@@ -369,14 +369,16 @@ int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen)
 {
 	int rc;
 
+	/* one process driving several GPUs (JAX), or a launcher starting a worker per GPU
+	 * (torchrun, accelerate launch, deepspeed): a global batch's replicas are the GPUs */
+	bool by_gpu = job->per_device || ab_launcher_name(job->argc, job->argv);
+
 	job->step_gpus.n = 0;
-	if (ab_probe_trial_ranks(job) <= 0 && !(job->per_device && job->global_batch))
+	if (ab_probe_trial_ranks(job) <= 0 && !(by_gpu && job->global_batch))
 		return 0;
 	if ((rc = read_step_gpus(job, err, errlen)) < 0)
 		return rc;
-	/* one process driving several GPUs (JAX): a per-device batch's replicas are the GPUs */
-	job->gpus = job->per_device ? ab_step_gpus_count(&job->step_gpus, job->ntasks, job->nnodes)
-				    : 0;
+	job->gpus = by_gpu ? ab_step_gpus_count(&job->step_gpus, job->ntasks, job->nnodes) : 0;
 	if (job->gpus > job->ntasks && job->gpus % (unsigned long)job->model_parallel == 0)
 		job->dp_width = job->gpus / (unsigned)job->model_parallel;
 	return 0;

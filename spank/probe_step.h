@@ -29,10 +29,12 @@ struct ab_probe_job {
 	unsigned ntasks;        /* the step's tasks */
 	unsigned dp_width;      /* its data-parallel replicas, a global batch's divisor: ntasks
 				 * over the config's model-parallel sizes, or its GPUs where the
-				 * batch is per device (ab_probe_read_step) */
+				 * batch is per device or a launcher starts a worker per GPU
+				 * (ab_probe_read_step) */
 	bool per_device;        /* the preset's batch is per device (presets.h) */
 	long model_parallel;    /* the config's model-parallel product; 1 without one */
-	unsigned gpus;          /* the step's GPUs, where read for a per-device batch; 0 */
+	unsigned gpus;          /* the step's GPUs, where read for a per-device batch or a
+				 * launcher's workers; 0 */
 	unsigned nnodes;        /* the step's nodes: how many */
 	const char *nodelist;   /* the step's nodes; the probe runs on the first */
 	const char *probe_node; /* or here: a node of the step's smallest GPU model; or NULL */

@@ -2,49 +2,91 @@
 #include "config_keys.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "input_limits.h"
+#include "number.h"
 
-static bool has_number(const struct ab_config *cfg, const char *key, long *value)
+/* A key's value (0), or -ENOENT when the file has no such key (or the preset names none),
+ * or the lookup's own refusal, naming the key and the fix (twice in a mapping, in two
+ * documents, an alias, a list): a key the run reads is never taken as absent. */
+static int value_of(const struct ab_config *cfg, const char *key, char *text, size_t len,
+		    char *err, size_t errlen)
 {
-	char text[64];
+	int rc;
 
-	if (!key || ab_config_get(cfg, key, -1, text, sizeof(text), NULL, 0) < 0)
-		return false;
-	if (value)
-		*value = ab_is_number(text, strlen(text)) && fabs(strtod(text, NULL)) < 2e9
-				 ? (long)strtod(text, NULL)
-				 : 0;
-	return true;
+	if (!key)
+		return -ENOENT;
+	if ((rc = ab_config_get(cfg, key, -1, text, len, NULL, 0)) == -ENOENT || rc == 0)
+		return rc;
+	return ab_config_get(cfg, key, -1, text, len, err, errlen);
 }
 
-/* The preset's model-parallel sizes in the file: each a whole number from 1 to 65536. */
+/* A key's whole number from min to max (0), -ENOENT without the key, or an error naming it
+ * (2.5 would be cut to 2, -1 passed on as an option the user never gave). */
+static int whole_of(const struct ab_config *cfg, const char *key, long min, long max, long *v,
+		    char *err, size_t errlen)
+{
+	char text[64], shown[80];
+	int rc;
+
+	if ((rc = value_of(cfg, key, text, sizeof(text), err, errlen)) < 0)
+		return rc;
+	if (ab_parse_whole(text, min, max, v) < 0)
+		return ab_fail(err, errlen, EINVAL, "%s is '%s', not a whole number from %ld to %ld: "
+						    "fix it in the config",
+			       key, ab_printable(text, shown, sizeof(shown)), min, max);
+	return 0;
+}
+
+/* The preset's model-parallel sizes in the file: each a whole number from 1 to 65536, or 0
+ * where 0 means none (DeepSpeed's tensor_parallel.autotp_size, its default: AutoTP off). */
 static int model_parallel(const struct ab_config *cfg, const struct ab_preset *p,
 			  struct ab_keys *k, char *err, size_t errlen)
 {
 	static const char *const names[] = {"tensor", "pipeline", "context"};
 	size_t len = 0;
+	int rc;
 
 	k->model_parallel = 1;
 	for (int r = AB_ROLE_TENSOR_PAR; p && r <= AB_ROLE_CONTEXT_PAR; r++) {
+		bool off = p->keys[r] && !strcmp(p->keys[r], "tensor_parallel.autotp_size");
 		long v = 0;
 
-		if (!has_number(cfg, p->keys[r], &v))
+		if ((rc = whole_of(cfg, p->keys[r], off ? 0 : 1, 65536, &v, err, errlen)) == -ENOENT)
 			continue;
-		if (v < 1 || v > 65536)
-			return ab_fail(err, errlen, EINVAL, "%s is not a parallel size (a whole number "
-							    "from 1): fix it in the config",
-				       p->keys[r]);
+		if (rc < 0)
+			return rc;
+		if (v == 0)
+			v = 1;
 		k->model_parallel *= v;
 		if (v > 1)
 			ab_append(k->parallel_text, sizeof(k->parallel_text), &len, "%s%s %ld",
 				  len ? " x " : "", names[r - AB_ROLE_TENSOR_PAR], v);
 	}
 	return 0;
+}
+
+/* The global batch the file states: a whole number, kept; a word a framework fills in itself
+ * (DeepSpeed's "auto" under Hugging Face, an interpolation ${...}) is none, the key still
+ * written with a decision's; a number that is not a global batch is an error. */
+static int global_of(const struct ab_config *cfg, const char *key, struct ab_keys *k, char *err,
+		     size_t errlen)
+{
+	char text[64];
+	int rc;
+
+	if ((rc = value_of(cfg, key, text, sizeof(text), err, errlen)) == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	k->global = key;
+	if (!ab_is_number(text, strlen(text)))
+		return 0;
+	return whole_of(cfg, key, 1, AB_GLOBAL_BATCH_MAX, &k->file_global, err, errlen);
 }
 
 int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
@@ -68,13 +110,20 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 	if ((rc = ab_config_find(cfg, k->micro, -1, &n, err, errlen)) < 0)
 		return rc;
 	if (p) {
-		if (p->keys[AB_ROLE_GRAD_ACCUM] &&
-		    ab_config_find(cfg, p->keys[AB_ROLE_GRAD_ACCUM], -1, &n, NULL, 0) == 0)
+		char text[64];
+
+		if ((rc = value_of(cfg, p->keys[AB_ROLE_GRAD_ACCUM], text, sizeof(text), err,
+				   errlen)) == 0)
 			k->accum = p->keys[AB_ROLE_GRAD_ACCUM];
-		if (has_number(cfg, p->keys[AB_ROLE_GLOBAL_BATCH], &k->file_global))
-			k->global = p->keys[AB_ROLE_GLOBAL_BATCH];
-		if (has_number(cfg, p->keys[AB_ROLE_EVAL_BATCH], NULL))
+		else if (rc != -ENOENT)
+			return rc;
+		if ((rc = global_of(cfg, p->keys[AB_ROLE_GLOBAL_BATCH], k, err, errlen)) < 0)
+			return rc;
+		if ((rc = value_of(cfg, p->keys[AB_ROLE_EVAL_BATCH], text, sizeof(text), err,
+				   errlen)) == 0)
 			k->eval = p->keys[AB_ROLE_EVAL_BATCH];
+		else if (rc != -ENOENT)
+			return rc;
 	}
 	return model_parallel(cfg, p, k, err, errlen);
 }

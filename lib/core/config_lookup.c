@@ -383,6 +383,22 @@ int ab_config_find(const struct ab_config *cfg, const char *key, int document,
 	return 0;
 }
 
+int ab_config_bool(const char *text)
+{
+	static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on",
+					  "On", "ON", "y", "Y", "1"};
+	static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off",
+					 "Off", "OFF", "n", "N", "0"};
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (!strcmp(text, yes[i]))
+			return 1;
+		if (!strcmp(text, no[i]))
+			return 0;
+	}
+	return -EINVAL;
+}
+
 int ab_config_get(const struct ab_config *cfg, const char *key, int document, char *buf,
 		  size_t buflen, char *err, size_t errlen)
 {

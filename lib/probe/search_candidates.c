@@ -49,21 +49,28 @@ static long gcd(long a, long b)
 	return a;
 }
 
-/* A per-device ramp (MaxText): batches ramp_start + k x ramp_step, k >= 1, from lo up. */
+/* A per-device ramp (MaxText): batches ramp_start + k x ramp_step, k >= 1, from lo up; with
+ * --multiple-of m, those of them that are multiples of m, every lcm(step, m) from the first
+ * (2 + 3k and 4: 8, 20, 32...). */
 static int ramp_steps(const struct ab_search_params *p, struct cands *c, long m, char *err,
 		      size_t errlen)
 {
-	long first = p->ramp_start + p->ramp_step;
+	long stride = p->ramp_step / gcd(p->ramp_step, m) * m, first = 0;
 
-	if (m > 1 && (p->ramp_start % m || p->ramp_step % m))
+	for (long b = p->ramp_start + p->ramp_step; b <= p->ramp_start + stride; b += p->ramp_step)
+		if (b % m == 0) {
+			first = b;
+			break;
+		}
+	if (!first)
 		return ab_fail(err, errlen, EINVAL, "--multiple-of %ld and a batch ramp-up from %ld "
 						    "by %ld: no batch is both; drop one",
 			       m, p->ramp_start, p->ramp_step);
 	if (c->lo < first)
 		c->lo = first;
 	else /* the first step of the ramp at or above lo */
-		c->lo = first + (c->lo - first + p->ramp_step - 1) / p->ramp_step * p->ramp_step;
-	c->step = p->ramp_step;
+		c->lo = first + (c->lo - first + stride - 1) / stride * stride;
+	c->step = stride;
 	c->hi = c->lo > c->hi ? c->lo - 1 : c->lo + (c->hi - c->lo) / c->step * c->step;
 	if (c->lo > c->hi)
 		return ab_fail(err, errlen, EINVAL, "no batch of the ramp-up from %ld by %ld lies "

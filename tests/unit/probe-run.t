@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..18"
+echo "1..20"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -82,6 +82,36 @@ sed -i 's/^enable_rampup_batch_size: true/enable_rampup_batch_size: false/' "$di
 	-- sh -c "$ramp_prog" sh "$dir/mt.yaml" 2>"$dir/mt2.err"
 check "the switch off: no ramp, the choice 55" \
 	sh -c "grep -q '\"batch_size\":55,' '$dir/mt2.json' && ! grep -q ramp '$dir/mt2.json' '$dir/mt2.err'"
+# the switch as YAML 1.1 (PyYAML, MaxText's pydantic bool) spells it on: a ramp all the same;
+# a value that is neither, twice, or a start that is no whole number: refused, naming the key
+ramp_said() { # SWITCH-LINE [BATCH [OPTION...]]: decided BATCH (53) on the ramp
+	printf 'per_device_batch_size: 4\n%s\nper_device_batch_size_start: 2\nper_device_batch_size_increment: 3\n' "$1" >"$dir/sw.yaml"
+	b=${2:-53}
+	shift $(($# > 1 ? 2 : 1))
+	"$probe" run --device sim:total=8GiB --fraction 0.8 --config "$dir/sw.yaml" --json "$dir/sw.json" "$@" \
+		-- sh -c "$ramp_prog" sh "$dir/sw.yaml" 2>"$dir/sw.err" && grep -q "\"batch_size\":$b," "$dir/sw.json"
+}
+ramp_refused() { # YAML MESSAGE
+	printf "$1" >"$dir/rf.yaml"
+	! "$probe" run --device sim:total=8GiB --fraction 0.8 --config "$dir/rf.yaml" -- true 2>"$dir/rf.err" &&
+		grep -qF "autobatch: failed: $dir/rf.yaml$2" "$dir/rf.err" || { cat "$dir/rf.err" >&2; return 1; }
+}
+ramps_read() {
+	for on in yes ON True y 1; do ramp_said "enable_rampup_batch_size: $on" || { echo "# $on" >&2; return 1; }; done
+	# with --multiple-of 4: the ramp's steps that are multiples of 4 (8, 20, 32, 44: 56 is over)
+	ramp_said "enable_rampup_batch_size: true" 44 --multiple-of 4 || return 1
+	! grep '^autobatch: trial' "$dir/sw.err" | grep -vE 'batch (8|20|32|44|56) ' || return 1
+	ramp_refused 'per_device_batch_size: 4\nenable_rampup_batch_size: maybe\n' \
+		": enable_rampup_batch_size is 'maybe', not true or false: fix it in the config" &&
+		ramp_refused 'per_device_batch_size: 4\nenable_rampup_batch_size: true\nenable_rampup_batch_size: false\n' \
+			": key 'enable_rampup_batch_size' occurs twice (lines 2 and 3)" &&
+		ramp_refused 'per_device_batch_size: 4\nenable_rampup_batch_size: on\nper_device_batch_size_start: 0.5\nper_device_batch_size_increment: 3\n' \
+			": a batch ramp-up is on, but per_device_batch_size_start is '0.5', not a whole number from 1" &&
+		ramp_refused 'per_device_batch_size: 4\nenable_rampup_batch_size: on\nper_device_batch_size_increment: 3\n' \
+			": a batch ramp-up is on, but it has no per_device_batch_size_start: add it, or turn the ramp-up off"
+}
+check "the ramp's switch as YAML spells it on (yes, ON, True, y, 1) is on, with --multiple-of 4 too (44); one that is neither, a switch twice, a start of 0.5 or none: refused, naming the key" \
+	ramps_read
 # a NeMo global ramp [256, 128, ...] to 1024 over 4 devices: the batch divides gcd / 4 = 32
 printf 'model:\n  micro_batch_size: 4\n  global_batch_size: 1024\n  rampup_batch_size: [256, 128, 100000]\n' >"$dir/nemo.yaml"
 "$probe" run --device sim:total=8GiB --fraction 0.8 --config "$dir/nemo.yaml" \
@@ -89,6 +119,23 @@ printf 'model:\n  micro_batch_size: 4\n  global_batch_size: 1024\n  rampup_batch
 check "a NeMo global ramp-up 256 by 128 to 1024 over 4 devices: the choice 32 divides every stage's share (55 would fit)" \
 	sh -c "grep -q '\"batch_size\":32,' '$dir/nemo.json' && grep -q '\"grad_accum\":8,' '$dir/nemo.json' &&
 	       grep -q 'every stage of the global batch ramp-up from 256 by 128 splits into batches of 32 over 4 devices' '$dir/nemo.err'" || cat "$dir/nemo.err" >&2
+# ramps Megatron refuses at start are refused before any trial, naming the list; null is none
+nemo_ramp() { # LIST: the probe's last line
+	printf 'model:\n  micro_batch_size: 4\n  global_batch_size: 1024\n  rampup_batch_size: %s\n' "$1" >"$dir/nr.yaml"
+	"$probe" run --device sim:total=8GiB --fraction 0.8 --config "$dir/nr.yaml" --global-batch 1024 \
+		--devices 4 -- "$prog" curve 1073741824 104857600 8589934592 2>&1 | tail -n1
+}
+nemo_ramps() {
+	[ "$(nemo_ramp '[256, 100, 1000]')" = "autobatch: failed: $dir/nr.yaml: the batch ramp-up from 256 by 100 (model.rampup_batch_size) never reaches the global batch 1024, and Megatron refuses it: make 1024 less its start a multiple of 100" ] &&
+		[ "$(nemo_ramp '[2048, 128, 1000]')" = "autobatch: failed: $dir/nr.yaml: the batch ramp-up (model.rampup_batch_size) starts at 2048, above the global batch 1024, and Megatron refuses it: start it at 1024 or less" ] &&
+		for bad in '[256, 128]' '[]' '[256, 128, 1000, 5]' '{start: 256}'; do
+			[ "$(nemo_ramp "$bad")" = "autobatch: failed: $dir/nr.yaml: model.rampup_batch_size is not a list of three whole numbers [start, increment, samples], as Megatron needs" ] || return 1
+		done &&
+		[ "$(nemo_ramp '"256 128 1000"')" = "autobatch: failed: $dir/nr.yaml: model.rampup_batch_size is '256 128 1000', not a list [start, increment, samples] or null" ] &&
+		nemo_ramp null | grep -q '^autobatch: chose batch 32 (gradient accumulation 8, global 1024) in [0-9]* trials, [0-9]* s; 8.0x the starting batch 4; confidence'
+}
+check "NeMo ramps Megatron refuses (not reaching the global batch, starting above it, not three whole numbers, a string) are refused naming the list; null is no ramp" \
+	nemo_ramps
 
 # PyTorch's allocator freed its cache and retried (from batch 40 on, well under the limit):
 # such a trial is an out-of-memory one (issue 41), and the line says why

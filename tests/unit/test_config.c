@@ -386,9 +386,49 @@ static void data_parallel_width(void **state)
 				 "groups of 4 (tensor 2 x pipeline 2 in nemo.yaml): give srun a "
 				 "multiple of 4 tasks");
 	ab_config_free(cfg);
-	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  tensor_model_parallel_size: 0\n");
-	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), -EINVAL);
-	assert_contains(err, "model.tensor_model_parallel_size is not a parallel size");
+	/* a size that is no whole number from 1, or that the lookup refuses (twice, an alias, a
+	 * list, in two documents), is an error naming the key, never taken as 1 or cut to 2 */
+	static const struct {
+		const char *text, *says;
+	} bad[] = {
+		{"  tensor_model_parallel_size: 0\n", "model.tensor_model_parallel_size is '0', not a "
+						      "whole number from 1 to 65536: fix it in the config"},
+		{"  tensor_model_parallel_size: 2.5\n", "is '2.5', not a whole number from 1"},
+		{"  pipeline_model_parallel_size: -2\n", "is '-2', not a whole number from 1"},
+		{"  tensor_model_parallel_size: 2\n  tensor_model_parallel_size: 4\n", "occurs twice"},
+		{"  tensor_model_parallel_size: [2]\n", "is a list, not a single value"},
+		{"  tensor_model_parallel_size: &tp 2\n  pipeline_model_parallel_size: *tp\n",
+		 "is the alias *tp"},
+		{"  global_batch_size: 100.7\n", "model.global_batch_size is '100.7', not a whole "
+						  "number from 1 to 2147483647"},
+		{"  global_batch_size: -1\n", "model.global_batch_size is '-1'"},
+	};
+	char text[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "model:\n  micro_batch_size: 4\n%s", bad[i].text);
+		cfg = parse("nemo.yaml", text);
+		assert_true(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)) < 0);
+		assert_contains(err, bad[i].says);
+		ab_config_free(cfg);
+	}
+	/* a word a framework fills in itself is no global batch, and the key is still written */
+	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  global_batch_size: ${mul:2,4}\n");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
+	assert_string_equal(k.global, "model.global_batch_size");
+	assert_int_equal(k.file_global, 0);
+	ab_config_free(cfg);
+	/* DeepSpeed's autotp_size 0 is its default, AutoTP off: no tensor width */
+	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64,"
+			       " \"tensor_parallel\": {\"autotp_size\": 0}}");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
+	assert_int_equal(k.model_parallel, 1);
+	assert_int_equal(k.file_global, 64);
+	ab_config_free(cfg);
+	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64,"
+			       " \"train_batch_size\": 32}");
+	assert_true(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)) < 0);
+	assert_contains(err, "train_batch_size");
 	ab_config_free(cfg);
 	/* DeepSpeed: AutoTP's tensor width and Ulysses' sequence width divide the world */
 	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64,"

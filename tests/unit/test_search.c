@@ -482,11 +482,22 @@ static void ramp_up(void **state)
 	assert_string_equal(err, "the ramp-up's global batches (100, 130, ... 2048) do not all split "
 				 "evenly over 8 devices");
 	ab_trials_free(&t);
+	/* --multiple-of 4 and a ramp 2 + 6k: its steps that are multiples of 4, every 12 from 8
+	 * (140, under 143; it was refused as if none were both) */
 	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .multiple_of = 4,
 								.ramp_start = 2, .ramp_step = 6},
 				  &d, &t),
+			 140);
+	for (size_t i = 0; i < t.n; i++)
+		assert_true(t.v[i].batch % 4 == 0 && (t.v[i].batch - 2) % 6 == 0);
+	assert_true(d.batch % 4 == 0 && (d.batch - 2) % 6 == 0);
+	ab_trials_free(&t);
+	/* odd batches (1 + 2k) are never multiples of 4 */
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .multiple_of = 4,
+								.ramp_start = 1, .ramp_step = 2},
+				  &d, &t),
 			 -1);
-	assert_string_equal(err, "--multiple-of 4 and a batch ramp-up from 2 by 6: no batch is both; "
+	assert_string_equal(err, "--multiple-of 4 and a batch ramp-up from 1 by 2: no batch is both; "
 				 "drop one");
 	ab_trials_free(&t);
 	ab_sim_free(&s);
