@@ -268,14 +268,10 @@ int cmd_watch(int argc, char **argv)
 	if (!w.reported || peak != w.reported_peak)
 		report(&w, peak, false);
 	/* the mark holds the run's peak, not its first sample over (the next srun's cap), unless
-	 * another task's mark holds more */
+	 * another task's mark holds more (ab_cache_mark_over keeps the larger) */
 	if (w.said_over && peak > w.marked_peak && w.entry && w.cache_fd >= 0) {
-		struct ab_cache c = {.fd = w.cache_fd, .dir = "the cache"};
-		struct ab_cache_over o;
-
 		alarm(SAMPLE_MAX_S);
-		if (ab_cache_read_over(&c, w.entry, &o) < 0 || o.batch != w.batch || o.peak_bytes < peak)
-			mark(&w, peak, w.node);
+		mark(&w, peak, w.node);
 		alarm(0);
 	}
 	if (w.nv)

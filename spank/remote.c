@@ -111,8 +111,10 @@ static void reexport(spank_t sp)
 		spank_setenv(sp, decision_vars[i], value, 0);
 		container_twins(sp, decision_vars[i], value, 1);
 	}
+	/* a fraction, or XLA's preallocation switch: nothing else is copied in root's context */
 	for (size_t i = 0; decided && i < sizeof(pool) / sizeof(pool[0]); i++)
-		if (spank_getenv(sp, pool[i], value, sizeof(value)) == ESPANK_SUCCESS && value[0])
+		if (spank_getenv(sp, pool[i], value, sizeof(value)) == ESPANK_SUCCESS &&
+		    (plain_number(value) || !strcmp(value, "true") || !strcmp(value, "false")))
 			container_twins(sp, pool[i], value, 0);
 }
 

@@ -62,6 +62,9 @@ void ab_srun_comment(const struct ab_ctx *c, const char *json)
 			    c->stepid, comment, sizeof(comment));
 	slurm_free_job_info_msg(msg);
 	free(report);
+	if (rc == -ENOSPC)
+		slurm_error(AB_LOG_PREFIX "the job's comment was not written: %s",
+			    "your own comment leaves no room for the decision beside it");
 	if (rc < 0)
 		return;
 	slurm_init_job_desc_msg(&desc);

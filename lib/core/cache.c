@@ -199,14 +199,27 @@ static void over_name(const char *name, char *buf, size_t len)
 	snprintf(buf, len, "%s.over", name);
 }
 
+/* How long a task's watch waits for another task's mark of the same entry. */
+#define MARK_LOCK_S 2.0
+
 int ab_cache_mark_over(const struct ab_cache *c, const char *name,
 		       const struct ab_cache_over *o, char *err, size_t errlen)
 {
-	struct json_object *j = json_object_new_object();
+	struct json_object *j;
+	struct ab_cache_over had;
 	char over[AB_CACHE_NAME_MAX + 8];
-	int rc;
+	int rc, lock;
 
 	over_name(name, over, sizeof(over));
+	/* the tasks of one step mark at once: the largest of their peaks is the evidence (the
+	 * next srun's cap), never the last one written */
+	lock = ab_cache_lock(c, over, MARK_LOCK_S, NULL, NULL, NULL);
+	if (ab_cache_read_over(c, name, &had) == 0 && had.batch == o->batch &&
+	    had.peak_bytes >= o->peak_bytes) {
+		ab_cache_unlock(lock);
+		return 0;
+	}
+	j = json_object_new_object();
 	json_object_object_add(j, "batch", json_object_new_int64(o->batch));
 	json_object_object_add(j, "peak_bytes", json_object_new_int64((int64_t)o->peak_bytes));
 	json_object_object_add(j, "limit_bytes", json_object_new_int64((int64_t)o->limit_bytes));
@@ -214,6 +227,7 @@ int ab_cache_mark_over(const struct ab_cache *c, const char *name,
 	json_object_object_add(j, "node", json_object_new_string(o->node));
 	rc = ab_cache_store(c, over, json_object_to_json_string(j), err, errlen);
 	json_object_put(j);
+	ab_cache_unlock(lock);
 	return rc;
 }
 

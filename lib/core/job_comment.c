@@ -17,15 +17,18 @@ static int64_t field(struct json_object *o, const char *key)
 	return ab_json_int(o, key, -1);
 }
 
-/* The user's part of a comment: up to our tag, without the separator before it. */
+/* The user's part of a comment, byte for byte: all of it but the part an earlier step of
+ * ours appended, at its end (" | autobatch: step ...", or the whole comment where the user
+ * had none). Their own "autobatch:" anywhere else is theirs. */
 static size_t user_part(const char *old)
 {
-	const char *tag = old ? strstr(old, AB_COMMENT_TAG) : NULL;
-	size_t n = old ? (tag ? (size_t)(tag - old) : strlen(old)) : 0;
+	const char *ours = AB_COMMENT_SEPARATOR AB_COMMENT_TAG " step ", *at, *last = NULL;
 
-	while (n > 0 && (old[n - 1] == ' ' || old[n - 1] == '|'))
-		n--;
-	return n;
+	if (!old || !strncmp(old, AB_COMMENT_TAG " step ", strlen(AB_COMMENT_TAG " step ")))
+		return 0;
+	for (at = strstr(old, ours); at; at = strstr(at + 1, ours))
+		last = at;
+	return last ? (size_t)(last - old) : strlen(old);
 }
 
 /* "; run peak P (task T on NODE), N tasks, M over", or "; run: not reported". */
@@ -34,14 +37,19 @@ static void run_text(struct json_object *run, char *buf, size_t buflen, size_t *
 	char peak[32];
 	const char *node = ab_json_text(run, "node");
 
-	if (field(run, "peak_bytes") < 0 || field(run, "tasks") < 1) {
+	/* the report is the user's file: a node name is a plain one or none, counts are counts */
+	if (!ab_plain_name(node) || strlen(node) > 64)
+		node = "";
+	if (field(run, "peak_bytes") < 0 || field(run, "tasks") < 1 || field(run, "task") < 0 ||
+	    field(run, "over") > field(run, "tasks")) {
 		ab_append(buf, buflen, len, "; run: not reported");
 		return;
 	}
 	ab_append(buf, buflen, len, "; run peak %s (task %lld%s%s), %lld tasks, %lld over",
 		  ab_format_size((uint64_t)field(run, "peak_bytes"), peak, sizeof(peak)),
 		  (long long)field(run, "task"), *node ? " on " : "", node,
-		  (long long)field(run, "tasks"), (long long)(field(run, "over") > 0 ? field(run, "over") : 0));
+		  (long long)field(run, "tasks"),
+		  (long long)(field(run, "over") > 0 ? field(run, "over") : 0));
 }
 
 int ab_job_comment(const char *report, const char *old, unsigned step, char *out, size_t outlen)
@@ -59,7 +67,7 @@ int ab_job_comment(const char *report, const char *old, unsigned step, char *out
 	json_object_object_get_ex(j, "real_run", &run);
 	json_object_object_get_ex(j, "device", &dev);
 	if (keep)
-		ab_append(out, outlen, &len, "%.*s | ", (int)keep, old);
+		ab_append(out, outlen, &len, "%.*s" AB_COMMENT_SEPARATOR, (int)keep, old);
 	ab_append(out, outlen, &len, AB_COMMENT_TAG " step %u batch %lld, limit %s", step,
 		  (long long)field(j, "batch_size"),
 		  ab_format_size((uint64_t)field(j, "limit_bytes"), limit, sizeof(limit)));
@@ -67,6 +75,11 @@ int ab_job_comment(const char *report, const char *old, unsigned step, char *out
 		ab_append(out, outlen, &len, " of %s",
 			  ab_format_size((uint64_t)field(dev, "total_bytes"), total, sizeof(total)));
 	run_text(run, out, outlen, &len);
+	/* the user's comment and ours, both whole, or nothing (ab_append stops short of the end) */
+	if (len + 1 >= outlen) {
+		out[0] = '\0';
+		rc = -ENOSPC;
+	}
 fail:
 	json_object_put(j);
 	return rc;

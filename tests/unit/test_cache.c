@@ -214,6 +214,24 @@ static void over_marks(void **state)
 	assert_int_equal(back.peak_bytes, 1000u << 20);
 	assert_int_equal(back.limit_bytes, 819u << 20);
 	assert_string_equal(back.node, "node1");
+	/* another task of the step, less far over: the mark keeps the larger peak, and a larger
+	 * one replaces it; a mark of another batch is replaced whatever its peak */
+	struct ab_cache_over less = {83, 5, 900u << 20, 819u << 20, "node2"}, more = less;
+
+	assert_int_equal(ab_cache_mark_over(&c, entry, &less, err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), 0);
+	assert_int_equal(back.task, 2);
+	assert_int_equal(back.peak_bytes, 1000u << 20);
+	more.peak_bytes = 1100u << 20;
+	assert_int_equal(ab_cache_mark_over(&c, entry, &more, err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), 0);
+	assert_int_equal(back.task, 5);
+	assert_string_equal(back.node, "node2");
+	less.batch = 60;
+	assert_int_equal(ab_cache_mark_over(&c, entry, &less, err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), 0);
+	assert_int_equal(back.batch, 60);
+	ab_cache_clear_over(&c, entry);
 	o.peak_bytes = o.limit_bytes;
 	assert_int_equal(ab_cache_mark_over(&c, entry, &o, err, sizeof(err)), 0);
 	assert_int_equal(ab_cache_read_over(&c, entry, &back), -EPROTO);
