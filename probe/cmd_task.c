@@ -349,7 +349,7 @@ static int linger(const struct task *t, int status)
 static void end_leftovers(pid_t leader)
 {
 	ab_group_kill(leader);
-	ab_group_reap_escaped(0);
+	ab_group_reap_escaped(0, leader);
 }
 
 /* Runs until the command ends, goes over, the launcher stops it or a signal comes; the task's
@@ -476,7 +476,7 @@ int cmd_task(int argc, char **argv)
 	if (t.proc.pid > 0) {
 		ab_group_kill(t.proc.pid); /* the command, its group and what left it */
 		waitpid(t.proc.pid, NULL, 0);
-		ab_group_reap_escaped(0); /* what was re-parented to us meanwhile */
+		ab_group_reap_escaped(0, t.proc.pid); /* what was re-parented to us meanwhile */
 	}
 out:
 	if (t.base.fd >= 0)

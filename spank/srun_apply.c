@@ -290,6 +290,7 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	ab_ramp_text(&res->ramp, res->batch, pl->job.dp_width, line, sizeof(line), &len);
 	ab_lengths_text(&res->lengths, line, sizeof(line), &len);
 	ab_eval_in_training_text(&res->eval_in_training, line, sizeof(line), &len);
+	ab_growth_text(&res->growth, line, sizeof(line), &len);
 	if (!pl->cached && res->warm_from[0])
 		ab_append(line, sizeof(line), &len, "; warm start from %s%s", res->warm_from,
 			  res->warm_verified ? "" : " (its batch no longer fit: searched afresh)");

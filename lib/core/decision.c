@@ -11,6 +11,7 @@
 #include "error.h"
 #include "protocol.h"
 #include "input_limits.h"
+#include "size.h"
 
 static bool get_long(struct json_object *o, const char *key, long min, long max, long *out)
 {
@@ -131,6 +132,33 @@ void ab_eval_in_training_text(const struct ab_eval_in_training *e, char *buf, si
 			  e->key, e->every);
 }
 
+void ab_growth_text(const struct ab_growth *g, char *buf, size_t buflen, size_t *len)
+{
+	char size[32];
+
+	if (g->per_step)
+		ab_append(buf, buflen, len, "; what its trial held between steps grew by %s at each: "
+					    "at that rate the run passes the limit after about %ld "
+					    "steps (does it keep each step's loss or outputs?)",
+			  ab_format_size(g->per_step, size, sizeof(size)), g->steps_to_limit);
+}
+
+/* The report's "held_growth" (lib/probe/report.c). */
+static void read_growth(struct json_object *o, struct ab_growth *g)
+{
+	struct json_object *h;
+	long per_step;
+
+	if (!json_object_object_get_ex(o, AB_FIELD_HELD_GROWTH, &h) ||
+	    !json_object_is_type(h, json_type_object) ||
+	    !get_long(h, "bytes_per_step", 1, 1L << 60, &per_step) ||
+	    !get_long(h, "steps_to_limit", 0, 1L << 60, &g->steps_to_limit)) {
+		g->per_step = 0, g->steps_to_limit = 0;
+		return;
+	}
+	g->per_step = (uint64_t)per_step;
+}
+
 /* The report's "eval_in_training" (lib/probe/report.c). */
 static void read_eval_in_training(struct json_object *o, struct ab_eval_in_training *e)
 {
@@ -219,6 +247,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	read_lengths(o, &r->lengths);
 	read_ramp(o, &r->ramp);
 	read_eval_in_training(o, &r->eval_in_training);
+	read_growth(o, &r->growth);
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
 	    json_object_is_type(trials, json_type_array))
 		r->trials = json_object_array_length(trials);

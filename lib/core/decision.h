@@ -55,6 +55,17 @@ struct ab_eval_in_training {
 void ab_eval_in_training_text(const struct ab_eval_in_training *e, char *buf, size_t buflen,
 			      size_t *len);
 
+/* What the chosen batch's trial held between its steps rose by at each measured one (the
+ * report's "held_growth"; per_step 0: it did not): the run holds more with every step, and
+ * at that rate passes the limit after about steps_to_limit steps. */
+struct ab_growth {
+	uint64_t per_step;
+	long steps_to_limit;
+};
+
+/* Appends what the decision line says of it (nothing without growth). */
+void ab_growth_text(const struct ab_growth *g, char *buf, size_t buflen, size_t *len);
+
 struct ab_result {
 	bool ok;
 	bool interrupted;      /* the probe was stopped by a signal (Ctrl-C, a cancel) */
@@ -81,6 +92,7 @@ struct ab_result {
 	struct ab_lengths lengths; /* the report's "lengths" */
 	struct ab_ramp ramp;       /* the report's "ramp_up" */
 	struct ab_eval_in_training eval_in_training; /* the report's "eval_in_training" */
+	struct ab_growth growth;   /* the report's "held_growth" */
 };
 
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for

@@ -200,6 +200,9 @@ int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen);
 #define AB_FIELD_RAMP_UP "ramp_up" /* {"of": "device"|"global", "start", "step", "trials_off"} */
 /* {"key", "every", "seen"}: evaluation inside training, and its batches the chosen trial ran */
 #define AB_FIELD_EVAL_IN_TRAINING "eval_in_training"
+/* what the chosen trial held between its steps rose by at each, {"bytes_per_step": N,
+ * "steps_to_limit": S}: at that rate its run reaches the limit after about S steps */
+#define AB_FIELD_HELD_GROWTH "held_growth"
 #define AB_FIELD_LENGTHS "lengths" /* what the chosen batch was measured at, of the run's longest */
 #define AB_FIELD_PER_SAMPLE "per_sample_bytes" /* the memory line's slope at the choice */
 #define AB_FIELD_WARM_START "warm_start" /* {"from": entry, "batch": B, "verified": bool} */

@@ -10,7 +10,10 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 /* /proc/PID/NAME into buf, NUL-terminated; its length, or -1 (the process is gone). */
 static ssize_t read_proc(long pid, const char *name, char *buf, size_t size)
@@ -374,17 +377,33 @@ void ab_group_kill(pid_t leader)
 	free(rows);
 }
 
-void ab_group_reap_escaped(pid_t keep)
-{
-	size_t n;
-	struct row *rows = read_rows(&n);
+/* How long the members of a killed group may take to die (a process freeing gigabytes takes
+ * a while) before what they leave is given up on. */
+#define REAP_WAIT_S 5.0
 
-	for (size_t i = 0; rows && i < n; i++)
-		if (rows[i].ppid == getpid() && rows[i].pid != keep) {
-			kill(rows[i].pid, SIGKILL);
-			waitpid(rows[i].pid, NULL, 0);
+void ab_group_reap_escaped(pid_t keep, pid_t group)
+{
+	double until = ab_now() + REAP_WAIT_S;
+
+	for (;;) {
+		size_t n;
+		struct row *rows = read_rows(&n);
+		bool left = false;
+
+		for (size_t i = 0; rows && i < n; i++) {
+			if (rows[i].ppid == getpid() && rows[i].pid != keep) {
+				kill(rows[i].pid, SIGKILL);
+				waitpid(rows[i].pid, NULL, 0);
+				left = true; /* its own children come to us next */
+			} else if (group > 0 && rows[i].pgrp == (long)group) {
+				left = true; /* a member still dying: its children come to us after */
+			}
 		}
-	free(rows);
+		free(rows);
+		if (!rows || !left || ab_now() > until)
+			return;
+		nanosleep(&(struct timespec){0, 2000000}, NULL);
+	}
 }
 
 /* The leader's peak (its kernel-kept high-water mark: no sample misses it), each other

@@ -77,7 +77,9 @@ bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak);
 void ab_group_kill(pid_t leader);
 
 /* Kills and reaps every child of ours but keep (0: none): after a trial, its descendants that
- * left its group (setsid) and were re-parented to us, their subreaper. */
-void ab_group_reap_escaped(pid_t keep);
+ * left its group (setsid) and were re-parented to us, their subreaper. Until no member of
+ * the killed group (0: none) is left, and no child of ours but keep: a member's escaped
+ * children are ours only once it has died, and theirs once they have. */
+void ab_group_reap_escaped(pid_t keep, pid_t group);
 
 #endif

@@ -28,6 +28,9 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 		json_object_object_add(o, "saved_bytes", json_object_new_int64((int64_t)t->saved_bytes));
 	if (t->save_bound)
 		json_object_object_add(o, "save_bound", json_object_new_boolean(true));
+	if (t->growth_bytes) /* what it held between steps rose by at each */
+		json_object_object_add(o, "held_growth_bytes",
+				       json_object_new_int64((int64_t)t->growth_bytes));
 	if (t->alloc_retries) /* the allocator's retries that made it an OOM */
 		json_object_object_add(o, "alloc_retries", json_object_new_int64(t->alloc_retries));
 	if (t->oom && t->floor_bytes) /* what the OOM said the peak was, at least */
@@ -128,6 +131,25 @@ static struct ab_eval_in_training chosen_eval(const struct ab_report *r)
 		e.seen = r->trials->v[r->fractions[0].decision.chosen].eval_batches;
 	snprintf(e.key, sizeof(e.key), "%s", r->eval_key ? r->eval_key : "");
 	return e;
+}
+
+/* The chosen trial's growth between steps, and the steps its run reaches the limit in. */
+static struct ab_growth chosen_growth(const struct ab_report *r)
+{
+	struct ab_growth g = {0, 0};
+	const struct ab_decision *d;
+	const struct ab_trial *t;
+
+	if (!r->ok || !r->trials || r->nfractions == 0)
+		return g;
+	d = &r->fractions[0].decision;
+	t = &r->trials->v[d->chosen];
+	if (t->growth_bytes && t->has_peak && t->peak_bytes <= d->limit_bytes) {
+		g.per_step = t->growth_bytes;
+		g.steps_to_limit = (long)((uint64_t)(t->steps > 0 ? t->steps : 0) +
+					  (d->limit_bytes - t->peak_bytes) / t->growth_bytes);
+	}
+	return g;
 }
 
 /* What the chosen trial's batches were measured at, against the longest the run can draw:
@@ -265,6 +287,14 @@ char *ab_report_json(const struct ab_report *r)
 		json_object_object_add(a, "every", json_object_new_int64(e.every));
 		json_object_object_add(a, "seen", json_object_new_int64(e.seen));
 		json_object_object_add(o, AB_FIELD_EVAL_IN_TRAINING, a);
+	}
+	if (chosen_growth(r).per_step) {
+		struct ab_growth g = chosen_growth(r);
+		struct json_object *a = json_object_new_object();
+
+		json_object_object_add(a, "bytes_per_step", json_object_new_int64((int64_t)g.per_step));
+		json_object_object_add(a, "steps_to_limit", json_object_new_int64(g.steps_to_limit));
+		json_object_object_add(o, AB_FIELD_HELD_GROWTH, a);
 	}
 	for (size_t i = 0; r->trials && i < r->trials->n; i++)
 		json_object_array_add(trials, trial_json(&r->trials->v[i], limit));
@@ -436,9 +466,11 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 		struct ab_lengths chosen = chosen_lengths(r);
 
 		struct ab_eval_in_training e = chosen_eval(r);
+		struct ab_growth g = chosen_growth(r);
 
 		ab_lengths_text(&chosen, buf, buflen, &len);
 		ab_eval_in_training_text(&e, buf, buflen, &len);
+		ab_growth_text(&g, buf, buflen, &len);
 	}
 	ab_append(buf, buflen, &len, "; confidence: %s", ab_confidence_tier(d->confidence));
 	if (d->margin_bytes) {

@@ -167,6 +167,8 @@ int search_repeat(struct run *r, size_t i)
 	tr->round = (int)t->rounds;
 	tr->oom = tr->oom || again.oom;
 	tr->helpers = tr->helpers || again.helpers;
+	tr->growth_bytes = again.growth_bytes > tr->growth_bytes ? again.growth_bytes
+								  : tr->growth_bytes;
 	if (again.has_peak && tr->has_peak) {
 		uint64_t lo = again.peak_bytes < tr->peak_bytes ? again.peak_bytes : tr->peak_bytes;
 

@@ -40,6 +40,8 @@ struct ab_trial {
 	long eval_batches;         /* evaluation inside training after its last step: batches */
 	uint64_t saved_bytes;      /* the checkpoint rehearsed after its steps: state saved */
 	bool save_bound;           /* that save's peak was above every step's: it decided */
+	uint64_t growth_bytes;     /* what it held between its steps rose by at each measured
+				    * one (ab_trial_report_growth): a longer run holds more */
 	/* started while the trial before it ran, and waited for its batch (its imports hidden):
 	 * seconds and startup_s count from its release */
 	bool ahead;

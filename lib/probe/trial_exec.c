@@ -375,7 +375,7 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 		o->ending = ENDED_INTERRUPT;
 	o->status = proc->status;
 	/* and those that left the group, not the next trial, started ahead */
-	ab_group_reap_escaped(x->ahead ? x->ahead->proc.pid : 0);
+	ab_group_reap_escaped(x->ahead ? x->ahead->proc.pid : 0, proc->pid);
 	ab_report_watch_read(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = t.first;
@@ -537,6 +537,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->lengths = rep->lengths;
 	out->eval_batches = rep->eval_batches;
 	out->saved_bytes = rep->saved_bytes;
+	out->growth_bytes = ab_trial_report_growth(rep);
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included; allocations PyTorch could
 	 * make only after freeing its whole cache are one (Composer halves its batch on them) */

@@ -16,6 +16,7 @@
 #include "size.h"
 
 #define PEAK_MAX ((double)(1ULL << 60))
+#define STEP_S_MIN 1e-6
 
 /* A finite number in [0, max], from a JSON number only. */
 static bool number(struct json_object *obj, const char *key, double max, double *out)
@@ -126,12 +127,44 @@ static bool add_step(struct ab_trial_report *r, double step_s, double samples)
 	return true;
 }
 
+/* A step line's "held_bytes" (the step hook's, after each optimizer step): the warm-up's is
+ * not compared, as it allocates the optimizer's state; each later one is to the one before. */
+static void held_field(struct json_object *obj, struct ab_trial_report *r)
+{
+	double held;
+
+	if (r->steps < 2)
+		return;
+	if (!number(obj, "held_bytes", PEAK_MAX, &held) ||
+	    (r->held_steps && (uint64_t)held <= r->held_last)) {
+		r->held_flat = true;
+		return;
+	}
+	if (r->held_steps) {
+		uint64_t rise = (uint64_t)held - r->held_last;
+
+		r->held_rise = r->held_steps == 1 || rise < r->held_rise ? rise : r->held_rise;
+	}
+	r->held_last = (uint64_t)held;
+	r->held_steps++;
+}
+
+uint64_t ab_trial_report_growth(const struct ab_trial_report *r)
+{
+	uint64_t own = !r->held_flat && r->held_steps >= AB_GROWTH_MIN_STEPS &&
+				       r->held_rise >= AB_GROWTH_MIN_BYTES
+			       ? r->held_rise
+			       : 0;
+
+	return own > r->held_said ? own : r->held_said;
+}
+
 static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 {
 	struct json_tokener *tok = json_tokener_new_ex(8);
 	struct json_object *obj = NULL, *v;
 	double step, samples, peak;
-	bool used = false;
+	bool used = false, stepped = false;
 
 	if (tok) {
 		json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
@@ -146,14 +179,16 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		 * a step's samples are the batch's own (0) */
 		if (number(obj, "step", 1e12, &samples)) {
 			if (number(obj, "perf/step_time_seconds", 1e7, &step) && add_step(r, step, 0))
-				used = true;
+				used = stepped = true;
 			else if (json_object_object_get_ex(obj, "run_name", &v))
 				used = true;
 		}
-		if (number(obj, "step_s", 1e7, &step) &&
+		/* one line is one step at most, in either form */
+		if (!stepped && number(obj, "step_s", 1e7, &step) &&
 		    add_step(r, step, number(obj, "samples", 1e12, &samples) ? samples : 0)) {
 			if (number(obj, "peak_bytes", PEAK_MAX, &peak) && (uint64_t)peak > r->step_peak_bytes)
 				r->step_peak_bytes = (uint64_t)peak;
+			held_field(obj, r);
 			used = true;
 		}
 		if (number(obj, "peak_bytes", PEAK_MAX, &peak)) {
@@ -175,6 +210,10 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		used |= length_fields(obj, r);
 		if (number(obj, "alloc_retries", LENGTH_MAX, &peak) && peak >= 1) {
 			r->alloc_retries = r->alloc_retries > (long)peak ? r->alloc_retries : (long)peak;
+			used = true;
+		}
+		if (number(obj, "held_growth_bytes", PEAK_MAX, &peak)) {
+			r->held_said = (uint64_t)peak > r->held_said ? (uint64_t)peak : r->held_said;
 			used = true;
 		}
 		if (number(obj, "eval_batches", LENGTH_MAX, &peak)) {
@@ -266,9 +305,10 @@ void ab_report_watch_lines(struct ab_report_watch *w, bool final,
 		}
 		if (nl || (final && n < (ssize_t)sizeof(buf))) {
 			on(arg, buf, take); /* whole lines, or the ended writer's last one */
-		} else { /* no line ends in a full buffer: too long, counted and skipped */
+		} else { /* no line ends in a full buffer: too long, counted and skipped to its
+			  * end, the ended writer's too (its tail is no line of its own) */
 			w->rep.bad_lines++;
-			w->skipping = !final;
+			w->skipping = true;
 		}
 		w->parsed += (off_t)take;
 	}
@@ -281,10 +321,13 @@ bool ab_trial_report_timing(const struct ab_trial_report *r, long batch, double 
 	size_t n = 0;
 
 	for (size_t i = 1; i < r->steps; i++) { /* step 0 is the warm-up */
-		if (!(r->step_s[i] > 0))
+		double rate = (r->samples[i] > 0 ? r->samples[i] : (double)batch) / r->step_s[i];
+
+		/* a step of under a microsecond is no time measured: its rate is no rate */
+		if (!(r->step_s[i] >= STEP_S_MIN) || !isfinite(rate))
 			continue;
 		steps[n] = r->step_s[i];
-		rates[n++] = (r->samples[i] > 0 ? r->samples[i] : (double)batch) / r->step_s[i];
+		rates[n++] = rate;
 	}
 	if (n == 0)
 		return false;
@@ -402,7 +445,7 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 			       struct ab_merge_said *said, char *buf, size_t buflen)
 {
 	long seen = n ? LONG_MAX : -1, retries = 0;
-	uint64_t saved = 0;
+	uint64_t saved = 0, growth = 0;
 	size_t len = 0;
 
 	buf[0] = '\0';
@@ -419,12 +462,17 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 		}
 		retries = reps[i]->alloc_retries > retries ? reps[i]->alloc_retries : retries;
 		saved = reps[i]->saved_bytes > saved ? reps[i]->saved_bytes : saved;
+		growth = ab_trial_report_growth(reps[i]) > growth ? ab_trial_report_growth(reps[i])
+								  : growth;
 		seen = !reps[i]->eval_said ? -1
 		       : seen < 0 || reps[i]->eval_batches > seen ? seen
 								  : reps[i]->eval_batches;
 	}
 	if (retries > said->retries)
 		ab_append(buf, buflen, &len, "{\"alloc_retries\": %ld}\n", said->retries = retries);
+	if (growth > said->growth)
+		ab_append(buf, buflen, &len, "{\"held_growth_bytes\": %" PRIu64 "}\n",
+			  said->growth = growth);
 	if (!said->saved && saved) { /* each rank's save peak is in its own peak */
 		ab_append(buf, buflen, &len, "{\"saved_bytes\": %" PRIu64 "}\n", saved);
 		said->saved = true;

@@ -45,6 +45,13 @@ struct ab_trial_report {
 	 * its size and the peak it reached; step_peak_bytes: the largest said by a step */
 	uint64_t saved_bytes, save_peak_bytes, step_peak_bytes;
 	bool saving; /* {"saving": true} and no "saved_bytes" after it: the save did not end */
+	/* "held_bytes" of the step lines after the warm-up, what each step left held: how many
+	 * said it (held_steps), the last, and the smallest rise from one to the next; held_flat
+	 * once a line lacked it or one did not rise. held_said: {"held_growth_bytes": N}, the
+	 * largest a launcher's or the ranks' merge said of its processes (ab_trial_report_growth) */
+	size_t held_steps;
+	uint64_t held_last, held_rise, held_said;
+	bool held_flat;
 	size_t bad_lines;
 };
 
@@ -84,14 +91,23 @@ uint64_t ab_trial_report_peak_over(const struct ab_trial_report *rep, uint64_t m
 struct ab_merge_said {
 	bool lengths, eval, saved;
 	long retries;
+	uint64_t growth;
 };
 
 /* That evidence of the n reports as report lines for the trial's own report, each line
  * ending in a newline, into buf (truncated to nothing when it does not fit): the first
  * "lengths" any said; the most "alloc_retries" (any is an OOM of the trial); once every one
- * said it, the fewest "eval_batches". Returns the length written. */
+ * said it, the fewest "eval_batches"; the largest growth (ab_trial_report_growth) as
+ * "held_growth_bytes". Returns the length written. */
 size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t n,
 			       struct ab_merge_said *said, char *buf, size_t buflen);
+
+/* Bytes by which what a process held between its steps rose at every measured step, at
+ * least (AB_GROWTH_MIN_STEPS of them, each rising by AB_GROWTH_MIN_BYTES or more): the
+ * smallest such rise, the largest of any of its processes; 0 when it did not rise so. */
+#define AB_GROWTH_MIN_STEPS 3
+#define AB_GROWTH_MIN_BYTES (1u << 20)
+uint64_t ab_trial_report_growth(const struct ab_trial_report *r);
 
 /* The longest batch any of the n reports has had so far: a merged step's "length". */
 long ab_trial_merge_length(const struct ab_trial_report *const *reps, size_t n);

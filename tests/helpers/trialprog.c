@@ -11,7 +11,7 @@
  *       nothing and exits 0.1 s later (a task shorter than a sample), "segv" dies of
  *       SIGSEGV before its first step
  *   trialprog curve BASE PER_SAMPLE_BYTES CAP_BYTES   reports a peak without allocating
- *   trialprog hang | crash | fork-child | flood
+ *   trialprog hang | crash | fork-child | fork-grandchild | flood
  */
 #include <signal.h>
 #include <stdio.h>
@@ -144,6 +144,33 @@ int main(int argc, char **argv)
 			for (;;)
 				pause();
 		}
+		return curve((char *[]){argv[0], "curve", "1048576", "1048576", "1e15"});
+	}
+	if (argc >= 2 && !strcmp(argv[1], "fork-grandchild")) {
+		int ready[2];
+		char c;
+
+		if (pipe(ready) < 0)
+			return 1;
+		if (fork() == 0) { /* a member of the group, slow to die: 256 MiB to free */
+			size_t n = 256u << 20;
+			char *held = malloc(n);
+
+			for (size_t i = 0; held && i < n; i += 4096)
+				held[i] = 1;
+			if (fork() == 0) { /* its child, in a session of its own */
+				setsid();
+				close(ready[1]);
+				for (;;)
+					pause();
+			}
+			close(ready[1]);
+			for (;;)
+				pause();
+		}
+		close(ready[1]);
+		if (read(ready[0], &c, 1) != 0) /* both forked: the pipe's writers are gone */
+			return 1;
 		return curve((char *[]){argv[0], "curve", "1048576", "1048576", "1e15"});
 	}
 	fprintf(stderr, "usage: see trialprog.c\n");

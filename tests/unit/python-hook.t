@@ -5,28 +5,9 @@
 # checked against plain runs of the program (tests/python/verify-choice). PyTorch 2.x,
 # Hugging Face and Accelerate are tested in a Debian unstable root (tests/frameworks).
 . "$(dirname "$0")/tap.sh"
-PROBE=${AUTOBATCH_PROBE:-probe/autobatch-probe}
-PEAKRUN=${PEAKRUN:-tests/helpers/peakrun}
-HOOK_DIR=${HOOK_DIR:-$(cd "$(dirname "$0")/../../contrib/python" && pwd)}
-here=$(cd "$(dirname "$0")/../python" && pwd)
+. "$(dirname "$0")/python-trials.sh"
 prog=$here/plain_torch.py
-export PROBE PEAKRUN
-dir=$(mktemp -d /tmp/autobatch-python-hook.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-PY=${PYTHON:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)}
-TESTS=12
-echo "1..$TESTS"
-if [ -z "$PY" ] || ! "$PY" -c 'import torch' 2>/dev/null; then
-	for i in $(seq 1 $TESTS); do echo "ok $i # skip PyTorch is not installed (Debian: python3-torch)"; done
-	exit 0
-fi
-# minutes of Python: not again in distcheck's second pass (tests/slurm-release-inside sets this)
-if [ "${AUTOBATCH_QUICK_CHECK:-}" = 1 ]; then
-	for i in $(seq 1 $TESTS); do echo "ok $i # skip ran in this tree's own make check (AUTOBATCH_QUICK_CHECK=1)"; done
-	exit 0
-fi
-# resident memory follows the live tensors, for the probe and the plain runs alike
-. "$(dirname "$0")/../python/gpu-like-memory.sh"
+python_trials python-hook 13
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 # probe NAME CONFIG-JSON [PROBE-OPTIONS...] [-- COMMAND...]: probes the plain program with
 # its own config (a copy in $dir), default command: the program on that config
@@ -74,6 +55,19 @@ check "a plain PyTorch loop gets a decision; every fitting trial saw its warm-up
 	       grep -q '\"fits\":true[^}]*\"steps\":4,' '$dir/plain.report'" || cat "$dir/plain.err" >&2
 check "its choice fits in a plain run and 10% more does not" verify plain
 
+# a loop that keeps every step's output: what each step leaves held grows (256 KiB a sample)
+probe keeps '{"batch_size": 8, "steps": 100, "keep_outputs": true}'
+keeps_said() {
+	grows=$(field "$dir/keeps.report" 'r["held_growth"]["bytes_per_step"] / r["batch_size"] / 262144') &&
+		steps=$(field "$dir/keeps.report" 'r["held_growth"]["steps_to_limit"]') &&
+		[ "$(field "$dir/plain.report" '"held_growth" in r, any("held_growth_bytes" in t for t in r["trials"])')" = "(False, False)" ] &&
+		grep -q "^autobatch: chose batch .*; what its trial held between steps grew by [0-9.]* MiB at each: at that rate the run passes the limit after about $steps steps (does it keep each step's loss or outputs?)" "$dir/keeps.err" &&
+		echo "# grew by $grows x 256 KiB a sample at each step; the limit after $steps steps" &&
+		awk -v g="$grows" 'BEGIN { exit !(g > 0.99 && g < 1.05) }'
+}
+check "a loop that keeps each step's output: the growth of what it holds between steps is measured and said, with the steps to the limit; a plain loop says none" \
+	keeps_said || cat "$dir/keeps.err" >&2
+
 # the step budget is for steps: --max keeps a step well under it (about 47 samples/s on a
 # 2-core CI machine, so a batch of 89 took 1.9 s, and under load more than the 2 s budget)
 probe slowstart '{"batch_size": 8, "startup_s": 5}' --trial-seconds 2 --max 24
@@ -90,9 +84,10 @@ check "slow steps (1.5 s, budget 3 s): stopped before all its steps, after the w
 probe accum '{"batch_size": 8, "accum": 3}'
 accum_ok() { # four steps seen per fitting trial, never more, and the choice fits plain runs
 	grep -q '"fits":true[^}]*"steps":4,' "$dir/accum.report" &&
+		[ "$(field "$dir/accum.report" '"held_growth" in r')" = False ] &&
 		! grep -q '"steps":\([5-9]\|1[0-9]\)' "$dir/accum.report" && verify accum
 }
-check "gradient accumulation: one step per optimizer update, and the choice fits a plain run" accum_ok
+check "gradient accumulation: one step per optimizer update, no growth between steps, and the choice fits a plain run" accum_ok
 
 # DataLoader workers: their memory comes and goes with their timing, so one batch's plain
 # runs differ by a few percent; the probe runs its choice twice and keeps a margin

@@ -925,6 +925,16 @@ static void escaped_children_killed(void **state)
 	assert_int_equal(ab_exec_trial(&x, 2, &tr, err, sizeof(err)), 0);
 	assert_int_equal(trialprogs_alive(), 0);
 	ab_exec_cleanup(&x);
+	/* a member of the group that is slow to die (256 MiB to free) leaves its escaped child
+	 * to us only once it is gone: that child is ended too, each of 5 times (it survived
+	 * 2 of 15 probes before, and wrote into the next trial's report) */
+	argv[1] = "fork-grandchild";
+	for (int i = 0; i < 5; i++) {
+		exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 30);
+		assert_int_equal(ab_exec_trial(&x, 2, &tr, err, sizeof(err)), 0);
+		assert_int_equal(trialprogs_alive(), 0);
+		ab_exec_cleanup(&x);
+	}
 }
 
 /* NAME holding TEXT in a new directory made from the template dir; its path in cfg. */
@@ -1243,6 +1253,12 @@ static void report_watch(void **state)
 	ab_report_watch_read(&w, false);
 	assert_int_equal(w.rep.steps, 3);
 	assert_int_equal(w.rep.bad_lines, 1);
+	/* the ended writer's overlong last line: its tail is no step of its own */
+	memcpy(big + sizeof(big) - 1 - strlen(step), step, strlen(step));
+	dprintf(fd, "%s", big);
+	ab_report_watch_read(&w, true);
+	assert_int_equal(w.rep.steps, 3);
+	assert_int_equal(w.rep.bad_lines, 2);
 	close(fd);
 	close(w.fd);
 	unlink(path);
@@ -1280,6 +1296,15 @@ static void report_lines(void **state)
 	assert_true(r.oom);
 	assert_int_equal(r.floor_bytes, 0);
 	assert_false(ab_trial_report_timing(&r, 8, &step, &rate));
+	/* one line, one step, whichever way it says it; a step of no measurable time is no
+	 * rate (1e12 samples in 5e-324 s would be an infinite one, every batch tied) */
+	text = "{\"step\": 1, \"perf/step_time_seconds\": 0.5, \"step_s\": 0.5}\n"
+	       "{\"step\": 2, \"step_s\": 0.5}\n{\"step_s\": 5e-324, \"samples\": 1e12}\n"
+	       "{\"step_s\": 0.25, \"samples\": 8}\n";
+	ab_trial_report_parse(text, strlen(text), &r);
+	assert_int_equal(r.steps, 4);
+	assert_true(ab_trial_report_timing(&r, 8, &step, &rate));
+	assert_float_equal(rate, 24, 1e-9); /* of 8/0.5 and 8/0.25 */
 	text = "{\"oom\": true, \"peak_at_least_bytes\": 85899345920}\n"
 	       "{\"peak_at_least_bytes\": -5}\n{\"peak_at_least_bytes\": 1024}";
 	ab_trial_report_parse(text, strlen(text), &r);
@@ -1439,6 +1464,70 @@ static void report_checkpoint_save(void **state)
 				  "checkpoint after its steps (3 s)");
 }
 
+/* A report of text's lines alone (parse), or with them added (feed). */
+static void parse(const char *text, struct ab_trial_report *r)
+{
+	ab_trial_report_parse(text, strlen(text), r);
+}
+
+static void feed(const char *text, struct ab_trial_report *r)
+{
+	ab_trial_report_feed(text, strlen(text), r);
+}
+
+/* What a step left held (the step hook's "held_bytes"): a rise at every measured step is
+ * growth, the smallest rise; the warm-up's is not compared; a flat or missing one, or too
+ * few steps, is none; a launcher's or the ranks' merge says its processes' largest. */
+static void report_held_growth(void **state)
+{
+	static struct ab_trial_report r, w[2];
+	const struct ab_trial_report *v[2] = {&w[0], &w[1]};
+	struct ab_merge_said said = {0};
+	const char *warm = "{\"step_s\": 1, \"held_bytes\": 100}\n",
+		   *two = "{\"step_s\": 1, \"held_bytes\": 50000000}\n"
+			  "{\"step_s\": 1, \"held_bytes\": 53000000}\n",
+		   *third = "{\"step_s\": 1, \"held_bytes\": 55000000}\n";
+	char buf[512];
+
+	(void)state;
+	parse(warm, &r);
+	feed(two, &r);
+	assert_int_equal(r.held_steps, 2);
+	assert_int_equal(ab_trial_report_growth(&r), 0); /* two measured steps: one rise */
+	feed(third, &r);
+	assert_int_equal(ab_trial_report_growth(&r), 2000000); /* 3 MB, then 2 MB */
+	feed(third, &r);
+	assert_int_equal(ab_trial_report_growth(&r), 0); /* a step that held no more */
+	/* a rise under AB_GROWTH_MIN_BYTES is the allocator's noise */
+	parse("{\"step_s\": 1, \"held_bytes\": 1}\n{\"step_s\": 1, \"held_bytes\": 2}\n"
+	      "{\"step_s\": 1, \"held_bytes\": 1000000}\n{\"step_s\": 1, \"held_bytes\": 1900000}\n",
+	      &r);
+	assert_int_equal(r.held_steps, 3);
+	assert_int_equal(ab_trial_report_growth(&r), 0);
+	/* a step line without it (the program's own) ends the claim */
+	parse(warm, &r);
+	feed(two, &r);
+	feed("{\"step_s\": 1}\n", &r);
+	feed(third, &r);
+	assert_int_equal(ab_trial_report_growth(&r), 0);
+	/* hostile values are not taken */
+	parse("{\"step_s\": 1}\n{\"step_s\": 1, \"held_bytes\": -5}\n", &r);
+	assert_int_equal(r.held_steps, 0);
+	parse("{\"held_growth_bytes\": 1e300}\n", &r);
+	assert_int_equal(ab_trial_report_growth(&r), 0);
+	assert_int_equal(r.bad_lines, 1);
+	/* merged: the worker that grows, said once, and read back */
+	parse(warm, &w[0]);
+	feed(two, &w[0]);
+	feed(third, &w[0]);
+	parse("{\"step_s\": 1}\n", &w[1]);
+	assert_true(ab_trial_merge_evidence(v, 2, &said, buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "{\"held_growth_bytes\": 2000000}\n");
+	assert_int_equal(ab_trial_merge_evidence(v, 2, &said, buf, sizeof(buf)), 0);
+	parse("{\"step_s\": 1}\n{\"held_growth_bytes\": 2000000}\n", &r);
+	assert_int_equal(ab_trial_report_growth(&r), 2000000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1446,6 +1535,7 @@ int main(void)
 		cmocka_unit_test(report_lengths),
 		cmocka_unit_test(report_eval_in_training),
 		cmocka_unit_test(report_checkpoint_save),
+		cmocka_unit_test(report_held_growth),
 		cmocka_unit_test(host_memory),
 		cmocka_unit_test(parallel_rounds),
 		cmocka_unit_test(round_width),

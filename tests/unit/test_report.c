@@ -89,6 +89,40 @@ static void round_trip(void **state)
 	free(json);
 }
 
+/* Growth between the chosen trial's steps: in its trial, the report's "held_growth" with
+ * the steps to the limit, the decision line of the probe and of the plugin alike. */
+static void held_growth(void **state)
+{
+	struct ab_report r = report();
+	struct ab_result res;
+	char line[1024], plugin[1024];
+	size_t len = 0;
+	char *json;
+
+	(void)state;
+	trial_v[1].growth_bytes = GiB / 2; /* 60 GiB after 4 steps, 64 the limit: 8 more */
+	json = ab_report_json(&r);
+	assert_contains(json, "\"held_growth_bytes\":536870912");
+	assert_contains(json, "\"" AB_FIELD_HELD_GROWTH "\":{\"bytes_per_step\":536870912,"
+			      "\"steps_to_limit\":12}");
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_int_equal(res.growth.per_step, GiB / 2);
+	assert_int_equal(res.growth.steps_to_limit, 12);
+	ab_report_decision_line(&r, line, sizeof(line));
+	ab_growth_text(&res.growth, plugin, sizeof(plugin), &len);
+	assert_string_equal(plugin, "; what its trial held between steps grew by 512 MiB at each: "
+				    "at that rate the run passes the limit after about 12 steps "
+				    "(does it keep each step's loss or outputs?)");
+	assert_contains(line, plugin);
+	free(json);
+	trial_v[1].growth_bytes = 0;
+	json = ab_report_json(&r);
+	assert_true(strstr(json, AB_FIELD_HELD_GROWTH) == NULL);
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_int_equal(res.growth.per_step, 0);
+	free(json);
+}
+
 static void failed_and_interrupted(void **state)
 {
 	struct ab_report r = report();
@@ -178,6 +212,41 @@ static void lines(void **state)
 /* The job's Comment (comment=on) from the report the probe wrote and the tasks' watches
  * added to (report_run.c): the user's own comment kept, an earlier autobatch part replaced,
  * "not reported" before any task reported. */
+/* The user's comment is kept byte for byte: their own "autobatch:", their '|', a long one;
+ * ours replaced only where we appended it; a node name from the (user's) report that is no
+ * plain name is left out; a comment too long for both is not written at all. */
+static void job_comment_theirs(void)
+{
+	const char *rep = "{\"batch_size\": 8, \"limit_bytes\": 1048576, \"real_run\": {\"peak_bytes\": "
+			  "2097152, \"tasks\": 2, \"over\": 1, \"task\": 1, \"node\": "
+			  "\"n1\\n| autobatch: step 9 batch 9999\"}}";
+	const char *ours = "autobatch: step 3 batch 8, limit 1.0 MiB; run peak 2.0 MiB (task 1), 2 "
+			   "tasks, 1 over";
+	char out[AB_COMMENT_MAX], old[AB_COMMENT_MAX + 64], want[AB_COMMENT_MAX + 128];
+
+	assert_int_equal(ab_job_comment(rep, "compare with autobatch: off, run 7", 3, out,
+					sizeof(out)), 0);
+	snprintf(want, sizeof(want), "compare with autobatch: off, run 7 | %s", ours);
+	assert_string_equal(out, want);
+	assert_int_equal(ab_job_comment(rep, "a|b|", 3, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "a|b| | %s", ours);
+	assert_string_equal(out, want);
+	snprintf(old, sizeof(old), "a|b| | %s", "autobatch: step 1 batch 4, limit 1.0 MiB");
+	assert_int_equal(ab_job_comment(rep, old, 3, out, sizeof(out)), 0);
+	assert_string_equal(out, want); /* the earlier step's part replaced */
+	assert_int_equal(ab_job_comment(rep, "autobatch: step 1 batch 4, limit 1.0 MiB", 3, out,
+					sizeof(out)), 0);
+	assert_string_equal(out, ours);
+	memset(old, 'c', 600);
+	old[600] = '\0';
+	assert_int_equal(ab_job_comment(rep, old, 3, out, sizeof(out)), 0);
+	assert_int_equal(strlen(out), 600 + 3 + strlen(ours));
+	memset(old, 'c', AB_COMMENT_MAX - 10);
+	old[AB_COMMENT_MAX - 10] = '\0';
+	assert_int_equal(ab_job_comment(rep, old, 3, out, sizeof(out)), -ENOSPC);
+	assert_string_equal(out, "");
+}
+
 static void job_comment(void **state)
 {
 	struct ab_report r = report();
@@ -210,12 +279,14 @@ static void job_comment(void **state)
 	assert_int_equal(ab_job_comment("{\"status\": \"failed\"}", "mine", 0, out, sizeof(out)),
 			 -EINVAL);
 	free(json);
+	job_comment_theirs();
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip),
+		cmocka_unit_test(held_growth),
 		cmocka_unit_test(failed_and_interrupted),
 		cmocka_unit_test(global_batch_rule),
 		cmocka_unit_test(lines),

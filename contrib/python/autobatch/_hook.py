@@ -61,6 +61,28 @@ def peak_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def held_bytes():
+    """What the process holds now, between two steps: CUDA's live tensors when PyTorch used
+    a GPU (exact, not the allocator's cache), JAX's bytes in use, else the resident set. A
+    step that leaves more held than the one before keeps something of itself (a loss with
+    its graph, outputs collected on the device): the run's later steps hold more than the
+    trial's. 0 when unknown."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return max(torch.cuda.memory_allocated(i) for i in range(torch.cuda.device_count()))
+    if "jax" in sys.modules:
+        from autobatch import _jax
+
+        held = _jax.held_bytes()
+        if held:
+            return held
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def alloc_retries():
     """PyTorch's count of allocations it retried after freeing its cache (a CUDA device
     that ran out); 0 on the CPU or before CUDA is used."""
@@ -130,7 +152,7 @@ class Recorder:
         """Records a finished step; True once the warm-up and the measured steps are done."""
         now = time.perf_counter()
         record = {"step_s": now - self.last, "samples": samples or self.batch,
-                  "peak_bytes": peak_bytes()}
+                  "peak_bytes": peak_bytes(), "held_bytes": held_bytes()}
         if self.length:
             record["length"] = self.length
         retries = alloc_retries()
@@ -605,11 +627,12 @@ class Scan:
     """What a dataset's samples say of their lengths: coords, the (part, dim)s that vary;
     ranked, for each, the indices of its longest samples (RANKED of them), longest first;
     longest, the longest size along any; read of total samples (of those the loader's
-    sampler can draw: a SubsetRandomSampler's)."""
+    sampler can draw: a SubsetRandomSampler's); fixed, the largest first dimension of any
+    part, a batch's length where no size varies (for the report)."""
 
-    def __init__(self, coords, ranked, longest, read, total):
+    def __init__(self, coords, ranked, longest, read, total, fixed):
         self.coords, self.ranked, self.longest = coords, ranked, longest
-        self.read, self.total = read, total
+        self.read, self.total, self.fixed = read, total, fixed
 
     def order(self):
         """The read samples for the worst batch first: each varying coordinate's longest in
@@ -680,7 +703,8 @@ class _Sizes:
                          self.low[k] != self.high[k]), key=repr)
         ranked = [[i for _, i in sorted(self.top[k], reverse=True)] for k in coords]
         return Scan(coords, ranked, max((self.high[k] for k in coords), default=0),
-                    self.read, total)
+                    self.read, total, max((n for (_, d), n in self.high.items() if d == 0),
+                                          default=0))
 
 
 def scan_lengths(dataset, candidates=None, budget_s=SCAN_S):
@@ -730,7 +754,7 @@ def cached_scan(dataset, candidates=None):
         with open(path) as f:
             saved = json.load(f)
         return Scan([tuple(c) for c in saved["coords"]], saved["ranked"], saved["longest"],
-                    saved["read"], saved["total"])
+                    saved["read"], saved["total"], saved["fixed"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     scan = scan_lengths(dataset, candidates)
@@ -739,7 +763,8 @@ def cached_scan(dataset, candidates=None):
             tmp = "%s.%d" % (path, os.getpid())
             with open(tmp, "w") as f:
                 json.dump({"coords": scan.coords, "ranked": scan.ranked,
-                           "longest": scan.longest, "read": scan.read, "total": scan.total}, f)
+                           "longest": scan.longest, "read": scan.read, "total": scan.total,
+                           "fixed": scan.fixed}, f)
             os.replace(tmp, path)
         except (OSError, TypeError, ValueError):  # a part named by something not JSON
             pass
@@ -759,6 +784,7 @@ class LongestFirst:
         self.candidates = candidates
         self.batch_size = batch_size
         self.repeat = repeat
+        self._read = None  # the order's indices as a set, once: the rest skips them
 
     def __len__(self):
         return len(self.inner)
@@ -771,8 +797,9 @@ class LongestFirst:
     def _indices(self):
         yield from self.order
         if len(self.order) < len(self.candidates):
-            read = set(self.order)
-            yield from (i for i in self.candidates if i not in read)
+            if self._read is None:
+                self._read = set(self.order)
+            yield from (i for i in self.candidates if i not in self._read)
 
     def __iter__(self):
         worst = itertools.repeat(self.order[:self.batch_size], self.repeat)
@@ -898,8 +925,8 @@ def _longest_first(loader):
     varies = bool(scan.coords)
     object.__setattr__(loader, "_autobatch_coords", scan.coords)
     if rec.eval_batches is None and _training():  # the training data's, not an eval's
-        rec.write({"lengths": {"run_longest": scan.longest if varies else
-                               _fixed_length(dataset), "read": scan.read,
+        rec.write({"lengths": {"run_longest": scan.longest if varies else scan.fixed,
+                               "read": scan.read,
                                "samples": scan.total, "varies": varies,
                                "longest_first": varies}})
     if varies:
@@ -908,13 +935,6 @@ def _longest_first(loader):
         everything = candidates if candidates is not None else range(len(dataset))
         object.__setattr__(loader, "batch_sampler",
                            LongestFirst(sampler, scan.order(), everything, size, repeat))
-
-
-def _fixed_length(dataset):
-    """A dataset of fixed shapes: its samples' length as a batch of them says it (the
-    largest first dimension of a sample's parts), for the report."""
-    sizes = sample_sizes(dataset[0]) or {}
-    return max((n for (name, d), n in sizes.items() if d == 0), default=0)
 
 
 def _training():

@@ -21,6 +21,15 @@ def peak_bytes():
     """The largest peak_bytes_in_use of this process's devices; 0 where JAX keeps none (its
     CPU backend), is not loaded, or has run nothing jitted yet (asking would start its
     backend, a CUDA context on each GPU, in a program that only imported it)."""
+    return _largest("peak_bytes_in_use")
+
+
+def held_bytes():
+    """The largest bytes_in_use of this process's devices now (0 as for peak_bytes)."""
+    return _largest("bytes_in_use")
+
+
+def _largest(stat):
     jax = sys.modules.get("jax")
     if jax is None or not _called:
         return 0
@@ -28,7 +37,7 @@ def peak_bytes():
         stats = [device.memory_stats() or {} for device in jax.local_devices()]
     except Exception:  # a backend without statistics, or not started
         return 0
-    return max([int(s.get("peak_bytes_in_use", 0)) for s in stats] or [0])
+    return max([int(s.get(stat, 0)) for s in stats] or [0])
 
 
 def _mark():
