@@ -150,6 +150,28 @@ config_rewritten() {
 	[ "$output" = "ENV 128 4 1024" ]
 }
 
+@test "a launcher's step, one task starting a worker per GPU (torch.distributed.run): the global batch is divided among the GPUs" {
+	PY=$(torch_python 'import torch.distributed.run')
+	[ -n "$PY" ] || skip "no PyTorch beside this Slurm"
+	# torch's own launcher, with the test environment's fix for Debian's build (as in
+	# tests/slurm-multi); its four workers print what they were given
+	cp -r "$SRCDIR/tests/python/torchrun-fixes" .
+	export PYTHONPATH=$PWD/torchrun-fixes
+	run --separate-stderr srun_t -N1 -n1 --gpus-per-task=4 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-global-batch=1024 \
+		--autobatch-trial-command="toy_train --config cfg.yaml" \
+		"$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node=4 --master_addr=127.0.0.1 \
+		--master_port=29514 --no_python bash -c \
+		'echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(config_batch)
+	acc=$(sed -n 's/^  accumulate_grad_batches: \([0-9]*\).*/\1/p' cfg.yaml)
+	# 4 replicas: b x acc x 4 = 1024 (its 1 task would have made the accumulation 4x)
+	[ $((b * acc * 4)) -eq 1024 ]
+	[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq 4 ] || { echo "$output" >&2; return 1; }
+	assert_line_in "4 data-parallel replicas (the step's 4 GPUs, driven by 1 task: the batch is per device)" "$stderr"
+}
+
 @test "a MaxText batch ramp-up through srun: trials at the candidate, the choice a step of the ramp" {
 	printf 'per_device_batch_size: 8\nenable_rampup_batch_size: true\nper_device_batch_size_start: 4\nper_device_batch_size_increment: 12\nwidth: 128\nactivation_kib: 1024\n' >mt.yaml
 	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=mt.yaml \

@@ -146,12 +146,13 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 @test "comment=on: the decision and its run's peak in the job's Comment; a run within its limit is not marked, the next srun hits the cache" {
 	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120 comment=on"
 	printf '#!/bin/bash\nsrun -n1 --autobatch=0.8 --autobatch-config=cfg.json --autobatch-key=batch_size %q plain_torch.py cfg.json\nscontrol show job "$SLURM_JOB_ID"\n' "$PY" >job.sh
-	run timeout 600 sbatch --wait -N1 --comment="my run" -o job.out -e job.err job.sh
+	# the user's own comment, kept as it is: their "autobatch:" and '|' are theirs
+	run timeout 600 sbatch --wait -N1 --comment="my run, autobatch: off|" -o job.out -e job.err job.sh
 	[ "$status" -eq 0 ] || { cat job.out job.err >&2; return 1; }
 	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
 	line=$(grep -o 'Comment=.*' job.out)
 	echo "# $line" >&3
-	[[ $line =~ ^Comment=my\ run\ \|\ autobatch:\ step\ 0\ batch\ $b,\ limit\ 819(\.[0-9])?\ MiB\ of\ 1\.0\ GiB\;\ run\ peak\ [0-9.]+\ MiB\ \(task\ 0\ on\ node[0-9]+\),\ 1\ tasks,\ 0\ over\ *$ ]] || { cat job.out job.err >&2; return 1; }
+	[[ $line =~ ^Comment=my\ run,\ autobatch:\ off\|\ \|\ autobatch:\ step\ 0\ batch\ $b,\ limit\ 819(\.[0-9])?\ MiB\ of\ 1\.0\ GiB\;\ run\ peak\ [0-9.]+\ MiB\ \(task\ 0\ on\ node[0-9]+\),\ 1\ tasks,\ 0\ over\ *$ ]] || { cat job.out job.err >&2; return 1; }
 	# a run within its limit leaves its cache entry unmarked
 	run ! ls "$XDG_CACHE_HOME"/autobatch/*.over
 	# an srun of its own allocation ends after its job: the decision, said when made, stays;
