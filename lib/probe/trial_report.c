@@ -53,15 +53,17 @@ static bool rank_fields(struct json_object *obj, struct ab_trial_report *r)
 	if (json_object_object_get_ex(obj, "rank_peaks", &a) && json_object_is_type(a, json_type_array) &&
 	    json_object_array_length(a) <= AB_REPORT_MAX_RANKS) {
 		size_t n = json_object_array_length(a);
+		uint64_t peaks[AB_REPORT_MAX_RANKS];
 
 		for (size_t i = 0; i < n; i++) {
 			struct json_object *e = json_object_array_get_idx(a, i);
 
 			if (!(json_object_is_type(e, json_type_int) || json_object_is_type(e, json_type_double)) ||
 			    !isfinite(v = json_object_get_double(e)) || v < 0 || v > PEAK_MAX)
-				return used;
-			r->rank_peak[i] = (uint64_t)v;
+				return used; /* the array whole or not at all: never two reports mixed */
+			peaks[i] = (uint64_t)v;
 		}
+		memcpy(r->rank_peak, peaks, n * sizeof(peaks[0]));
 		r->nranks = n;
 		used = true;
 	}

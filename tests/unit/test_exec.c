@@ -1192,6 +1192,7 @@ static void rank_lines(void **state)
 	size_t len = 0;
 	const char *one = "{\"rank_peaks\": [100, 300], \"bound_rank\": 1, \"peak_bytes\": 300}\n";
 	const char *bad = "{\"rank_peaks\": [1, -2]}\n{\"rank_peaks\": [1, \"x\"]}\n{\"bound_rank\": 64}\n";
+	const char *part = "{\"rank_peaks\": [7, 8, -1]}\n";
 	const char *own = "{\"rank_peaks\": [300, 100], \"bound_rank\": 0, \"peak_bytes\": 150, "
 			  "\"bound_peak_bytes\": 300, \"bound_capacity_bytes\": 512}\n";
 
@@ -1218,6 +1219,11 @@ static void rank_lines(void **state)
 	assert_int_equal(r.bound_rank, 1);
 	assert_int_equal(r.bound_peak_bytes, 0);
 	assert_int_equal(r.bound_capacity_bytes, 0);
+	/* a later array bad in part leaves the earlier one whole, not the two mixed */
+	ab_trial_report_feed(part, strlen(part), &r);
+	assert_int_equal(r.nranks, 2);
+	assert_int_equal(r.rank_peak[0], 100);
+	assert_int_equal(r.rank_peak[1], 300);
 	len += (size_t)snprintf(big, sizeof(big), "{\"rank_peaks\": [1");
 	for (int i = 0; i < 64; i++)
 		len += (size_t)snprintf(big + len, sizeof(big) - len, ", 1");

@@ -46,18 +46,26 @@ def in_trial():
     return os.environ.get("AUTOBATCH_TRIAL") == "1"
 
 
-def peak_bytes():
-    """The framework's peak: CUDA's reserved memory when PyTorch used a GPU, JAX's own
-    per-device peak when it keeps one, else the RSS."""
+def _framework_bytes(cuda, jax_figure):
+    """A figure the framework keeps of its device memory: cuda(torch, device)'s largest over
+    CUDA's devices when PyTorch used a GPU, else JAX's (_jax.<jax_figure>() where it keeps
+    one); None where neither does."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        return max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count()))
+        return max(cuda(torch, i) for i in range(torch.cuda.device_count()))
     if "jax" in sys.modules:
         from autobatch import _jax
 
-        peak = _jax.peak_bytes()
-        if peak:
-            return peak
+        return getattr(_jax, jax_figure)() or None
+    return None
+
+
+def peak_bytes():
+    """The framework's peak: CUDA's reserved memory when PyTorch used a GPU, JAX's own
+    per-device peak when it keeps one, else the RSS."""
+    peak = _framework_bytes(lambda torch, i: torch.cuda.max_memory_reserved(i), "peak_bytes")
+    if peak is not None:
+        return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -67,15 +75,9 @@ def held_bytes():
     step that leaves more held than the one before keeps something of itself (a loss with
     its graph, outputs collected on the device): the run's later steps hold more than the
     trial's. 0 when unknown."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        return max(torch.cuda.memory_allocated(i) for i in range(torch.cuda.device_count()))
-    if "jax" in sys.modules:
-        from autobatch import _jax
-
-        held = _jax.held_bytes()
-        if held:
-            return held
+    held = _framework_bytes(lambda torch, i: torch.cuda.memory_allocated(i), "held_bytes")
+    if held is not None:
+        return held
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * resource.getpagesize()
