@@ -171,8 +171,10 @@ static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, co
 	int rc;
 
 	snprintf(list, sizeof(list), "%.*s", (int)n, first);
-	if ((rc = ramp_value(o, cfg, list, text, sizeof(text), NULL, 0)) == -ENOENT)
+	if ((rc = ramp_value(o, cfg, list, text, sizeof(text), err, errlen)) == -ENOENT)
 		return 0;
+	if (rc < 0 && rc != -EISDIR) /* twice, in two documents, an alias: the lookup says */
+		return rc;
 	if (rc == 0) /* a single value: null turns it off */
 		return !strcmp(text, "") || !strcmp(text, "null") || !strcmp(text, "~") ||
 				       !strcmp(text, "None")

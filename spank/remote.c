@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,10 +112,12 @@ static void reexport(spank_t sp)
 		spank_setenv(sp, decision_vars[i], value, 0);
 		container_twins(sp, decision_vars[i], value, 1);
 	}
-	/* a fraction, or XLA's preallocation switch: nothing else is copied in root's context */
+	/* a fraction, or XLA's preallocation switch (JAX reads true and false in any case):
+	 * nothing else is copied in root's context */
 	for (size_t i = 0; decided && i < sizeof(pool) / sizeof(pool[0]); i++)
 		if (spank_getenv(sp, pool[i], value, sizeof(value)) == ESPANK_SUCCESS &&
-		    (plain_number(value) || !strcmp(value, "true") || !strcmp(value, "false")))
+		    (plain_number(value) || !strcasecmp(value, "true") ||
+		     !strcasecmp(value, "false")))
 			container_twins(sp, pool[i], value, 0);
 }
 

@@ -136,6 +136,22 @@ static bool het_step(void)
 	return n > 0 && ab_srun_het_step(args, (size_t)n);
 }
 
+/* The step's training processes: a launcher's workers where its arguments say how many
+ * (torchrun --nproc_per_node=4 in each task; accelerate launch --num_processes 8 in all);
+ * 0 for a launcher's worker per GPU (counted once the GPUs are read, ab_probe_read_step);
+ * else its tasks. */
+static unsigned step_workers(const struct ab_probe_job *job)
+{
+	bool world;
+	long n = ab_launcher_workers(job->argc, job->argv, &world);
+
+	if (n == 0)
+		return 0;
+	if (n < 0 || (!world && (unsigned long)n * job->ntasks > UINT_MAX))
+		return job->ntasks;
+	return world ? (unsigned)n : (unsigned)n * job->ntasks;
+}
+
 int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		size_t errlen)
 {
@@ -143,6 +159,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	struct ab_config *cfg;
 	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
+	unsigned workers;
 	int rc;
 
 	pl->ctx = c;
@@ -195,7 +212,10 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		return ab_fail(err, errlen, EINVAL, "--autobatch-eval: %s has no eval batch key "
 						    "the preset knows",
 			       req->config);
-	if (!(pl->job.dp_width = ab_keys_data_parallel(&pl->keys, ntasks, req->config, err, errlen)))
+	workers = step_workers(&pl->job);
+	if (!(pl->job.dp_width = workers ? ab_keys_data_parallel(&pl->keys, workers, req->config,
+								  err, errlen)
+					 : ntasks))
 		return -EINVAL;
 	pl->job.model_parallel = pl->keys.model_parallel > 1 ? pl->keys.model_parallel : 1;
 	pl->job.per_device = pl->keys.preset && pl->keys.preset->per_device;
@@ -266,11 +286,24 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 			  res->elapsed_s);
 	if (!pl->cached)
 		shape_text(pl, res, line, sizeof(line), &len);
-	if (res->global_batch && pl->job.gpus > pl->job.ntasks)
+	if (res->global_batch && pl->job.gpus > pl->job.ntasks && !pl->job.per_device)
+		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the step's %u GPUs, "
+						    "a worker on each from %s)",
+			  pl->job.dp_width, pl->job.gpus,
+			  ab_launcher_name(pl->job.argc, pl->job.argv));
+	else if (res->global_batch && pl->job.gpus > pl->job.ntasks)
 		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the step's %u GPUs, "
 						    "driven by %u task%s: the batch is per device)",
 			  pl->job.dp_width, pl->job.gpus, pl->job.ntasks,
 			  pl->job.ntasks == 1 ? "" : "s");
+	else if (res->global_batch && step_workers(&pl->job) &&
+		 step_workers(&pl->job) != pl->job.ntasks)
+		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the %u workers %s "
+						    "starts%s%s)",
+			  pl->job.dp_width, step_workers(&pl->job),
+			  ab_launcher_name(pl->job.argc, pl->job.argv),
+			  pl->keys.model_parallel > 1 ? ", in groups of " : "",
+			  pl->keys.model_parallel > 1 ? pl->keys.parallel_text : "");
 	else if (res->global_batch && pl->keys.model_parallel > 1)
 		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the step's %u tasks "
 						    "in groups of %s)",

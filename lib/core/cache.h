@@ -69,7 +69,8 @@ struct ab_cache_over {
 };
 
 /* Marks NAME with o, unless its mark already holds as much or more for the same batch (another
- * task of the step went further over): 0 when NAME is marked. */
+ * task of the step went further over), under the mark's lock where it can be taken within
+ * 2 s (else without it: a mark late is worse than one racing): 0 when NAME is marked. */
 int ab_cache_mark_over(const struct ab_cache *c, const char *name,
 		       const struct ab_cache_over *o, char *err, size_t errlen);
 /* 0 with *o; -ENOENT when there is no mark; -EPROTO when it is unreadable or says no run

@@ -112,9 +112,9 @@ int ab_config_visit(const struct ab_config *cfg, ab_config_visit_fn fn, void *ar
 /* True when text is a decimal number (sign, digits, fraction, exponent). */
 bool ab_is_number(const char *text, size_t len);
 
-/* A config's boolean as a program reading it sees one: YAML 1.1's true and false (PyYAML:
- * true, yes, on, y in three cases, and their opposites), JSON's, and 1 and 0 (what a
- * pydantic bool also takes): 1, 0, or -EINVAL for anything else. */
+/* A config's boolean as a program reading it sees one: YAML 1.1's true and false (true, yes,
+ * on in three cases, y and Y, and their opposites; PyYAML reads all but y and n so), JSON's,
+ * and 1 and 0 (what a pydantic bool takes too): 1, 0, or -EINVAL for anything else. */
 int ab_config_bool(const char *text);
 
 #endif

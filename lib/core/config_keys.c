@@ -10,19 +10,23 @@
 #include "input_limits.h"
 #include "number.h"
 
-/* A key's value (0), or -ENOENT when the file has no such key (or the preset names none),
- * or the lookup's own refusal, naming the key and the fix (twice in a mapping, in two
- * documents, an alias, a list): a key the run reads is never taken as absent. */
-static int value_of(const struct ab_config *cfg, const char *key, char *text, size_t len,
-		    char *err, size_t errlen)
+/* A key's value, whatever its length (0), or -ENOENT when the file has no such key (or the
+ * preset names none), or the lookup's own refusal, naming the key and the fix (twice in a
+ * mapping, in two documents, an alias, a list): a key the run reads is never taken as
+ * absent. */
+static int value_of(const struct ab_config *cfg, const char *key, const char **text, char *err,
+		    size_t errlen)
 {
+	const struct ab_node *n;
 	int rc;
 
 	if (!key)
 		return -ENOENT;
-	if ((rc = ab_config_get(cfg, key, -1, text, len, NULL, 0)) == -ENOENT || rc == 0)
+	if ((rc = ab_config_find(cfg, key, -1, &n, NULL, 0)) == 0)
+		*text = n->value;
+	if (rc == 0 || rc == -ENOENT)
 		return rc;
-	return ab_config_get(cfg, key, -1, text, len, err, errlen);
+	return ab_config_find(cfg, key, -1, &n, err, errlen);
 }
 
 /* A key's whole number from min to max (0), -ENOENT without the key, or an error naming it
@@ -30,10 +34,11 @@ static int value_of(const struct ab_config *cfg, const char *key, char *text, si
 static int whole_of(const struct ab_config *cfg, const char *key, long min, long max, long *v,
 		    char *err, size_t errlen)
 {
-	char text[64], shown[80];
+	const char *text;
+	char shown[80];
 	int rc;
 
-	if ((rc = value_of(cfg, key, text, sizeof(text), err, errlen)) < 0)
+	if ((rc = value_of(cfg, key, &text, err, errlen)) < 0)
 		return rc;
 	if (ab_parse_whole(text, min, max, v) < 0)
 		return ab_fail(err, errlen, EINVAL, "%s is '%s', not a whole number from %ld to %ld: "
@@ -76,10 +81,10 @@ static int model_parallel(const struct ab_config *cfg, const struct ab_preset *p
 static int global_of(const struct ab_config *cfg, const char *key, struct ab_keys *k, char *err,
 		     size_t errlen)
 {
-	char text[64];
+	const char *text;
 	int rc;
 
-	if ((rc = value_of(cfg, key, text, sizeof(text), err, errlen)) == -ENOENT)
+	if ((rc = value_of(cfg, key, &text, err, errlen)) == -ENOENT)
 		return 0;
 	if (rc < 0)
 		return rc;
@@ -110,17 +115,15 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 	if ((rc = ab_config_find(cfg, k->micro, -1, &n, err, errlen)) < 0)
 		return rc;
 	if (p) {
-		char text[64];
+		const char *text;
 
-		if ((rc = value_of(cfg, p->keys[AB_ROLE_GRAD_ACCUM], text, sizeof(text), err,
-				   errlen)) == 0)
+		if ((rc = value_of(cfg, p->keys[AB_ROLE_GRAD_ACCUM], &text, err, errlen)) == 0)
 			k->accum = p->keys[AB_ROLE_GRAD_ACCUM];
 		else if (rc != -ENOENT)
 			return rc;
 		if ((rc = global_of(cfg, p->keys[AB_ROLE_GLOBAL_BATCH], k, err, errlen)) < 0)
 			return rc;
-		if ((rc = value_of(cfg, p->keys[AB_ROLE_EVAL_BATCH], text, sizeof(text), err,
-				   errlen)) == 0)
+		if ((rc = value_of(cfg, p->keys[AB_ROLE_EVAL_BATCH], &text, err, errlen)) == 0)
 			k->eval = p->keys[AB_ROLE_EVAL_BATCH];
 		else if (rc != -ENOENT)
 			return rc;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "number.h"
 
 #define K(role, key) [AB_ROLE_##role] = key
 #define NEUTRAL(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -229,6 +230,87 @@ int ab_preset_detect_model(const struct ab_config *cfg, int document,
 		       "MaxText base_emb_dim, NeMo model.hidden_size, ...): name the preset with "
 		       "--preset NAME or give --model layers=N,hidden=N,heads=N,seq=N,vocab=N",
 		       cfg->name);
+}
+
+/* Whether argv[i] is the launcher's own, not its program's: the launcher's options come
+ * before the program (an option takes the next word as its value unless it is one of the
+ * launchers' flags). */
+static bool launcher_word(char *const argv[], int i)
+{
+	static const char *const flags[] = {"--standalone", "--no_python", "--no-python",
+					    "--run_path", "--run-path", "--module", "--use_env",
+					    "--use-env", "--multi_gpu", "--cpu", "--debug",
+					    "--use_deepspeed", "--use_fsdp", "--quiet", "-q"};
+	const char *prev = argv[i - 1];
+
+	if (argv[i][0] == '-')
+		return true;
+	if (prev[0] != '-' || strchr(prev, '='))
+		return false;
+	for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+		if (!strcmp(prev, flags[k]))
+			return false;
+	return true; /* the value of the option before it */
+}
+
+/* The value of option name in argv[i] ("--name=V" or "--name V"), or NULL. */
+static const char *option_value(int argc, char *const argv[], int i, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(argv[i], name, n))
+		return NULL;
+	if (argv[i][n] == '=')
+		return argv[i] + n + 1;
+	return !argv[i][n] && i + 1 < argc ? argv[i + 1] : NULL;
+}
+
+/* Where the launcher's options begin: after "python -m MODULE" or "accelerate launch". */
+static int start_of_options(int argc, char *const argv[])
+{
+	for (int i = 1; i + 1 < argc && argv[i][0] == '-'; i++)
+		if (!strcmp(argv[i], "-m"))
+			return i + 2;
+	return argc > 1 && !strcmp(argv[1], "launch") ? 2 : 1;
+}
+
+long ab_launcher_workers(int argc, char *const argv[], bool *world)
+{
+	/* each launcher's option for its workers, its spelling with '-', and what it starts
+	 * without one: torch's launchers 1 (--nproc_per_node's default), deepspeed one per GPU
+	 * (all it sees), accelerate what its config file says (not known here) */
+	static const struct {
+		const char *launcher, *option, *dashed;
+		long none;
+		bool world;
+	} known[] = {
+		{"torchrun", "--nproc_per_node", "--nproc-per-node", 1, false},
+		{"torch.distributed.run", "--nproc_per_node", "--nproc-per-node", 1, false},
+		{"torch.distributed.launch", "--nproc_per_node", "--nproc-per-node", 1, false},
+		{"deepspeed", "--num_gpus", "--num-gpus", 0, false},
+		{"accelerate launch", "--num_processes", "--num-processes", -1, true},
+	};
+	const char *name = ab_launcher_name(argc, argv), *v;
+	long n;
+
+	*world = false;
+	for (size_t k = 0; name && k < sizeof(known) / sizeof(known[0]); k++) {
+		if (strcmp(name, known[k].launcher))
+			continue;
+		*world = known[k].world;
+		for (int i = start_of_options(argc, argv); i < argc && launcher_word(argv, i); i++) {
+			if (!(v = option_value(argc, argv, i, known[k].option)) &&
+			    !(v = option_value(argc, argv, i, known[k].dashed)))
+				continue;
+			if (!strcmp(v, "gpu") || !strcmp(v, "auto")) {
+				*world = false; /* one on each GPU of each launcher's node */
+				return 0;
+			}
+			return ab_parse_whole(v, 1, 1 << 20, &n) == 0 ? n : -1;
+		}
+		return known[k].none;
+	}
+	return -1;
 }
 
 const char *ab_launcher_name(int argc, char *const argv[])

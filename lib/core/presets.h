@@ -4,6 +4,7 @@
 #ifndef AUTOBATCH_PRESETS_H
 #define AUTOBATCH_PRESETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config_edit.h"
@@ -84,5 +85,12 @@ int ab_preset_detect_model(const struct ab_config *cfg, int document,
 /* The framework launcher the command is, which starts one worker per GPU itself (torchrun,
  * python -m torch.distributed.run or .launch, accelerate launch, deepspeed), or NULL. */
 const char *ab_launcher_name(int argc, char *const argv[]);
+
+/* The workers the launcher command starts, as its arguments say: N for each launcher
+ * (torchrun's and torch.distributed's --nproc_per_node, deepspeed's --num_gpus) or for all
+ * of them (accelerate launch's --num_processes: *world true); 0 for one per GPU (gpu or auto,
+ * deepspeed by default); torch's default of 1; -1 when the command is no launcher or its
+ * arguments do not say (accelerate's config file). */
+long ab_launcher_workers(int argc, char *const argv[], bool *world);
 
 #endif

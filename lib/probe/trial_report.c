@@ -215,7 +215,9 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 			used = true;
 		}
 		if (number(obj, "held_growth_bytes", PEAK_MAX, &peak)) {
-			r->held_said = (uint64_t)peak > r->held_said ? (uint64_t)peak : r->held_said;
+			/* the merge's latest: a worker's growth ends when a later step holds no
+			 * more, and so does what was relayed of it */
+			r->held_said = (uint64_t)peak >= AB_GROWTH_MIN_BYTES ? (uint64_t)peak : 0;
 			used = true;
 		}
 		if (number(obj, "eval_batches", LENGTH_MAX, &peak)) {
@@ -472,7 +474,7 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 	}
 	if (retries > said->retries)
 		ab_append(buf, buflen, &len, "{\"alloc_retries\": %ld}\n", said->retries = retries);
-	if (growth > said->growth)
+	if (growth != said->growth) /* each change, back to none too: the reader keeps the last */
 		ab_append(buf, buflen, &len, "{\"held_growth_bytes\": %" PRIu64 "}\n",
 			  said->growth = growth);
 	if (!said->saved && saved) { /* each rank's save peak is in its own peak */

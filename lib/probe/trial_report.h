@@ -48,7 +48,7 @@ struct ab_trial_report {
 	/* "held_bytes" of the step lines after the warm-up, what each step left held: how many
 	 * said it (held_steps), the last, and the smallest rise from one to the next; held_flat
 	 * once a line lacked it or one did not rise. held_said: {"held_growth_bytes": N}, the
-	 * largest a launcher's or the ranks' merge said of its processes (ab_trial_report_growth) */
+	 * last a launcher's or the ranks' merge said of its processes (ab_trial_report_growth) */
 	size_t held_steps;
 	uint64_t held_last, held_rise, held_said;
 	bool held_flat;
@@ -98,7 +98,7 @@ struct ab_merge_said {
  * ending in a newline, into buf (truncated to nothing when it does not fit): the first
  * "lengths" any said; the most "alloc_retries" (any is an OOM of the trial); once every one
  * said it, the fewest "eval_batches"; the largest growth (ab_trial_report_growth) as
- * "held_growth_bytes". Returns the length written. */
+ * "held_growth_bytes", each time it changes. Returns the length written. */
 size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t n,
 			       struct ab_merge_said *said, char *buf, size_t buflen);
 

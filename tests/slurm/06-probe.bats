@@ -150,7 +150,7 @@ config_rewritten() {
 	[ "$output" = "ENV 128 4 1024" ]
 }
 
-@test "a launcher's step, one task starting a worker per GPU (torch.distributed.run): the global batch is divided among the GPUs" {
+@test "a launcher's step, one task starting its workers (torch.distributed.run --nproc_per_node): the global batch is divided among the workers" {
 	PY=$(torch_python 'import torch.distributed.run')
 	[ -n "$PY" ] || skip "no PyTorch beside this Slurm"
 	# torch's own launcher, with the test environment's fix for Debian's build (as in
@@ -169,7 +169,21 @@ config_rewritten() {
 	# 4 replicas: b x acc x 4 = 1024 (its 1 task would have made the accumulation 4x)
 	[ $((b * acc * 4)) -eq 1024 ]
 	[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq 4 ] || { echo "$output" >&2; return 1; }
-	assert_line_in "4 data-parallel replicas (the step's 4 GPUs, driven by 1 task: the batch is per device)" "$stderr"
+	assert_line_in "4 data-parallel replicas (the 4 workers torch.distributed.run starts)" "$stderr"
+	# two workers on the same 4 GPUs: 2 replicas, neither the GPUs nor the task
+	cp cfg.yaml.autobatch~ cfg.yaml
+	run --separate-stderr srun_t -N1 -n1 --gpus-per-task=4 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-global-batch=1024 \
+		--autobatch-trial-command="toy_train --config cfg.yaml" \
+		"$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node 2 --master_addr=127.0.0.1 \
+		--master_port=29515 --no_python bash -c \
+		'echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(config_batch)
+	acc=$(sed -n 's/^  accumulate_grad_batches: \([0-9]*\).*/\1/p' cfg.yaml)
+	[ $((b * acc * 2)) -eq 1024 ]
+	[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq 2 ] || { echo "$output" >&2; return 1; }
+	assert_line_in "2 data-parallel replicas (the 2 workers torch.distributed.run starts)" "$stderr"
 }
 
 @test "a MaxText batch ramp-up through srun: trials at the candidate, the choice a step of the ramp" {

@@ -413,7 +413,9 @@ static void data_parallel_width(void **state)
 		ab_config_free(cfg);
 	}
 	/* a word a framework fills in itself is no global batch, and the key is still written */
-	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  global_batch_size: ${mul:2,4}\n");
+	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  global_batch_size: "
+				 "${multiply:${model.micro_batch_size},${trainer.devices},"
+				 "${trainer.num_nodes}}\n");
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
 	assert_string_equal(k.global, "model.global_batch_size");
 	assert_int_equal(k.file_global, 0);

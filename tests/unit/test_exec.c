@@ -1532,6 +1532,15 @@ static void report_held_growth(void **state)
 	assert_int_equal(ab_trial_merge_evidence(v, 2, &said, buf, sizeof(buf)), 0);
 	parse("{\"step_s\": 1}\n{\"held_growth_bytes\": 2000000}\n", &r);
 	assert_int_equal(ab_trial_report_growth(&r), 2000000);
+	/* the worker's next step holds no more: the merge withdraws it, and the reader too */
+	feed(third, &w[0]);
+	feed(third, &w[0]);
+	assert_true(ab_trial_merge_evidence(v, 2, &said, buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "{\"held_growth_bytes\": 0}\n");
+	feed(buf, &r);
+	assert_int_equal(ab_trial_report_growth(&r), 0);
+	parse("{\"held_growth_bytes\": 5}\n", &r); /* under the floor: none */
+	assert_int_equal(ab_trial_report_growth(&r), 0);
 }
 
 int main(void)

@@ -209,9 +209,6 @@ static void lines(void **state)
 	assert_contains(buf, "chose batch 24 (gradient accumulation 4, global 768)");
 }
 
-/* The job's Comment (comment=on) from the report the probe wrote and the tasks' watches
- * added to (report_run.c): the user's own comment kept, an earlier autobatch part replaced,
- * "not reported" before any task reported. */
 /* The user's comment is kept byte for byte: their own "autobatch:", their '|', a long one;
  * ours replaced only where we appended it; a node name from the (user's) report that is no
  * plain name is left out; a comment too long for both is not written at all. */
@@ -247,6 +244,9 @@ static void job_comment_theirs(void)
 	assert_string_equal(out, "");
 }
 
+/* The job's Comment (comment=on) from the report the probe wrote and the tasks' watches
+ * added to (report_run.c): the user's own comment kept, an earlier autobatch part replaced,
+ * "not reported" before any task reported. */
 static void job_comment(void **state)
 {
 	struct ab_report r = report();

@@ -587,6 +587,36 @@ static void trial_shapes(void **state)
 	assert_null(ab_launcher_name(4, ARGV("python3", "-m", "torch.distributed.run2", "t.py")));
 	assert_null(ab_launcher_name(2, ARGV("./train.sh", "torchrun")));
 	assert_null(ab_launcher_name(0, NULL));
+
+	/* the workers a launcher starts, as its arguments say (a global batch's replicas) */
+	bool world;
+
+	assert_int_equal(ab_launcher_workers(3, ARGV("torchrun", "--nproc_per_node=4", "t.py"),
+					     &world), 4);
+	assert_false(world);
+	assert_int_equal(ab_launcher_workers(4, ARGV("torchrun", "--nproc-per-node", "2", "t.py"),
+					     &world), 2);
+	assert_int_equal(ab_launcher_workers(2, ARGV("torchrun", "t.py"), &world), 1); /* its default */
+	assert_int_equal(ab_launcher_workers(3, ARGV("torchrun", "--nproc_per_node=gpu", "t.py"),
+					     &world), 0);
+	assert_int_equal(ab_launcher_workers(5, ARGV("python3", "-m", "torch.distributed.run",
+						     "--nproc_per_node=auto", "t.py"), &world), 0);
+	assert_int_equal(ab_launcher_workers(3, ARGV("torchrun", "--nproc_per_node=x", "t.py"),
+					     &world), -1);
+	assert_int_equal(ab_launcher_workers(2, ARGV("deepspeed", "t.py"), &world), 0); /* all GPUs */
+	assert_int_equal(ab_launcher_workers(4, ARGV("deepspeed", "--num_gpus", "2", "t.py"),
+					     &world), 2);
+	assert_int_equal(ab_launcher_workers(5, ARGV("accelerate", "launch", "--num_processes",
+						     "8", "t.py"), &world), 8);
+	assert_true(world); /* over all its machines */
+	assert_int_equal(ab_launcher_workers(3, ARGV("accelerate", "launch", "t.py"), &world), -1);
+	assert_int_equal(ab_launcher_workers(3, ARGV("torchrun", "t.py", "--nproc_per_node=9"),
+					     &world), 1); /* the program's own arguments */
+	assert_int_equal(ab_launcher_workers(6, ARGV("torchrun", "--standalone", "t.py",
+						     "--nproc_per_node", "9", "x"), &world), 1);
+	assert_int_equal(ab_launcher_workers(6, ARGV("torchrun", "--nnodes", "2",
+						     "--nproc_per_node", "8", "t.py"), &world), 8);
+	assert_int_equal(ab_launcher_workers(2, ARGV("python3", "t.py"), &world), -1);
 }
 
 /* srun's own syntax: a bare ':' separates a heterogeneous step's components */
