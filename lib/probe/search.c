@@ -116,12 +116,24 @@ static bool done(const struct run *r, const struct bracket *k)
 				  "offload the save, or allow a larger fraction)"                   \
 				: "")
 
+/* A per-device ramp's first step is the smallest batch there is to try: where even that
+ * does not fit, the ramp's start is what to change. */
+static void ramp_said(const struct run *r, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (r->p->ramp_step > 0 && !r->p->ramp_global)
+		snprintf(buf, len, " (the smallest step of the batch ramp-up from %ld by %ld: a "
+				   "smaller start or increment allows smaller batches)",
+			 r->p->ramp_start, r->p->ramp_step);
+}
+
 static int nothing_fits(const struct run *r, char *err, size_t errlen)
 {
 	const struct ab_trial *t = search_find(r, c_first(&r->c));
-	char peak[32], limit[32];
+	char peak[32], limit[32], ramp[160];
 
 	ab_format_size(r->limit, limit, sizeof(limit));
+	ramp_said(r, ramp, sizeof(ramp));
 	if (t && t->has_peak) {
 		/* "its peak 1.0 GiB exceeds the 1.0 GiB limit" says nothing: then in MiB */
 		if (!strcmp(ab_format_size(t->peak_bytes, peak, sizeof(peak)), limit)) {
@@ -129,12 +141,12 @@ static int nothing_fits(const struct run *r, char *err, size_t errlen)
 			snprintf(limit, sizeof(limit), "%.0f MiB", (double)r->limit / 1048576.0);
 		}
 		return ab_fail(err, errlen, ENOSPC,
-			       "even batch %ld does not fit: its peak %s exceeds the %s limit%s",
-			       t->batch, peak, limit, SAVING(t));
+			       "even batch %ld%s does not fit: its peak %s exceeds the %s limit%s",
+			       t->batch, ramp, peak, limit, SAVING(t));
 	}
 	return ab_fail(err, errlen, ENOSPC,
-		       "even batch %ld does not fit: it ran out of memory (limit %s)%s",
-		       c_first(&r->c), limit, SAVING(t));
+		       "even batch %ld%s does not fit: it ran out of memory (limit %s)%s",
+		       c_first(&r->c), ramp, limit, SAVING(t));
 }
 
 /* The throughput objective's answer lies below where samples/s stopped rising: two fitting

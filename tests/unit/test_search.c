@@ -492,6 +492,15 @@ static void ramp_up(void **state)
 		assert_true(t.v[i].batch % 4 == 0 && (t.v[i].batch - 2) % 6 == 0);
 	assert_true(d.batch % 4 == 0 && (d.batch - 2) % 6 == 0);
 	ab_trials_free(&t);
+	/* a ramp whose first step is over the limit: the failure names the ramp to change */
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .ramp_start = 200,
+								.ramp_step = 4},
+				  &d, &t),
+			 -1);
+	assert_contains(err, "even batch 204 (the smallest step of the batch ramp-up from 200 by 4: "
+			     "a smaller start or increment allows smaller batches) does not fit: it "
+			     "ran out of memory");
+	ab_trials_free(&t);
 	/* odd batches (1 + 2k) are never multiples of 4 */
 	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .multiple_of = 4,
 								.ramp_start = 1, .ramp_step = 2},
