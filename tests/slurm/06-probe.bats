@@ -154,36 +154,28 @@ config_rewritten() {
 	PY=$(torch_python 'import torch.distributed.run')
 	[ -n "$PY" ] || skip "no PyTorch beside this Slurm"
 	# torch's own launcher, with the test environment's fix for Debian's build (as in
-	# tests/slurm-multi); its four workers print what they were given
+	# tests/slurm-multi); its N workers print what they were given
 	cp -r "$SRCDIR/tests/python/torchrun-fixes" .
 	export PYTHONPATH=$PWD/torchrun-fixes
-	run --separate-stderr srun_t -N1 -n1 --gpus-per-task=4 --autobatch=0.8 \
-		--autobatch-config=cfg.yaml --autobatch-global-batch=1024 \
-		--autobatch-trial-command="toy_train --config cfg.yaml" \
-		"$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node=4 --master_addr=127.0.0.1 \
-		--master_port=29514 --no_python bash -c \
-		'echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
-	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$(config_batch)
-	acc=$(sed -n 's/^  accumulate_grad_batches: \([0-9]*\).*/\1/p' cfg.yaml)
-	# 4 replicas: b x acc x 4 = 1024 (its 1 task would have made the accumulation 4x)
-	[ $((b * acc * 4)) -eq 1024 ]
-	[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq 4 ] || { echo "$output" >&2; return 1; }
-	assert_line_in "4 data-parallel replicas (the 4 workers torch.distributed.run starts)" "$stderr"
-	# two workers on the same 4 GPUs: 2 replicas, neither the GPUs nor the task
-	cp cfg.yaml.autobatch~ cfg.yaml
-	run --separate-stderr srun_t -N1 -n1 --gpus-per-task=4 --autobatch=0.8 \
-		--autobatch-config=cfg.yaml --autobatch-global-batch=1024 \
-		--autobatch-trial-command="toy_train --config cfg.yaml" \
-		"$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node 2 --master_addr=127.0.0.1 \
-		--master_port=29515 --no_python bash -c \
-		'echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
-	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$(config_batch)
-	acc=$(sed -n 's/^  accumulate_grad_batches: \([0-9]*\).*/\1/p' cfg.yaml)
-	[ $((b * acc * 2)) -eq 1024 ]
-	[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq 2 ] || { echo "$output" >&2; return 1; }
-	assert_line_in "2 data-parallel replicas (the 2 workers torch.distributed.run starts)" "$stderr"
+	export USE_LIBUV=0 # Debian's PyTorch 2 has no libuv, which its TCPStore asks for by default
+	launched() { # WORKERS PORT: on 4 GPUs, a global batch of 1024 over WORKERS replicas
+		cp cfg.yaml.autobatch~ cfg.yaml 2>/dev/null || true
+		run --separate-stderr srun_t -N1 -n1 --gpus-per-task=4 --autobatch=0.8 \
+			--autobatch-config=cfg.yaml --autobatch-global-batch=1024 \
+			--autobatch-trial-command="toy_train --config cfg.yaml" \
+			"$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node "$1" \
+			--master_addr=127.0.0.1 --master_port="$2" --no_python bash -c \
+			'echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+		[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+		b=$(config_batch)
+		acc=$(sed -n 's/^  accumulate_grad_batches: \([0-9]*\).*/\1/p' cfg.yaml)
+		# WORKERS replicas: b x acc x WORKERS = 1024 (its 1 task, or its 4 GPUs, would not)
+		[ $((b * acc * $1)) -eq 1024 ] || { echo "batch $b accumulation $acc" >&2; return 1; }
+		[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq "$1" ] || { echo "$output" >&2; return 1; }
+		assert_line_in "$1 data-parallel replicas (the $1 workers torch.distributed.run starts)" "$stderr"
+	}
+	launched 4 29514
+	launched 2 29515
 }
 
 @test "a MaxText batch ramp-up through srun: trials at the candidate, the choice a step of the ramp" {
