@@ -371,7 +371,7 @@ int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen)
 
 	/* one process driving several GPUs (JAX), or a launcher starting a worker per GPU
 	 * (torchrun --nproc_per_node=gpu, deepspeed): a global batch's replicas are the GPUs */
-	bool world, by_gpu = job->per_device || ab_launcher_workers(job->argc, job->argv, &world) == 0;
+	bool by_gpu = job->per_device || job->workers == 0;
 
 	job->step_gpus.n = 0;
 	if (ab_probe_trial_ranks(job) <= 0 && !(by_gpu && job->global_batch))

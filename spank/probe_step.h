@@ -31,6 +31,9 @@ struct ab_probe_job {
 				 * over the config's model-parallel sizes, or its GPUs where the
 				 * batch is per device or a launcher starts a worker per GPU
 				 * (ab_probe_read_step) */
+	unsigned workers;       /* its training processes: its tasks, or a launcher's workers
+				 * where its arguments say how many; 0 for a launcher's worker
+				 * per GPU (counted from the GPUs, ab_probe_read_step) */
 	bool per_device;        /* the preset's batch is per device (presets.h) */
 	long model_parallel;    /* the config's model-parallel product; 1 without one */
 	unsigned gpus;          /* the step's GPUs, where read for a per-device batch or a

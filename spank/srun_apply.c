@@ -159,7 +159,6 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	struct ab_config *cfg;
 	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
-	unsigned workers;
 	int rc;
 
 	pl->ctx = c;
@@ -176,6 +175,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					.ntasks = ntasks, .dp_width = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
+	pl->job.workers = step_workers(&pl->job);
 	pl->stepid = stepid;
 	if (het_step())
 		return ab_fail(err, errlen, EINVAL,
@@ -212,10 +212,9 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		return ab_fail(err, errlen, EINVAL, "--autobatch-eval: %s has no eval batch key "
 						    "the preset knows",
 			       req->config);
-	workers = step_workers(&pl->job);
-	if (!(pl->job.dp_width = workers ? ab_keys_data_parallel(&pl->keys, workers, req->config,
-								  err, errlen)
-					 : ntasks))
+	if (!(pl->job.dp_width = pl->job.workers ? ab_keys_data_parallel(&pl->keys, pl->job.workers,
+									  req->config, err, errlen)
+						 : ntasks))
 		return -EINVAL;
 	pl->job.model_parallel = pl->keys.model_parallel > 1 ? pl->keys.model_parallel : 1;
 	pl->job.per_device = pl->keys.preset && pl->keys.preset->per_device;
@@ -296,11 +295,10 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 						    "driven by %u task%s: the batch is per device)",
 			  pl->job.dp_width, pl->job.gpus, pl->job.ntasks,
 			  pl->job.ntasks == 1 ? "" : "s");
-	else if (res->global_batch && step_workers(&pl->job) &&
-		 step_workers(&pl->job) != pl->job.ntasks)
+	else if (res->global_batch && pl->job.workers && pl->job.workers != pl->job.ntasks)
 		ab_append(line, sizeof(line), &len, "; %u data-parallel replicas (the %u workers %s "
 						    "starts%s%s)",
-			  pl->job.dp_width, step_workers(&pl->job),
+			  pl->job.dp_width, pl->job.workers,
 			  ab_launcher_name(pl->job.argc, pl->job.argv),
 			  pl->keys.model_parallel > 1 ? ", in groups of " : "",
 			  pl->keys.model_parallel > 1 ? pl->keys.parallel_text : "");

@@ -265,12 +265,22 @@ static const char *option_value(int argc, char *const argv[], int i, const char 
 	return !argv[i][n] && i + 1 < argc ? argv[i + 1] : NULL;
 }
 
-/* Where the launcher's options begin: after "python -m MODULE" or "accelerate launch". */
-static int start_of_options(int argc, char *const argv[])
+/* Where "python ... -m MODULE" names its module: the index of MODULE, or 0. */
+static int module_at(int argc, char *const argv[])
 {
 	for (int i = 1; i + 1 < argc && argv[i][0] == '-'; i++)
 		if (!strcmp(argv[i], "-m"))
-			return i + 2;
+			return i + 1;
+	return 0;
+}
+
+/* Where the launcher's options begin: after "python -m MODULE" or "accelerate launch". */
+static int start_of_options(int argc, char *const argv[])
+{
+	int m = module_at(argc, argv);
+
+	if (m)
+		return m + 1;
 	return argc > 1 && !strcmp(argv[1], "launch") ? 2 : 1;
 }
 
@@ -318,6 +328,7 @@ const char *ab_launcher_name(int argc, char *const argv[])
 	static const char *const modules[] = {"torch.distributed.run", "torch.distributed.launch",
 					      "accelerate.commands.launch"};
 	const char *prog;
+	int m;
 
 	if (argc < 1 || !argv[0])
 		return NULL;
@@ -326,12 +337,10 @@ const char *ab_launcher_name(int argc, char *const argv[])
 		return prog;
 	if (!strcmp(prog, "accelerate") && argc > 1 && !strcmp(argv[1], "launch"))
 		return "accelerate launch";
-	if (strncmp(prog, "python", 6))
+	if (strncmp(prog, "python", 6) || !(m = module_at(argc, argv)))
 		return NULL;
-	for (int i = 1; i + 1 < argc && argv[i][0] == '-'; i++)
-		if (!strcmp(argv[i], "-m"))
-			for (size_t k = 0; k < sizeof(modules) / sizeof(modules[0]); k++)
-				if (!strcmp(argv[i + 1], modules[k]))
-					return modules[k];
+	for (size_t k = 0; k < sizeof(modules) / sizeof(modules[0]); k++)
+		if (!strcmp(argv[m], modules[k]))
+			return modules[k];
 	return NULL;
 }

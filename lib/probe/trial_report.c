@@ -455,6 +455,7 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 	buf[0] = '\0';
 	for (size_t i = 0; i < n; i++) {
 		const struct ab_lengths *l = &reps[i]->lengths;
+		uint64_t g = ab_trial_report_growth(reps[i]);
 
 		if (l->said && !said->lengths) {
 			ab_append(buf, buflen, &len,
@@ -466,8 +467,7 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 		}
 		retries = reps[i]->alloc_retries > retries ? reps[i]->alloc_retries : retries;
 		saved = reps[i]->saved_bytes > saved ? reps[i]->saved_bytes : saved;
-		growth = ab_trial_report_growth(reps[i]) > growth ? ab_trial_report_growth(reps[i])
-								  : growth;
+		growth = g > growth ? g : growth;
 		seen = !reps[i]->eval_said ? -1
 		       : seen < 0 || reps[i]->eval_batches > seen ? seen
 								  : reps[i]->eval_batches;
