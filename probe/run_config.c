@@ -32,12 +32,14 @@ void start_from_value(const char *value, long *start)
 static int accum_key(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
 		     char *err, size_t errlen)
 {
-	char value[64], none[AB_ERR_MAX];
+	char value[64];
 	double v;
 
+	/* no message asked where none is said: an absent key's names the nearest keys, a walk
+	 * over every leaf */
 	if (!o->accum_key && p && p->keys[AB_ROLE_GRAD_ACCUM] &&
 	    ab_config_get(cfg, p->keys[AB_ROLE_GRAD_ACCUM], o->document, value, sizeof(value),
-			  none, sizeof(none)) == 0)
+			  NULL, 0) == 0)
 		o->accum_key = p->keys[AB_ROLE_GRAD_ACCUM];
 	if (!o->accum_key)
 		return 0;
@@ -51,10 +53,10 @@ static int accum_key(struct run_opts *o, const struct ab_config *cfg, const stru
 /* A whole number in [1, 2^31) at key, or 0. */
 static long whole(const struct ab_config *cfg, int document, const char *key)
 {
-	char value[64], none[AB_ERR_MAX];
+	char value[64];
 	double v;
 
-	if (!key || ab_config_get(cfg, key, document, value, sizeof(value), none, sizeof(none)) < 0 ||
+	if (!key || ab_config_get(cfg, key, document, value, sizeof(value), NULL, 0) < 0 ||
 	    !ab_is_number(value, strlen(value)) || (v = strtod(value, NULL)) < 1 || v >= 2147483648.0 ||
 	    v != (double)(long)v)
 		return 0;
@@ -68,15 +70,14 @@ static void eval_every(struct run_opts *o, const struct ab_config *cfg, const st
 {
 	static const char *const strategies[] = {"eval_strategy", "evaluation_strategy"};
 	const char *key = p ? p->keys[AB_ROLE_EVAL_EVERY] : NULL;
-	char value[64], none[AB_ERR_MAX];
+	char value[64];
 
 	for (size_t i = 0; key && i < 2; i++)
-		if (ab_config_get(cfg, strategies[i], o->document, value, sizeof(value), none,
-				  sizeof(none)) == 0 &&
+		if (ab_config_get(cfg, strategies[i], o->document, value, sizeof(value), NULL,
+				  0) == 0 &&
 		    strcmp(value, "steps") != 0)
 			return;
-	if (key && ab_config_get(cfg, key, o->document, value, sizeof(value), none,
-				 sizeof(none)) == 0 &&
+	if (key && ab_config_get(cfg, key, o->document, value, sizeof(value), NULL, 0) == 0 &&
 	    ab_parse_whole(value, 1, INT_MAX, &o->eval_every) == 0)
 		o->eval_key = key;
 	/* a whole number of steps between saves, which the copy moves past the trial's end: a
@@ -106,23 +107,25 @@ static void own_metrics(struct run_opts *o, const struct ab_config *cfg, const s
 		o->checkpoint_key = p->keys[AB_ROLE_CHECKPOINTING];
 }
 
-/* key's value into text (0), -ENOENT without it, or the lookup's own refusal (twice in a
- * mapping, in two documents, an alias): a ramp the run turns on is never taken as off. */
+/* key's value (0), -ENOENT without it, or the lookup's own refusal (ab_config_lookup): a
+ * ramp the run turns on is never taken as off. */
 static int ramp_value(const struct run_opts *o, const struct ab_config *cfg, const char *key,
-		      char *text, size_t len, char *err, size_t errlen)
+		      const char **text, char *err, size_t errlen)
 {
-	int rc = ab_config_get(cfg, key, o->document, text, len, NULL, 0);
+	const struct ab_node *n;
+	int rc = ab_config_lookup(cfg, key, o->document, &n, err, errlen);
 
-	return rc == 0 || rc == -ENOENT ? rc
-					: ab_config_get(cfg, key, o->document, text, len, err, errlen);
+	*text = rc == 0 ? n->value : "";
+	return rc;
 }
 
 /* A ramp's start or step: a whole number from 1, or an error naming the key. */
 static int ramp_whole(const struct run_opts *o, const struct ab_config *cfg, const char *key,
 		      long *v, char *err, size_t errlen)
 {
-	char text[64], shown[80];
-	int rc = ramp_value(o, cfg, key, text, sizeof(text), err, errlen);
+	const char *text;
+	char shown[80];
+	int rc = ramp_value(o, cfg, key, &text, err, errlen);
 
 	if (rc == -ENOENT)
 		return ab_fail(err, errlen, EINVAL, "%s: a batch ramp-up is on, but it has no %s: "
@@ -143,8 +146,9 @@ static int ramp_whole(const struct run_opts *o, const struct ab_config *cfg, con
 static int ramp_switch(const struct run_opts *o, const struct ab_config *cfg, const char *key,
 		       bool *on, char *err, size_t errlen)
 {
-	char text[64], shown[80];
-	int rc = ramp_value(o, cfg, key, text, sizeof(text), err, errlen), b;
+	const char *text;
+	char shown[80];
+	int rc = ramp_value(o, cfg, key, &text, err, errlen), b;
 
 	*on = false;
 	if (rc == -ENOENT)
@@ -164,14 +168,15 @@ static int ramp_switch(const struct run_opts *o, const struct ab_config *cfg, co
 static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, const char *first,
 		       char *err, size_t errlen)
 {
-	char list[128], text[64], shown[80], key[160];
+	char list[128], shown[80], key[160];
+	const char *text;
 	size_t n = strlen(first) > 3 ? strlen(first) - 3 : 0; /* less its "[0]" */
 	long samples;
 	bool three;
 	int rc;
 
 	snprintf(list, sizeof(list), "%.*s", (int)n, first);
-	if ((rc = ramp_value(o, cfg, list, text, sizeof(text), err, errlen)) == -ENOENT)
+	if ((rc = ramp_value(o, cfg, list, &text, err, errlen)) == -ENOENT)
 		return 0;
 	if (rc < 0 && rc != -EISDIR) /* twice, in two documents, an alias: the lookup says */
 		return rc;
@@ -183,7 +188,7 @@ static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, co
 							      "increment, samples] or null",
 					 o->config, list, ab_printable(text, shown, sizeof(shown)));
 	snprintf(key, sizeof(key), "%s[2]", list);
-	three = ramp_value(o, cfg, key, text, sizeof(text), NULL, 0) == 0 &&
+	three = ramp_value(o, cfg, key, &text, NULL, 0) == 0 &&
 		ab_parse_whole(text, 0, LONG_MAX, &samples) == 0;
 	snprintf(key, sizeof(key), "%s[3]", list);
 	if (!three || ab_config_has(cfg, key, o->document))

@@ -61,6 +61,12 @@ void ab_config_free(struct ab_config *cfg);
 int ab_config_find(const struct ab_config *cfg, const char *key, int document,
 		   const struct ab_node **out, char *err, size_t errlen);
 
+/* ab_config_find for a key the file may well lack (NULL: none): -ENOENT alone then, with no
+ * message (and no walk for the nearest keys); its other refusals (twice in a mapping, in two
+ * documents, an alias, a list) say why, as a key the run reads is never taken as absent. */
+int ab_config_lookup(const struct ab_config *cfg, const char *key, int document,
+		     const struct ab_node **out, char *err, size_t errlen);
+
 /* Whether the file has key (NULL: no) as ab_config_find finds it, saying nothing. */
 bool ab_config_has(const struct ab_config *cfg, const char *key, int document);
 

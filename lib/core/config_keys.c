@@ -11,22 +11,15 @@
 #include "number.h"
 
 /* A key's value, whatever its length (0), or -ENOENT when the file has no such key (or the
- * preset names none), or the lookup's own refusal, naming the key and the fix (twice in a
- * mapping, in two documents, an alias, a list): a key the run reads is never taken as
- * absent. */
+ * preset names none), or the lookup's own refusal (ab_config_lookup). */
 static int value_of(const struct ab_config *cfg, const char *key, const char **text, char *err,
 		    size_t errlen)
 {
 	const struct ab_node *n;
-	int rc;
+	int rc = ab_config_lookup(cfg, key, -1, &n, err, errlen);
 
-	if (!key)
-		return -ENOENT;
-	if ((rc = ab_config_find(cfg, key, -1, &n, NULL, 0)) == 0)
-		*text = n->value;
-	if (rc == 0 || rc == -ENOENT)
-		return rc;
-	return ab_config_find(cfg, key, -1, &n, err, errlen);
+	*text = rc == 0 ? n->value : "";
+	return rc;
 }
 
 /* A key's whole number from min to max (0), -ENOENT without the key, or an error naming it

@@ -339,8 +339,9 @@ bool ab_config_has(const struct ab_config *cfg, const char *key, int document)
 	return key && ab_config_find(cfg, key, document, &n, NULL, 0) == 0;
 }
 
-int ab_config_find(const struct ab_config *cfg, const char *key, int document,
-		   const struct ab_node **out, char *err, size_t errlen)
+/* ab_config_find; name_missing: a key the file lacks gets its message (the nearest keys). */
+static int find(const struct ab_config *cfg, const char *key, int document,
+		const struct ab_node **out, char *err, size_t errlen, bool name_missing)
 {
 	struct lookup l = {.cfg = cfg, .key = key, .err = err, .errlen = errlen};
 	const struct ab_node *found = NULL, *n = NULL;
@@ -378,9 +379,21 @@ int ab_config_find(const struct ab_config *cfg, const char *key, int document,
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
 	if (!found) /* the nearest keys only for a message: a walk over every leaf */
-		return err && errlen ? missing_key(cfg, key, err, errlen) : -ENOENT;
+		return name_missing && err && errlen ? missing_key(cfg, key, err, errlen) : -ENOENT;
 	*out = found;
 	return 0;
+}
+
+int ab_config_find(const struct ab_config *cfg, const char *key, int document,
+		   const struct ab_node **out, char *err, size_t errlen)
+{
+	return find(cfg, key, document, out, err, errlen, true);
+}
+
+int ab_config_lookup(const struct ab_config *cfg, const char *key, int document,
+		     const struct ab_node **out, char *err, size_t errlen)
+{
+	return key ? find(cfg, key, document, out, err, errlen, false) : -ENOENT;
 }
 
 int ab_config_bool(const char *text)
