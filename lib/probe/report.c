@@ -152,6 +152,21 @@ static struct ab_growth chosen_growth(const struct ab_report *r)
 	return g;
 }
 
+/* The chosen trial's "held_growth" (its bytes a step and the steps to the limit), or NULL
+ * where it did not grow. */
+static struct json_object *growth_json(const struct ab_report *r)
+{
+	struct ab_growth g = chosen_growth(r);
+	struct json_object *o;
+
+	if (!g.per_step)
+		return NULL;
+	o = json_object_new_object();
+	json_object_object_add(o, "bytes_per_step", json_object_new_int64((int64_t)g.per_step));
+	json_object_object_add(o, "steps_to_limit", json_object_new_int64(g.steps_to_limit));
+	return o;
+}
+
 /* What the chosen trial's batches were measured at, against the longest the run can draw:
  * "measured" (the steps' longest padded length), "run_longest" (null: unknown), "read" of
  * "samples", "longest_first", the config's cap. NULL when the program said nothing of
@@ -236,7 +251,7 @@ char *ab_report_device_json(const char *kind, const char *name, uint64_t total,
 
 char *ab_report_json(const struct ab_report *r)
 {
-	struct json_object *o = json_object_new_object(), *trials = json_object_new_array();
+	struct json_object *o = json_object_new_object(), *trials = json_object_new_array(), *g;
 	/* "fits" as the search judged it: within the limit less the margin */
 	uint64_t limit = r->nfractions ? r->fractions[0].decision.limit_bytes -
 						 r->fractions[0].decision.margin_bytes
@@ -288,14 +303,8 @@ char *ab_report_json(const struct ab_report *r)
 		json_object_object_add(a, "seen", json_object_new_int64(e.seen));
 		json_object_object_add(o, AB_FIELD_EVAL_IN_TRAINING, a);
 	}
-	if (chosen_growth(r).per_step) {
-		struct ab_growth g = chosen_growth(r);
-		struct json_object *a = json_object_new_object();
-
-		json_object_object_add(a, "bytes_per_step", json_object_new_int64((int64_t)g.per_step));
-		json_object_object_add(a, "steps_to_limit", json_object_new_int64(g.steps_to_limit));
-		json_object_object_add(o, AB_FIELD_HELD_GROWTH, a);
-	}
+	if ((g = growth_json(r)))
+		json_object_object_add(o, AB_FIELD_HELD_GROWTH, g);
 	for (size_t i = 0; r->trials && i < r->trials->n; i++)
 		json_object_array_add(trials, trial_json(&r->trials->v[i], limit));
 	json_object_object_add(o, AB_FIELD_TRIALS, trials);
