@@ -134,9 +134,16 @@ void ab_eval_in_training_text(const struct ab_eval_in_training *e, char *buf, si
 
 void ab_growth_text(const struct ab_growth *g, char *buf, size_t buflen, size_t *len)
 {
-	char size[32];
+	char size[32], peak[32];
 
-	if (g->per_step)
+	if (g->per_step && g->run_steps > 0)
+		ab_append(buf, buflen, len, "; sized for the run's %ld steps (%s): what its trial "
+					    "held between steps grew by %s at each, so its peak is "
+					    "counted as %s at the last",
+			  g->run_steps, g->run_key[0] ? g->run_key : "its length",
+			  ab_format_size(g->per_step, size, sizeof(size)),
+			  ab_format_size(g->run_peak, peak, sizeof(peak)));
+	else if (g->per_step)
 		ab_append(buf, buflen, len, "; what its trial held between steps grew by %s at each: "
 					    "at that rate the run passes the limit after about %ld "
 					    "steps (does it keep each step's loss or outputs?)",
@@ -153,10 +160,17 @@ static void read_growth(struct json_object *o, struct ab_growth *g)
 	    !json_object_is_type(h, json_type_object) ||
 	    !get_long(h, "bytes_per_step", 1, 1L << 60, &per_step) ||
 	    !get_long(h, "steps_to_limit", 0, 1L << 60, &g->steps_to_limit)) {
-		g->per_step = 0, g->steps_to_limit = 0;
+		memset(g, 0, sizeof(*g));
 		return;
 	}
 	g->per_step = (uint64_t)per_step;
+	/* sized for the run's length: all three, or none */
+	if (!get_long(h, "run_steps", 1, 1L << 40, &g->run_steps))
+		return;
+	get_bytes(h, "run_peak_bytes", &g->run_peak);
+	get_text(h, "run_steps_key", g->run_key, sizeof(g->run_key));
+	if (!g->run_peak || !g->run_key[0])
+		g->run_steps = 0;
 }
 
 /* The report's "eval_in_training" (lib/probe/report.c). */

@@ -57,10 +57,15 @@ void ab_eval_in_training_text(const struct ab_eval_in_training *e, char *buf, si
 
 /* What the chosen batch's trial held between its steps rose by at each measured one (the
  * report's "held_growth"; per_step 0: it did not): the run holds more with every step, and
- * at that rate passes the limit after about steps_to_limit steps. */
+ * at that rate passes the limit after about steps_to_limit steps. Where the config says the
+ * run's length (run_steps, at run_key), the choice was sized for it: its peak with that
+ * growth at the run's last step was run_peak. */
 struct ab_growth {
 	uint64_t per_step;
 	long steps_to_limit;
+	long run_steps;
+	uint64_t run_peak;
+	char run_key[64];
 };
 
 /* Appends what the decision line says of it (nothing without growth). */

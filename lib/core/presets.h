@@ -48,6 +48,9 @@ enum ab_role {
 	 * and the switch of its checkpoint saving, false in a trial's copy */
 	AB_ROLE_METRICS_FILE,
 	AB_ROLE_CHECKPOINTING,
+	/* the run's length in optimizer steps: a trial whose held memory grows between its steps
+	 * is judged by its peak at the run's last step */
+	AB_ROLE_RUN_STEPS,
 	AB_ROLE_COUNT
 };
 

@@ -36,8 +36,14 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	if (t->oom && t->floor_bytes) /* what the OOM said the peak was, at least */
 		json_object_object_add(o, AB_FIELD_FLOOR,
 				       json_object_new_int64((int64_t)t->floor_bytes));
+	/* what its steps showed; "fits" judged it at the run's last step where it grew */
 	json_object_object_add(o, "peak_bytes",
-			       t->has_peak ? json_object_new_int64((int64_t)t->peak_bytes) : NULL);
+			       t->has_peak ? json_object_new_int64((int64_t)(t->peak_bytes -
+									   t->run_growth_bytes))
+					   : NULL);
+	if (t->run_growth_bytes)
+		json_object_object_add(o, "run_peak_bytes",
+				       json_object_new_int64((int64_t)t->peak_bytes));
 	json_object_object_add(o, "step_s", t->has_step ? json_object_new_double(t->step_s) : NULL);
 	json_object_object_add(o, "samples_per_s",
 			       t->has_step ? json_object_new_double(t->samples_per_s) : NULL);
@@ -136,18 +142,26 @@ static struct ab_eval_in_training chosen_eval(const struct ab_report *r)
 /* The chosen trial's growth between steps, and the steps its run reaches the limit in. */
 static struct ab_growth chosen_growth(const struct ab_report *r)
 {
-	struct ab_growth g = {0, 0};
+	struct ab_growth g = {0};
 	const struct ab_decision *d;
 	const struct ab_trial *t;
+	uint64_t seen;
 
 	if (!r->ok || !r->trials || r->nfractions == 0)
 		return g;
 	d = &r->fractions[0].decision;
 	t = &r->trials->v[d->chosen];
+	seen = t->peak_bytes - t->run_growth_bytes;
 	if (t->growth_bytes && t->has_peak && t->peak_bytes <= d->limit_bytes) {
 		g.per_step = t->growth_bytes;
 		g.steps_to_limit = (long)((uint64_t)(t->steps > 0 ? t->steps : 0) +
-					  (d->limit_bytes - t->peak_bytes) / t->growth_bytes);
+					  (d->limit_bytes - seen) / t->growth_bytes);
+		if (r->run_steps > 0) { /* the search judged it at the run's last step */
+			g.run_steps = r->run_steps;
+			g.run_peak = t->peak_bytes;
+			snprintf(g.run_key, sizeof(g.run_key), "%s",
+				 r->run_steps_key ? r->run_steps_key : "");
+		}
 	}
 	return g;
 }
@@ -164,6 +178,12 @@ static struct json_object *growth_json(const struct ab_report *r)
 	o = json_object_new_object();
 	json_object_object_add(o, "bytes_per_step", json_object_new_int64((int64_t)g.per_step));
 	json_object_object_add(o, "steps_to_limit", json_object_new_int64(g.steps_to_limit));
+	if (g.run_steps > 0) { /* sized for the run's length: its peak at the last step */
+		json_object_object_add(o, "run_steps", json_object_new_int64(g.run_steps));
+		json_object_object_add(o, "run_steps_key", json_object_new_string(g.run_key));
+		json_object_object_add(o, "run_peak_bytes",
+				       json_object_new_int64((int64_t)g.run_peak));
+	}
 	return o;
 }
 
@@ -380,7 +400,7 @@ const char *ab_format_duration(double seconds, char *buf, size_t buflen)
 void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,
 			  uint64_t margin, uint64_t total, char *buf, size_t buflen)
 {
-	char peak[32], lim[32], tot[32], size[32], rate[48] = "";
+	char peak[32], lim[32], tot[32], size[32], grow[32], rate[48] = "";
 	size_t len = 0;
 
 	ab_format_size(limit, lim, sizeof(lim));
@@ -408,6 +428,11 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	}
 	ab_append(buf, buflen, &len, "%s, peak %s", fits ? "fits" : "does not fit",
 		  ab_format_size(t->peak_bytes, peak, sizeof(peak)));
+	if (t->run_growth_bytes) /* judged at the run's last step */
+		ab_append(buf, buflen, &len, " at the run's last step (its steps %s, growing %s "
+					     "a step)",
+			  ab_format_size(t->peak_bytes - t->run_growth_bytes, size, sizeof(size)),
+			  ab_format_size(t->growth_bytes, grow, sizeof(grow)));
 	if (t->ranks > 1 && t->bound_capacity_bytes) /* a share of its own GPU, of another size */
 		ab_append(buf, buflen, &len, " as a share of %s (rank %d%s%s: %s of its own %s, "
 					     "the largest share of %d)",

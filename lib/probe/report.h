@@ -57,6 +57,8 @@ struct ab_report {
 	const char *length_cap_key;
 	long eval_every;            /* the config evaluates inside training that often, 0: not */
 	const char *eval_key;
+	long run_steps;             /* the run's optimizer steps the search sized for, 0: none */
+	const char *run_steps_key;
 };
 
 /* The report as a JSON text (malloc'ed, one line). */
@@ -71,7 +73,8 @@ char *ab_report_device_json(const char *kind, const char *name, uint64_t total,
 const char *ab_format_duration(double seconds, char *buf, size_t buflen);
 
 /* "trial 3: batch 96 fits, peak 61.2 GiB of 64.0 GiB limit (80% of 80.0 GiB), 412 samples/s";
- * a batch run again says so and how far its runs were apart; a margin is named after limit. */
+ * a batch run again says so and how far its runs were apart; a margin is named after limit;
+ * a peak counted at the run's last step says what its steps showed. */
 void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uint64_t limit,
 			  uint64_t margin, uint64_t total, char *buf, size_t buflen);
 

@@ -127,13 +127,30 @@ static void ramp_said(const struct run *r, char *buf, size_t len)
 			 r->p->ramp_start, r->p->ramp_step);
 }
 
+/* Where the smallest batch's steps fit but not the run's: by how much it grew at each step,
+ * and over how many. */
+static void growth_said(const struct run *r, const struct ab_trial *t, char *buf, size_t len)
+{
+	char seen[32], step[32];
+
+	buf[0] = '\0';
+	if (t && t->run_growth_bytes && t->peak_bytes - t->run_growth_bytes <= r->limit)
+		snprintf(buf, len, " at the run's last step of %ld (its steps peaked at %s, and what "
+				   "it held grew by %s at each: does it keep each step's loss or "
+				   "outputs?)",
+			 r->p->run_steps,
+			 ab_format_size(t->peak_bytes - t->run_growth_bytes, seen, sizeof(seen)),
+			 ab_format_size(t->growth_bytes, step, sizeof(step)));
+}
+
 static int nothing_fits(const struct run *r, char *err, size_t errlen)
 {
 	const struct ab_trial *t = search_find(r, c_first(&r->c));
-	char peak[32], limit[32], ramp[160];
+	char peak[32], limit[32], ramp[160], grown[224];
 
 	ab_format_size(r->limit, limit, sizeof(limit));
 	ramp_said(r, ramp, sizeof(ramp));
+	growth_said(r, t, grown, sizeof(grown));
 	if (t && t->has_peak) {
 		/* "its peak 1.0 GiB exceeds the 1.0 GiB limit" says nothing: then in MiB */
 		if (!strcmp(ab_format_size(t->peak_bytes, peak, sizeof(peak)), limit)) {
@@ -141,8 +158,8 @@ static int nothing_fits(const struct run *r, char *err, size_t errlen)
 			snprintf(limit, sizeof(limit), "%.0f MiB", (double)r->limit / 1048576.0);
 		}
 		return ab_fail(err, errlen, ENOSPC,
-			       "even batch %ld%s does not fit: its peak %s exceeds the %s limit%s",
-			       t->batch, ramp, peak, limit, SAVING(t));
+			       "even batch %ld%s does not fit: its peak %s exceeds the %s limit%s%s",
+			       t->batch, ramp, peak, limit, grown, SAVING(t));
 	}
 	return ab_fail(err, errlen, ENOSPC,
 		       "even batch %ld%s does not fit: it ran out of memory (limit %s)%s",

@@ -28,6 +28,12 @@ struct ab_search_params {
 	 * batch x devices divides ramp_start, ramp_step and global_batch. */
 	long ramp_start, ramp_step;
 	bool ramp_global;
+	/* The run's length in optimizer steps (a preset's max_steps; 0: not known). A trial whose
+	 * held memory grew between its steps (growth_bytes) is judged by its peak at the run's
+	 * last step: that growth a micro-batch over the micro-batches the run has beyond the
+	 * trial's. run_accum: micro-batches in a run's step without a global batch (with one:
+	 * global / devices / batch); trial_accum: in a trial's (each 0: 1). */
+	long run_steps, run_accum, trial_accum;
 	long start;                 /* first batch to try; 0: the smallest candidate */
 	int max_trials;             /* 0: 6; with parallel trials, a bound on rounds */
 	/* Past max_trials, a search whose best fit is below 90% of a batch that failed goes on

@@ -43,6 +43,39 @@ const struct ab_trial *search_find(const struct run *r, long b)
 
 static void keep_margin(struct run *r);
 
+/* What t held between its steps grew by, over the micro-batches the run has beyond the
+ * trial's: a loss kept with its graph or an output kept grows with each forward pass, so a
+ * run accumulating over more micro-batches than its trial holds that much more a step. */
+static uint64_t run_growth(const struct run *r, const struct ab_trial *t)
+{
+	const struct ab_search_params *p = r->p;
+	double trial_acc = p->trial_accum > 1 ? (double)p->trial_accum : 1, run_acc, left, add;
+
+	if (p->run_steps <= 0 || !t->growth_bytes || t->oom || !t->has_peak || t->batch <= 0)
+		return 0;
+	if (p->global_batch && p->devices > 0)
+		run_acc = (double)(p->global_batch / p->devices / t->batch);
+	else
+		run_acc = p->run_accum > 1 ? (double)p->run_accum : 1;
+	left = (double)p->run_steps * run_acc - (double)t->steps * trial_acc;
+	add = left > 0 ? (double)t->growth_bytes / trial_acc * left : 0;
+	return add < 0x1p60 ? (uint64_t)add : (uint64_t)1 << 60; /* past any device */
+}
+
+/* Judges t at the run's last step: its peak with that growth (see ab_search_params). */
+static void project(const struct run *r, struct ab_trial *t)
+{
+	t->run_growth_bytes = run_growth(r, t);
+	t->peak_bytes += t->run_growth_bytes;
+}
+
+/* t's peak as its steps showed it, before project(). */
+static void unproject(struct ab_trial *t)
+{
+	t->peak_bytes -= t->run_growth_bytes;
+	t->run_growth_bytes = 0;
+}
+
 /* Tells the caller of a run of trial tr; runs are numbered in order, repeats included. */
 static void progress(const struct run *r, const struct ab_trial *tr, size_t index)
 {
@@ -93,6 +126,7 @@ int search_measure_round(struct run *r, const long *batches, size_t n)
 		out[i].batch = batches[i];
 		out[i].runs = 1;
 		out[i].round = (int)t->rounds;
+		project(r, &out[i]);
 	}
 	t->n += n;
 	r->new_trials += n;
@@ -163,6 +197,7 @@ int search_repeat(struct run *r, size_t i)
 	t->repeats++;
 	t->rounds++;
 	tr = &t->v[i];
+	unproject(tr); /* the runs' peaks compared as seen; the larger growth added after */
 	tr->runs++;
 	tr->round = (int)t->rounds;
 	tr->oom = tr->oom || again.oom;
@@ -176,6 +211,7 @@ int search_repeat(struct run *r, size_t i)
 		tr->spread_bytes = tr->peak_bytes - lo > tr->spread_bytes ? tr->peak_bytes - lo
 									   : tr->spread_bytes;
 	}
+	project(r, tr);
 	keep_margin(r);
 	progress(r, tr, t->n - 1 + t->repeats);
 	return 0;

@@ -42,6 +42,8 @@ struct ab_trial {
 	bool save_bound;           /* that save's peak was above every step's: it decided */
 	uint64_t growth_bytes;     /* what it held between its steps rose by at each measured
 				    * one (ab_trial_report_growth): a longer run holds more */
+	uint64_t run_growth_bytes; /* that growth over the run's steps beyond its own, which
+				    * the search added to peak_bytes (ab_search_params.run_steps) */
 	/* started while the trial before it ran, and waited for its batch (its imports hidden):
 	 * seconds and startup_s count from its release */
 	bool ahead;

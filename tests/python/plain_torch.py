@@ -3,7 +3,9 @@ config (argv[1]), as any program's would. Keys of the config shape the cases the
 need: startup_s (a slow model load), step_sleep (slow steps), accum (gradient
 accumulation), workers (DataLoader worker processes), steps (optimizer updates to run),
 keep_outputs (keep every step's output, as a program that collects its predictions does:
-memory that grows with the steps, past what a trial's few steps hold).
+memory that grows with the steps, past what a trial's few steps hold). Hugging Face's names
+of the batch and of the steps (per_device_train_batch_size, max_steps) stand for batch_size
+and steps, so that a config can follow its preset.
 Every sample carries a 256x256 activation through four layers, kept for the backward pass."""
 import json
 import sys
@@ -24,7 +26,7 @@ def main():
     time.sleep(config.get("startup_s", 0))
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    batch = config["batch_size"]
+    batch = config.get("batch_size", config.get("per_device_train_batch_size"))
     accum = config.get("accum", 1)
 
     loader = torch.utils.data.DataLoader(Samples(), batch_size=batch,
@@ -45,7 +47,7 @@ def main():
             optimizer.zero_grad()
             schedule.step()
             updates += 1
-            if updates == config.get("steps", 8):
+            if updates == config.get("steps", config.get("max_steps", 8)):
                 break
     print("trained %d updates at batch %d" % (updates, batch))
 

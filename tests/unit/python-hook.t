@@ -7,7 +7,7 @@
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/python-trials.sh"
 prog=$here/plain_torch.py
-python_trials python-hook 14
+python_trials python-hook 15
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 # probe NAME CONFIG-JSON [PROBE-OPTIONS...] [-- COMMAND...]: probes the plain program with
 # its own config (a copy in $dir), default command: the program on that config
@@ -19,8 +19,8 @@ probe() {
 		--config "$dir/$name.json" --key batch_size --json "$dir/$name.report" "$@" \
 		-- "$PY" "$prog" "$dir/$name.json" 2>"$dir/$name.err" >/dev/null
 }
-verify() { # NAME: the choice against plain runs of the same config (once: they take time)
-	tests_out=$("$here/verify-choice" "$dir/$1.report" "$dir/$1.json" batch_size "$PY" "$prog" "$dir/$1.json")
+verify() { # NAME [KEY]: the choice against plain runs of the same config (once: they take time)
+	tests_out=$("$here/verify-choice" "$dir/$1.report" "$dir/$1.json" "${2:-batch_size}" "$PY" "$prog" "$dir/$1.json")
 	verified=$?
 	echo "# $1: $tests_out"
 	case $tests_out in *"plain peak"*) ;; *) cat "$dir/$1.err" >&2 ;; esac
@@ -67,6 +67,18 @@ keeps_said() {
 }
 check "a loop that keeps each step's output: the growth of what it holds between steps is measured and said, with the steps to the limit; a plain loop says none" \
 	keeps_said || cat "$dir/keeps.err" >&2
+# the same loop whose config says the run's length (Hugging Face's names: its preset's
+# max_steps): each trial is judged at the run's 12th step, its peak with that growth over the
+# 8 steps beyond its own; a plain run of those 12 steps fits and 10% more does not
+probe sized '{"per_device_train_batch_size": 8, "max_steps": 12, "keep_outputs": true}' \
+	--key per_device_train_batch_size --preset huggingface
+sized_ok() {
+	grep -q "^autobatch: chose batch .*; sized for the run's 12 steps (max_steps): what its trial held between steps grew by [0-9.]* MiB at each, so its peak is counted as [0-9.]* MiB at the last" "$dir/sized.err" &&
+		[ "$(field "$dir/sized.report" 'all(t["run_peak_bytes"] > t["peak_bytes"] for t in r["trials"]), r["held_growth"]["run_steps"]')" = "(True, 12)" ] &&
+		verify sized per_device_train_batch_size
+}
+check "a loop that keeps each step's output, its config saying the run's 12 steps: sized for the last step, which a plain run reaches within the limit" \
+	sized_ok || cat "$dir/sized.err" >&2
 # glibc's own heap, as in a user's container (no gpu-like-memory.sh): before the hook had
 # glibc hand back its free memory (malloc_trim), the plain loop's resident set rose at each
 # measured step at some batches and a growth that was none was said (pyxis, local CI run 31:

@@ -115,6 +115,36 @@ static void held_growth(void **state)
 				    "(does it keep each step's loss or outputs?)");
 	assert_contains(line, plugin);
 	free(json);
+	/* sized for the run's 6 steps (max_steps): the search judged it at the last, 60 GiB
+	 * seen after 4 steps and 2 x 512 MiB more; the trial's "peak_bytes" is what its steps
+	 * showed */
+	trial_v[1].run_growth_bytes = GiB;
+	trial_v[1].peak_bytes = 61 * GiB;
+	r.run_steps = 6, r.run_steps_key = "max_steps";
+	json = ab_report_json(&r);
+	assert_contains(json, "\"peak_bytes\":64424509440,\"run_peak_bytes\":65498251264,");
+	assert_contains(json, "\"" AB_FIELD_HELD_GROWTH "\":{\"bytes_per_step\":536870912,"
+			      "\"steps_to_limit\":12,\"run_steps\":6,\"run_steps_key\":\"max_steps\","
+			      "\"run_peak_bytes\":65498251264}");
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_int_equal(res.growth.run_steps, 6);
+	assert_int_equal(res.growth.run_peak, 61 * GiB);
+	assert_string_equal(res.growth.run_key, "max_steps");
+	ab_report_decision_line(&r, line, sizeof(line));
+	len = 0;
+	ab_growth_text(&res.growth, plugin, sizeof(plugin), &len);
+	assert_string_equal(plugin, "; sized for the run's 6 steps (max_steps): what its trial held "
+				    "between steps grew by 512 MiB at each, so its peak is counted "
+				    "as 61.0 GiB at the last");
+	assert_contains(line, plugin);
+	ab_report_trial_line(1, &trial_v[1], true, 64 * GiB, 0, 80 * GiB, line, sizeof(line));
+	assert_string_equal(line, "trial 2: batch 24 fits, peak 61.0 GiB at the run's last step (its "
+				  "steps 60.0 GiB, growing 512 MiB a step) of 64.0 GiB limit (80% "
+				  "of 80.0 GiB)");
+	free(json);
+	trial_v[1].run_growth_bytes = 0;
+	trial_v[1].peak_bytes = 60 * GiB;
+	r.run_steps = 0, r.run_steps_key = NULL;
 	trial_v[1].growth_bytes = 0;
 	json = ab_report_json(&r);
 	assert_true(strstr(json, AB_FIELD_HELD_GROWTH) == NULL);

@@ -724,6 +724,116 @@ static void helpers_noise(void **state)
 	}
 }
 
+/* A program that keeps each step's output: 300 MiB and 2 MiB a sample after its trial's 4
+ * steps, and what it held grew by grow_per_sample a sample at each step. */
+struct growing {
+	double grow_per_sample;
+	int calls;
+};
+
+static double growing_seen(long b) { return 300 * MiB + 2 * MiB * (double)b; }
+
+static int growing_trial(void *ctx, long batch, struct ab_trial *out, char *e, size_t elen)
+{
+	struct growing *g = ctx;
+
+	(void)e, (void)elen;
+	g->calls++;
+	out->has_peak = out->has_step = true;
+	out->peak_bytes = (uint64_t)growing_seen(batch);
+	out->growth_bytes = (uint64_t)(g->grow_per_sample * (double)batch);
+	out->steps = 4;
+	out->step_s = 0.1;
+	out->samples_per_s = (double)batch / 0.1;
+	return 0;
+}
+
+/* At the run's last step, of run micro-batches in all where its trial's 4 steps held
+ * trial_micro: what batch b peaks at, growing g a sample each trial step of trial_micro / 4. */
+static double growing_last(const struct growing *g, long b, double run, double trial_micro)
+{
+	return growing_seen(b) +
+	       g->grow_per_sample * (double)b / (trial_micro / 4) * (run - trial_micro);
+}
+
+/* Where the config says the run's length, a trial whose held memory grows is judged by its
+ * peak at the run's last step; without, or without growth, by its steps' peak alone. */
+static void run_length(void **state)
+{
+	struct ab_search_params p = {.fraction = 0.8, .total_bytes = (uint64_t)(2 * GiB),
+				     .max = 4096};
+	uint64_t limit = (uint64_t)(0.8 * 2 * GiB);
+	struct growing g = {.grow_per_sample = 256 * 1024};
+	const struct {
+		long steps, run_accum, trial_accum, global, devices;
+	} runs[] = {
+		{40, 0, 0, 0, 0},    /* 40 steps of one micro-batch */
+		{200, 0, 0, 0, 0},   /* longer: smaller */
+		{10, 4, 1, 0, 0},    /* 4 micro-batches a step, the trial's 1: 40 */
+		{10, 4, 4, 0, 0},    /* the trial accumulates as the run does: growth a step */
+		{10, 0, 0, 4096, 8}, /* a global batch: 512 / b micro-batches a step */
+	};
+	struct ab_trials t = {0};
+	struct ab_decision d;
+	long unsized;
+
+	(void)state;
+	/* the run's length unknown: its steps alone, (1638 - 300) / 2 = 669 */
+	assert_int_equal(ab_search(&p, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
+	unsized = d.batch;
+	assert_true(growing_seen(unsized) <= limit && growing_seen(unsized + 21) > limit);
+	for (size_t i = 0; i < t.n; i++)
+		assert_int_equal(t.v[i].run_growth_bytes, 0);
+	ab_trials_free(&t);
+	for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
+		struct ab_search_params q = p;
+		double tr = runs[k].trial_accum > 1 ? (double)runs[k].trial_accum : 1;
+		double ra = runs[k].run_accum > 1 ? (double)runs[k].run_accum : 1;
+		long more;
+
+		q.run_steps = runs[k].steps, q.run_accum = runs[k].run_accum;
+		q.trial_accum = runs[k].trial_accum;
+		q.global_batch = runs[k].global, q.devices = runs[k].devices;
+		assert_int_equal(ab_search(&q, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
+		if (runs[k].global) /* 4096 / 8 / b micro-batches a step */
+			ra = 512.0 / (double)d.batch;
+		if (growing_last(&g, d.batch, runs[k].steps * ra, 4 * tr) > limit)
+			fail_msg("run %zu: batch %ld peaks at %.0f MiB at the run's last step, over "
+				 "%.0f", k, d.batch,
+				 growing_last(&g, d.batch, runs[k].steps * ra, 4 * tr) / MiB,
+				 limit / MiB);
+		assert_true(d.batch < unsized);
+		/* within the search's tolerance of the largest that holds to the last step */
+		more = (long)ceil((double)d.batch * (1 + AB_SEARCH_TOLERANCE)) + 1;
+		if (!runs[k].global && growing_last(&g, more, runs[k].steps * ra, 4 * tr) <= limit)
+			fail_msg("run %zu: chose %ld (%zu trials), %ld holds too", k, d.batch, t.n,
+				 more);
+		/* each trial's peak is its steps' with the growth over the run beyond them */
+		for (size_t i = 0; i < t.n; i++)
+			assert_int_equal(t.v[i].peak_bytes,
+					 (uint64_t)growing_seen(t.v[i].batch) + t.v[i].run_growth_bytes);
+		ab_trials_free(&t);
+	}
+	/* a run no longer than the trial, or a trial that held nothing more: as unsized */
+	p.run_steps = 4;
+	assert_int_equal(ab_search(&p, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
+	assert_int_equal(d.batch, unsized);
+	ab_trials_free(&t);
+	p.run_steps = 100000;
+	g.grow_per_sample = 0;
+	assert_int_equal(ab_search(&p, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
+	assert_int_equal(d.batch, unsized);
+	ab_trials_free(&t);
+	/* a run so long that even batch 1 passes the limit: a refusal that says why */
+	g.grow_per_sample = 256 * 1024;
+	assert_int_equal(ab_search(&p, &t, growing_trial, &g, &d, err, sizeof(err)), -ENOSPC);
+	assert_string_equal(err, "even batch 1 does not fit: its peak 24.7 GiB exceeds the 1.6 GiB "
+				 "limit at the run's last step of 100000 (its steps peaked at 302 "
+				 "MiB, and what it held grew by 256 KiB at each: does it keep each "
+				 "step's loss or outputs?)");
+	ab_trials_free(&t);
+}
+
 static void throughput(void **state)
 {
 	struct ab_sim s;
@@ -1071,7 +1181,7 @@ int main(void)
 		cmocka_unit_test(ramp_up),      cmocka_unit_test(refusals),
 		cmocka_unit_test(parallel_rounds),  cmocka_unit_test(warm_starts),
 		cmocka_unit_test(trial_errors_stop), cmocka_unit_test(helpers_noise),
-		cmocka_unit_test(throughput),
+		cmocka_unit_test(throughput),      cmocka_unit_test(run_length),
 		cmocka_unit_test(several_fractions), cmocka_unit_test(sim_specs),
 		cmocka_unit_test(sim_curve_file),   cmocka_unit_test(sizes),
 		cmocka_unit_test(oom_floor_below_a_fit), cmocka_unit_test(any_evidence),
