@@ -144,6 +144,26 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 	assert_line_in "autobatch: chose batch $b2 in " "$stderr"
 }
 
+@test "a run whose config says its length (max_steps): a program that keeps each step's output is sized for its last step, and its real run stays within the limit" {
+	huge_pages # as the closed loop's run above: its kept outputs faulted in 2 MiB at a time
+	echo '{"per_device_train_batch_size": 4, "max_steps": 12, "keep_outputs": true}' >cfg.json
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
+		"$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["per_device_train_batch_size"])')
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	# the Hugging Face preset, detected: every trial judged at the run's 12th step
+	grep -q "^autobatch: chose batch $b in .*; sized for the run's 12 steps (max_steps): what its trial held between steps grew by [0-9.]* MiB at each, so its peak is counted as [0-9.]* MiB at the last" <<<"$stderr" ||
+		{ echo "$stderr" >&2; return 1; }
+	grep -q "^autobatch: trial [0-9]*: batch $b fits, peak [0-9.]* MiB at the run's last step (its steps [0-9.]* MiB, growing [0-9.]* MiB a step) of 819 MiB limit" <<<"$stderr"
+	# its real run of 12 steps, watched: within the limit, its cache entry not marked
+	if grep -q "over the .* limit its decision" <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
+	"$PY" -c 'import json, glob, sys; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
+print("# real run: %.0f MiB, counted %.0f MiB at the last step" % (w["peak_bytes"] / 2**20, r["held_growth"]["run_peak_bytes"] / 2**20))
+sys.exit(not (w["tasks"] == 1 and w["over"] == 0 and w["peak_bytes"] <= w["limit_bytes"] and w["batch"] == int(sys.argv[1])))' "$b" >&3
+	run ! ls "$XDG_CACHE_HOME"/autobatch/*.over
+}
+
 @test "comment=on: the decision and its run's peak in the job's Comment; a run within its limit is not marked, the next srun hits the cache" {
 	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120 comment=on"
 	printf '#!/bin/bash\nsrun -n1 --autobatch=0.8 --autobatch-config=cfg.json --autobatch-key=batch_size %q plain_torch.py cfg.json\nscontrol show job "$SLURM_JOB_ID"\n' "$PY" >job.sh

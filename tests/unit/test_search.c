@@ -814,6 +814,23 @@ static void run_length(void **state)
 					 (uint64_t)growing_seen(t.v[i].batch) + t.v[i].run_growth_bytes);
 		ab_trials_free(&t);
 	}
+	/* a warm start from a job of another length (max_steps is memory-neutral for the warm
+	 * key): its batch is judged at this run's length, fails, and the search decides afresh */
+	{
+		struct ab_search_params q = p;
+		long sized;
+
+		q.run_steps = 40;
+		assert_int_equal(ab_search(&q, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
+		sized = d.batch;
+		ab_trials_free(&t);
+		q.warm_batch = unsized;
+		q.warm_per_sample = 2 * MiB;
+		assert_int_equal(ab_search(&q, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
+		assert_int_equal(d.warm, -1);
+		assert_true(d.batch <= sized && d.batch >= sized * 0.97);
+		ab_trials_free(&t);
+	}
 	/* a run no longer than the trial, or a trial that held nothing more: as unsized */
 	p.run_steps = 4;
 	assert_int_equal(ab_search(&p, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
