@@ -17,7 +17,9 @@
  * processes hold on the GPUs Slurm bound to the task, the most any one GPU holds (a worker's:
  * its own), or what its step hook reported (PyTorch's reserved peak) when more. With
  * --stop-on-eof (the launcher's srun --input=all), the end of its standard input is the
- * launcher's stop: the task ends its command and removes its report directory itself, where a step's cancellation (SIGKILL) would leave both; a task that failed
+ * launcher's stop: the task ends its command and removes its report directory itself, where
+ * a step's cancellation (SIGKILL) would leave both (the next task on the node removes what it
+ * left: setup); a task that failed
  * waits for that stop (up to LINGER_S) before it exits non-zero, which --kill-on-bad-exit
  * answers with SIGKILL for the others. Not meant to be run by hand.
  */
@@ -39,6 +41,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "error.h"
 #include "gpu_models.h"
 #include "group_memory.h"
 #include "number.h"
@@ -64,6 +67,7 @@ struct worker {
 struct task {
 	char **argv;
 	char dir[PATH_MAX], report[PATH_MAX + 16];
+	int lock; /* on dir while the task runs: a task that finds it unlocked removes it */
 	struct ab_report_watch base; /* its report, read as it is written */
 	uint64_t said;  /* the peak last said */
 	struct ab_proc proc;
@@ -403,21 +407,27 @@ static const char *own_node(char *host, size_t len)
 	return host;
 }
 
-static int setup(struct task *t)
+/* Its directory under $TMPDIR, locked, and its report in it. A cancelled trial step's
+ * SIGKILL leaves both; the next task on this node removes them (ab_workdir_create_as). */
+static int setup(struct task *t, char *err, size_t errlen)
 {
-	const char *tmp = getenv("TMPDIR");
 	char host[256];
-	int fd;
+	int fd, rc;
 
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > PATH_MAX - 64)
-		tmp = "/tmp";
-	snprintf(t->dir, sizeof(t->dir), "%s/autobatch-task.XXXXXX", tmp);
-	if (!mkdtemp(t->dir))
-		return -1;
+	if ((rc = ab_workdir_create_as(NULL, "autobatch-task", t->dir, sizeof(t->dir), &t->lock,
+				       err, errlen)) < 0) {
+		t->dir[0] = '\0';
+		return rc;
+	}
 	snprintf(t->report, sizeof(t->report), "%s/report", t->dir);
 	fd = open(t->report, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || (t->base.fd = open(t->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-		return -1;
+	if (fd < 0 || (t->base.fd = open(t->report, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return ab_fail(err, errlen, -rc, "cannot make its report under %s: %s", t->dir,
+			       strerror(-rc));
+	}
 	close(fd);
 	say("%s %s", AB_TASK_NODE, own_node(host, sizeof(host)));
 	return 0;
@@ -425,7 +435,7 @@ static int setup(struct task *t)
 
 int cmd_task(int argc, char **argv)
 {
-	struct task t = {.base.fd = -1};
+	struct task t = {.base.fd = -1, .lock = -1};
 	struct ab_node_memory table = {0};
 	long cap = 0;
 	uint64_t own;
@@ -459,9 +469,8 @@ int cmd_task(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	signal(SIGHUP, on_signal);
-	if (setup(&t) < 0) {
-		fprintf(stderr, "autobatch-probe task: cannot make its report under %s: %s\n",
-			t.dir, strerror(errno));
+	if (setup(&t, err, sizeof(err)) < 0) {
+		fprintf(stderr, "autobatch-probe task: %s\n", err);
 		rc = 1;
 		goto out;
 	}
@@ -485,6 +494,8 @@ out:
 		close(t.workers[k].w.fd);
 	if (t.dir[0])
 		ab_trial_tree_remove(t.dir);
+	if (t.lock >= 0)
+		close(t.lock);
 	ab_nvml_close(t.nv);
 	return linger(&t, rc);
 usage:

@@ -95,7 +95,7 @@ static void host_name(char *buf, size_t len)
  * owner, host and name, and unlocked: a live probe holds its directory's lock for as long as
  * it runs. Not a pid: a probe in another PID namespace sharing this $TMPDIR (a container, a
  * job's private namespace) has pids that mean nothing here. */
-static void remove_stale(const char *tmp, const char *host)
+static void remove_stale(const char *tmp, const char *what, const char *host)
 {
 	int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char prefix[160];
@@ -108,7 +108,7 @@ static void remove_stale(const char *tmp, const char *host)
 			close(fd);
 		return;
 	}
-	snprintf(prefix, sizeof(prefix), "autobatch-probe.%s.", host);
+	snprintf(prefix, sizeof(prefix), "%s.%s.", what, host);
 	while ((e = readdir(d))) {
 		int sub;
 
@@ -146,6 +146,12 @@ static int make_locked(char *dir, int *lock)
 int ab_workdir_create(const char *parent, char *dir, size_t len, int *lock, char *err,
 		      size_t errlen)
 {
+	return ab_workdir_create_as(parent, "autobatch-probe", dir, len, lock, err, errlen);
+}
+
+int ab_workdir_create_as(const char *parent, const char *what, char *dir, size_t len, int *lock,
+			 char *err, size_t errlen)
+{
 	const char *tmp = parent ? parent : getenv("TMPDIR");
 	char host[128];
 	int rc = -EAGAIN;
@@ -153,10 +159,10 @@ int ab_workdir_create(const char *parent, char *dir, size_t len, int *lock, char
 	*lock = -1;
 	tmp = tmp && *tmp == '/' ? tmp : "/tmp";
 	host_name(host, sizeof(host));
-	remove_stale(tmp, host);
+	remove_stale(tmp, what, host);
 	for (int i = 0; i < 5 && rc == -EAGAIN; i++) {
-		if (snprintf(dir, len, "%s/autobatch-probe.%s.%ld.XXXXXX", tmp, host,
-			     (long)getpid()) >= (int)len)
+		if (snprintf(dir, len, "%s/%s.%s.%ld.XXXXXX", tmp, what, host, (long)getpid()) >=
+		    (int)len)
 			rc = -ENAMETOOLONG;
 		else
 			rc = make_locked(dir, lock);

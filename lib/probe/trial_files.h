@@ -1,5 +1,6 @@
 /* trial_files.h - where exec-mode trials keep their files: the probe's work directory under
- * $TMPDIR (created; those of killed probes cleaned up; removed), and per trial a directory
+ * $TMPDIR (created; those of killed probes, or of a trial step's killed tasks, cleaned up;
+ * removed), and per trial a directory
  * with its report file, its log, the private config copy at its batch, and the command's
  * words that name the config pointed at that copy.
  */
@@ -16,6 +17,10 @@
  * probes that are gone (unlocked). 0 or a negative errno with a message. */
 int ab_workdir_create(const char *parent, char *dir, size_t len, int *lock, char *err,
 		      size_t errlen);
+/* The same as WHAT.HOST.PID.XXXXXX (a trial step's task: "autobatch-task"), removing those of
+ * this host's WHAT that are gone. */
+int ab_workdir_create_as(const char *parent, const char *what, char *dir, size_t len, int *lock,
+			 char *err, size_t errlen);
 
 /* Removes a directory of ours and everything in it, never following a link. */
 void ab_trial_tree_remove(const char *path);

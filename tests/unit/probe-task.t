@@ -18,7 +18,7 @@ dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
-echo "1..12"
+echo "1..13"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"
 check "a bad capacity is refused with the usage, exit 2" \
@@ -88,6 +88,32 @@ check "a failed command: its task says so, waits for the stop ($took s), then ex
 	sh -c "[ $rc -eq 0 ] && [ $took -ge 3 ] && [ $took -lt 10 ] && [ $rc_plain -eq 5 ] &&
 	       grep -qx '@autobatch-task end status 5' '$dir/fail.out' && [ -z \"\$(ls -A '$dir/tmp')\" ]" ||
 	cat "$dir/fail.out"
+
+# a task killed outright (a cancelled trial step's SIGKILL) leaves its directory; the next
+# task on the node removes it, not a live task's (locked while it runs), nor one of another
+# user's (as root: a directory of nobody's under its name)
+TMPDIR=$dir/tmp "$probe" task -- sleep 30 >/dev/null 2>&1 &
+live=$!
+TMPDIR=$dir/tmp "$probe" task -- sleep 30 >/dev/null 2>&1 &
+killed=$!
+sleep 1
+kill -KILL "$killed"
+wait "$killed" 2>/dev/null
+left=$(ls "$dir/tmp" | grep -c "^autobatch-task\.[^.]*\.$killed\.")
+others=0
+if [ "$(id -u)" = 0 ]; then
+	mkdir "$dir/tmp/autobatch-task.$(hostname | tr ./ __).1.theirs" &&
+		chown nobody "$dir/tmp/autobatch-task.$(hostname | tr ./ __).1.theirs" && others=1
+fi
+TMPDIR=$dir/tmp "$probe" task -- true >/dev/null 2>&1
+after=$(ls "$dir/tmp" | tr '\n' ' ')
+kill "$live"
+wait "$live" 2>/dev/null
+check "a task killed outright left its directory ($left); the next task removed it and kept the live task's$( [ $others = 1 ] && echo " and another user's") ($after)" \
+	sh -c "[ $left -eq 1 ] && [ \$(ls '$dir/tmp' | grep -c '\\.$killed\\.') -eq 0 ] &&
+	       echo '$after' | grep -q 'autobatch-task\\.[^.]*\\.$live\\.' &&
+	       { [ $others = 0 ] || echo '$after' | grep -q '\\.1\\.theirs'; }"
+rm -rf "$dir/tmp/"*
 
 # a process that leaves the command's group for a session of its own, as PyTorch 2's
 # torchrun starts each worker: measured with the group (its 200 MiB over a 100 MiB capacity
