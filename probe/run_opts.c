@@ -29,6 +29,8 @@ int run_usage(void)
 		"  --comm-reserve SIZE   memory kept for NCCL when the probe sees one GPU\n"
 		"  --config FILE [--preset NAME | --key KEY] [--document N]\n"
 		"  --accum-key KEY       gradient accumulation key, 1 in trials (default: preset's)\n"
+		"  --run-steps N|off     the run's optimizer steps: a trial whose held memory grows\n"
+		"                        is judged at the last (default: the preset's max_steps)\n"
 		"  --min N --max N --multiple-of N --start N\n"
 		"  --global-batch G --devices N   keep G = batch x devices x accumulation\n"
 		"  --phase train|eval    --steps K (default 3, after one warm-up step)\n"
@@ -170,7 +172,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"trial-cap", 1, 0, 'C'},    {"describe-device", 0, 0, 'Q'}, {"ranks", 1, 0, 'Z'},
 		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
 		{"node-memory", 1, 0, 'E'},  {"step-option", 1, 0, 'V'},
-		{"start-ahead", 1, 0, 'J'},
+		{"start-ahead", 1, 0, 'J'},  {"run-steps", 1, 0, 'r'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -199,6 +201,13 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'p': o->preset = optarg; break;
 		case 'K': o->key = optarg; break;
 		case 'A': o->accum_key = optarg; break;
+		case 'r':
+			if (!strcmp(optarg, "off"))
+				o->run_steps = -1; /* never sized, whatever the config says */
+			else if (parse_long(optarg, 1, 1000000000L, "run-steps", &o->run_steps) < 0)
+				return -1;
+			o->run_steps_key = o->run_steps > 0 ? "as asked" : NULL;
+			break;
 		case 'j': o->json = optarg; break;
 		case 'G': o->plot = optarg; break;
 		case 'e': o->keep = true; break;

@@ -226,6 +226,10 @@ int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe
 	}
 	if (job->max_batch)
 		ab_argv_addf(b, "--max=%ld", job->max_batch);
+	if (req->run_steps == AB_RUN_STEPS_OFF)
+		ab_argv_add(b, "--run-steps=off");
+	else if (req->run_steps > 0)
+		ab_argv_addf(b, "--run-steps=%ld", req->run_steps);
 	if (job->global_batch) {
 		ab_argv_addf(b, "--global-batch=%ld", job->global_batch);
 		ab_argv_addf(b, "--devices=%u", job->dp_width ? job->dp_width : job->ntasks);

@@ -40,6 +40,9 @@ const struct ab_option_info ab_options[AB_OPT_COUNT] = {
 	[AB_OPT_TRIAL_SHAPE] = {"autobatch-trial-shape", "step|node|gpu", 1,
 				"A trial of a step of several tasks: the whole step (default), "
 				"its first node's tasks, or one process on one GPU"},
+	[AB_OPT_RUN_STEPS] = {"autobatch-run-steps", "N|off", 1,
+			      "The run's optimizer steps: a program whose memory grows with the "
+			      "steps is sized for its last (default: the config's max_steps)"},
 };
 
 static const char *const objective_names[] = {"memory", "throughput"};
@@ -116,6 +119,22 @@ static int set_global_batch(struct ab_request *req, const char *v, char *err, si
 		       "--autobatch-global-batch=%s is invalid: give a whole number of samples "
 		       "from 1 to %ld",
 		       v ? ab_printable(v, shown, sizeof(shown)) : "", AB_GLOBAL_BATCH_MAX);
+}
+
+static int set_run_steps(struct ab_request *req, const char *v, char *err, size_t errlen)
+{
+	char shown[64];
+
+	if (v && !strcmp(v, "off")) {
+		req->run_steps = AB_RUN_STEPS_OFF;
+		return 0;
+	}
+	if (ab_parse_whole(v, 1, AB_RUN_STEPS_MAX, &req->run_steps) == 0)
+		return 0;
+	return ab_fail(err, errlen, EINVAL,
+		       "--autobatch-run-steps=%s is invalid: give the run's optimizer steps, a "
+		       "whole number from 1 to %ld, or off",
+		       v ? ab_printable(v, shown, sizeof(shown)) : "", AB_RUN_STEPS_MAX);
 }
 
 static int set_enum(int *field, const char *v, const char *const names[], enum ab_option opt,
@@ -202,6 +221,8 @@ int ab_request_set(struct ab_request *req, enum ab_option opt, const char *value
 			return rc;
 		req->shape = (enum ab_shape)choice;
 		return 0;
+	case AB_OPT_RUN_STEPS:
+		return set_run_steps(req, value, err, errlen);
 	case AB_OPT_COUNT:
 		break;
 	}

@@ -13,6 +13,9 @@
 #include "input_limits.h"
 #include "protocol.h"
 
+#define AB_RUN_STEPS_OFF (-1L)
+#define AB_RUN_STEPS_MAX 1000000000L
+
 /* Where the requested fraction came from, so messages can name what the user typed. */
 enum ab_source { AB_SOURCE_DEFAULT, AB_SOURCE_OPTION, AB_SOURCE_ENV };
 
@@ -34,6 +37,9 @@ struct ab_request {
 	bool instrument; /* valid when --autobatch-instrument was given */
 	char neutral[AB_KEY_MAX]; /* --autobatch-neutral: more memory-neutral keys, comma-separated */
 	enum ab_shape shape; /* valid when --autobatch-trial-shape was given */
+	/* --autobatch-run-steps: the run's optimizer steps, a growing program sized for its
+	 * last; 0: the config's (a preset's max_steps), AB_RUN_STEPS_OFF: never sized */
+	long run_steps;
 	unsigned given; /* bit (1 << enum ab_option) per option seen */
 };
 
@@ -52,6 +58,7 @@ enum ab_option {
 	AB_OPT_INSTRUMENT,
 	AB_OPT_NEUTRAL,
 	AB_OPT_TRIAL_SHAPE,
+	AB_OPT_RUN_STEPS,
 	AB_OPT_COUNT
 };
 

@@ -146,16 +146,20 @@ static void held_field(struct json_object *obj, struct ab_trial_report *r)
 		uint64_t rise = (uint64_t)held - r->held_last;
 
 		r->held_rise = r->held_steps == 1 || rise < r->held_rise ? rise : r->held_rise;
+	} else {
+		r->held_first = (uint64_t)held;
 	}
 	r->held_last = (uint64_t)held;
 	r->held_steps++;
 }
 
+/* Each rise at least the floor makes the claim; its figure is their mean, which a run's
+ * length multiplies (search_trials.c): the smallest would under-count it. */
 uint64_t ab_trial_report_growth(const struct ab_trial_report *r)
 {
 	uint64_t own = !r->held_flat && r->held_steps >= AB_GROWTH_MIN_STEPS &&
 				       r->held_rise >= AB_GROWTH_MIN_BYTES
-			       ? r->held_rise
+			       ? (r->held_last - r->held_first) / (r->held_steps - 1)
 			       : 0;
 
 	return own > r->held_said ? own : r->held_said;

@@ -145,7 +145,6 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 }
 
 @test "a run whose config says its length (max_steps): a program that keeps each step's output is sized for its last step, and its real run stays within the limit" {
-	huge_pages # as the closed loop's run above: its kept outputs faulted in 2 MiB at a time
 	echo '{"per_device_train_batch_size": 4, "max_steps": 12, "keep_outputs": true}' >cfg.json
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		"$PY" plain_torch.py cfg.json
@@ -161,6 +160,18 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 	"$PY" -c 'import json, glob, sys; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
 print("# real run: %.0f MiB, counted %.0f MiB at the last step" % (w["peak_bytes"] / 2**20, r["held_growth"]["run_peak_bytes"] / 2**20))
 sys.exit(not (w["tasks"] == 1 and w["over"] == 0 and w["peak_bytes"] <= w["limit_bytes"] and w["batch"] == int(sys.argv[1])))' "$b" >&3
+	run ! ls "$XDG_CACHE_HOME"/autobatch/*.over
+
+	# a config no preset knows, its length asked for: --autobatch-run-steps reaches the probe
+	echo '{"batch_size": 4, "steps": 12, "keep_outputs": true}' >cfg.json
+	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
+		--autobatch-key=batch_size --autobatch-run-steps=12 "$PY" plain_torch.py cfg.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	grep -q "^autobatch: chose batch $b in .*; sized for the run's 12 steps (as asked): " <<<"$stderr" ||
+		{ echo "$stderr" >&2; return 1; }
+	if grep -q "over the .* limit its decision" <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
 	run ! ls "$XDG_CACHE_HOME"/autobatch/*.over
 }
 

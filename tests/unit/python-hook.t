@@ -7,7 +7,7 @@
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/python-trials.sh"
 prog=$here/plain_torch.py
-python_trials python-hook 15
+python_trials python-hook 16
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 # probe NAME CONFIG-JSON [PROBE-OPTIONS...] [-- COMMAND...]: probes the plain program with
 # its own config (a copy in $dir), default command: the program on that config
@@ -79,6 +79,18 @@ sized_ok() {
 }
 check "a loop that keeps each step's output, its config saying the run's 12 steps: sized for the last step, which a plain run reaches within the limit" \
 	sized_ok || cat "$dir/sized.err" >&2
+# the run's length asked for on the command line (a config no preset knows), and sizing
+# turned off for a config that says it: the growth then only said, the batch larger
+probe asked '{"batch_size": 8, "steps": 12, "keep_outputs": true}' --run-steps 12
+probe unsized '{"per_device_train_batch_size": 8, "max_steps": 12, "keep_outputs": true}' \
+	--key per_device_train_batch_size --preset huggingface --run-steps off
+asked_or_off() {
+	grep -q "^autobatch: chose batch .*; sized for the run's 12 steps (as asked): " "$dir/asked.err" &&
+		grep -q "^autobatch: chose batch .*; what its trial held between steps grew by [0-9.]* MiB at each: at that rate" "$dir/unsized.err" &&
+		[ "$(field "$dir/unsized.report" '"run_steps" in r["held_growth"], any("run_peak_bytes" in t for t in r["trials"]), r["batch_size"] > json.load(open(sys.argv[3]))["batch_size"] + 5' "$dir/sized.report")" = "(False, False, True)" ]
+}
+check "--run-steps 12 sizes a config no preset knows; --run-steps off leaves a larger batch, the growth only said" \
+	asked_or_off || cat "$dir/asked.err" "$dir/unsized.err" >&2
 # glibc's own heap, as in a user's container (no gpu-like-memory.sh): before the hook had
 # glibc hand back its free memory (malloc_trim), the plain loop's resident set rose at each
 # measured step at some batches and a growth that was none was said (pyxis, local CI run 31:

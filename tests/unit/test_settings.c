@@ -304,6 +304,10 @@ static void request_options(void **state)
 	assert_int_equal(ab_request_set(&r, AB_OPT_TRIAL_COMMAND, "python train.py\t--x", err,
 					sizeof(err)),
 			 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_RUN_STEPS, "5000", err, sizeof(err)), 0);
+	assert_int_equal(r.run_steps, 5000);
+	assert_int_equal(ab_request_set(&r, AB_OPT_RUN_STEPS, "off", err, sizeof(err)), 0);
+	assert_int_equal(r.run_steps, AB_RUN_STEPS_OFF);
 	/* Slurm may run a callback twice; the same value must give the same state. */
 	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.7", err, sizeof(err)), 0);
 	assert_float_equal(r.fraction, 0.7, 1e-12);
@@ -334,6 +338,13 @@ static void request_refusals(void **state)
 		{AB_OPT_MODE, NULL, "--autobatch-mode= is invalid"},
 		{AB_OPT_TRIAL_COMMAND, "", "needs a value"},
 		{AB_OPT_TRIAL_COMMAND, "a\x1b[2Jb", "control characters"},
+		{AB_OPT_RUN_STEPS, "0", "--autobatch-run-steps=0 is invalid: give the run's "
+					"optimizer steps, a whole number from 1 to 1000000000, or off"},
+		{AB_OPT_RUN_STEPS, "-5", "is invalid"},
+		{AB_OPT_RUN_STEPS, "12x", "is invalid"},
+		{AB_OPT_RUN_STEPS, "1000000001", "is invalid"},
+		{AB_OPT_RUN_STEPS, "OFF", "is invalid"},
+		{AB_OPT_RUN_STEPS, NULL, "--autobatch-run-steps= is invalid"},
 		{AB_OPT_COUNT, "x", "unknown option"},
 	};
 	(void)state;
