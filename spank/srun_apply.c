@@ -137,13 +137,16 @@ static bool het_step(void)
 }
 
 /* The step's training processes: a launcher's workers where its arguments say how many
- * (torchrun --nproc_per_node=4 in each task; accelerate launch --num_processes 8 in all);
- * 0 for a launcher's worker per GPU (counted once the GPUs are read, ab_probe_read_step);
- * else its tasks. */
+ * (torchrun --nproc_per_node=4 in each task; accelerate launch --num_processes 8 in all),
+ * or accelerate's config file does (num_processes); 0 for a launcher's worker per GPU
+ * (counted once the GPUs are read, ab_probe_read_step); else its tasks. */
 static unsigned step_workers(const struct ab_probe_job *job)
 {
 	bool world;
 	long n = ab_launcher_workers(job->argc, job->argv, &world);
+
+	if (n < 0) /* the user's own file, read as the user (srun runs as the user) */
+		n = ab_launcher_config_workers(job->argc, job->argv, &world);
 
 	if (n == 0)
 		return 0;

@@ -29,6 +29,7 @@ lib_core_libabcore_la_SOURCES = \
 	lib/core/decision.c \
 	lib/core/decision.h \
 	lib/core/job_comment.c \
+	lib/core/launcher_config.c \
 	lib/core/json_field.c \
 	lib/core/json_field.h \
 	lib/core/job_comment.h \

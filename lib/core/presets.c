@@ -286,6 +286,20 @@ static int start_of_options(int argc, char *const argv[])
 	return argc > 1 && !strcmp(argv[1], "launch") ? 2 : 1;
 }
 
+const char *ab_launcher_option(int argc, char *const argv[], const char *option,
+			       const char *dashed)
+{
+	const char *v;
+
+	if (!ab_launcher_name(argc, argv))
+		return NULL;
+	for (int i = start_of_options(argc, argv); i < argc && launcher_word(argv, i); i++)
+		if ((v = option_value(argc, argv, i, option)) ||
+		    (dashed && (v = option_value(argc, argv, i, dashed))))
+			return v;
+	return NULL;
+}
+
 long ab_launcher_workers(int argc, char *const argv[], bool *world)
 {
 	/* each launcher's option for its workers, its spelling with '-', and what it starts
@@ -301,6 +315,7 @@ long ab_launcher_workers(int argc, char *const argv[], bool *world)
 		{"torch.distributed.launch", "--nproc_per_node", "--nproc-per-node", 1, false},
 		{"deepspeed", "--num_gpus", "--num-gpus", 0, false},
 		{"accelerate launch", "--num_processes", "--num-processes", -1, true},
+		{"accelerate.commands.launch", "--num_processes", "--num-processes", -1, true},
 	};
 	const char *name = ab_launcher_name(argc, argv), *v;
 	long n;
@@ -310,17 +325,13 @@ long ab_launcher_workers(int argc, char *const argv[], bool *world)
 		if (strcmp(name, known[k].launcher))
 			continue;
 		*world = known[k].world;
-		for (int i = start_of_options(argc, argv); i < argc && launcher_word(argv, i); i++) {
-			if (!(v = option_value(argc, argv, i, known[k].option)) &&
-			    !(v = option_value(argc, argv, i, known[k].dashed)))
-				continue;
-			if (!strcmp(v, "gpu") || !strcmp(v, "auto")) {
-				*world = false; /* one on each GPU of each launcher's node */
-				return 0;
-			}
-			return ab_parse_whole(v, 1, 1 << 20, &n) == 0 ? n : -1;
+		if (!(v = ab_launcher_option(argc, argv, known[k].option, known[k].dashed)))
+			return known[k].none;
+		if (!strcmp(v, "gpu") || !strcmp(v, "auto")) {
+			*world = false; /* one on each GPU of each launcher's node */
+			return 0;
 		}
-		return known[k].none;
+		return ab_parse_whole(v, 1, 1 << 20, &n) == 0 ? n : -1;
 	}
 	return -1;
 }

@@ -96,4 +96,16 @@ const char *ab_launcher_name(int argc, char *const argv[]);
  * arguments do not say (accelerate's config file). */
 long ab_launcher_workers(int argc, char *const argv[], bool *world);
 
+/* The value of a launcher's own option (before its program: "--name=V" or "--name V", or
+ * its spelling dashed, which may be NULL), or NULL. */
+const char *ab_launcher_option(int argc, char *const argv[], const char *option,
+			       const char *dashed);
+
+/* The workers accelerate launch starts where its arguments do not say (launcher_config.c):
+ * its config file's num_processes, for all its nodes (*world true), from --config_file or
+ * accelerate's default ($HF_HOME, $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface, then
+ * accelerate/default_config.yaml); 0 without a default file (one per GPU, as accelerate
+ * counts them); -1 for another command, an unreadable file or no such number (-1 there). */
+long ab_launcher_config_workers(int argc, char *const argv[], bool *world);
+
 #endif

@@ -10,7 +10,9 @@
 #include "unit.h"
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "hostlist.h"
 #include "number.h"
@@ -621,6 +623,8 @@ static void trial_shapes(void **state)
 						     "8", "t.py"), &world), 8);
 	assert_true(world); /* over all its machines */
 	assert_int_equal(ab_launcher_workers(3, ARGV("accelerate", "launch", "t.py"), &world), -1);
+	assert_int_equal(ab_launcher_workers(6, ARGV("python3", "-m", "accelerate.commands.launch",
+						     "--num-processes", "4", "t.py"), &world), 4);
 	assert_int_equal(ab_launcher_workers(3, ARGV("torchrun", "t.py", "--nproc_per_node=9"),
 					     &world), 1); /* the program's own arguments */
 	assert_int_equal(ab_launcher_workers(6, ARGV("torchrun", "--standalone", "t.py",
@@ -628,6 +632,95 @@ static void trial_shapes(void **state)
 	assert_int_equal(ab_launcher_workers(6, ARGV("torchrun", "--nnodes", "2",
 						     "--nproc_per_node", "8", "t.py"), &world), 8);
 	assert_int_equal(ab_launcher_workers(2, ARGV("python3", "t.py"), &world), -1);
+}
+
+/* Writes text to dir/name (a real file the config reader parses). */
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+/* accelerate launch without --num_processes: its config file's num_processes, named by
+ * --config_file or accelerate's default under $HF_HOME, $XDG_CACHE_HOME or ~/.cache */
+static void accelerate_config(void **state)
+{
+	char dir[] = "/tmp/autobatch-accelerate.XXXXXX", path[600], hf[600];
+	const char *saved[3] = {getenv("HF_HOME"), getenv("XDG_CACHE_HOME"), getenv("HOME")};
+	char keep[3][512] = {"", "", ""};
+	bool world;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		if (saved[i])
+			snprintf(keep[i], sizeof(keep[i]), "%s", saved[i]);
+	assert_non_null(mkdtemp(dir));
+	put(dir, "multi.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\n"
+			       "num_machines: 2\nnum_processes: 16\nmixed_precision: bf16\n");
+	put(dir, "ask.yaml", "distributed_type: MULTI_GPU\nnum_processes: -1\n");
+	put(dir, "bad.yaml", "num_processes: [8\n");
+	put(dir, "one.json", "{\"distributed_type\": \"NO\", \"num_processes\": 1}");
+	snprintf(path, sizeof(path), "%s/multi.yaml", dir);
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
+							    path, "t.py"), &world), 16);
+	assert_true(world); /* over all its machines */
+	snprintf(path, sizeof(path), "--config-file=%s/one.json", dir);
+	assert_int_equal(ab_launcher_config_workers(4, ARGV("accelerate", "launch", path, "t.py"),
+						    &world), 1);
+	snprintf(path, sizeof(path), "%s/ask.yaml", dir);
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
+							    path, "t.py"), &world), -1);
+	snprintf(path, sizeof(path), "%s/bad.yaml", dir);
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
+							    path, "t.py"), &world), -1);
+	snprintf(path, sizeof(path), "%s/none.yaml", dir); /* named and missing: accelerate fails */
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
+							    path, "t.py"), &world), -1);
+	/* the command line's --num_processes wins, and other launchers have no such file */
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch",
+							    "--num_processes=2", "t.py"), &world), -1);
+	assert_int_equal(ab_launcher_config_workers(2, ARGV("torchrun", "t.py"), &world), -1);
+	/* the default file: under $HF_HOME; without one, one process per GPU */
+	snprintf(hf, sizeof(hf), "%s/hf", dir);
+	assert_int_equal(setenv("HF_HOME", hf, 1), 0);
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+			 0);
+	snprintf(path, sizeof(path), "%s/hf/accelerate", dir);
+	assert_int_equal(mkdir(hf, 0700) | mkdir(path, 0700), 0);
+	put(path, "default_config.yaml", "num_processes: 4\n");
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+			 4);
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("python3", "-m",
+							    "accelerate.commands.launch", "t.py"),
+						    &world), 4);
+	/* else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface */
+	unsetenv("HF_HOME");
+	assert_int_equal(setenv("XDG_CACHE_HOME", dir, 1), 0);
+	rename(hf, strcat(strcpy(path, dir), "/huggingface"));
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+			 4);
+	unsetenv("XDG_CACHE_HOME");
+	assert_int_equal(setenv("HOME", dir, 1), 0);
+	snprintf(hf, sizeof(hf), "%s/.cache", dir);
+	assert_int_equal(mkdir(hf, 0700), 0);
+	rename(path, strcat(hf, "/huggingface"));
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+			 4);
+	for (int i = 0; i < 3; i++) {
+		const char *names[3] = {"HF_HOME", "XDG_CACHE_HOME", "HOME"};
+
+		if (saved[i])
+			setenv(names[i], keep[i], 1);
+		else
+			unsetenv(names[i]);
+	}
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	assert_int_equal(system(path), 0);
 }
 
 /* srun's own syntax: a bare ':' separates a heterogeneous step's components */
@@ -734,7 +827,7 @@ int main(void)
 		cmocka_unit_test(describe),
 		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
-		cmocka_unit_test(het_steps),
+		cmocka_unit_test(het_steps), cmocka_unit_test(accelerate_config),
 		cmocka_unit_test(container_steps),
 		cmocka_unit_test(container_carried),
 		cmocka_unit_test(probe_args_device),
