@@ -165,8 +165,10 @@ static void read_growth(struct json_object *o, struct ab_growth *g)
 	}
 	g->per_step = (uint64_t)per_step;
 	/* sized for the run's length: all three, or none */
-	if (!get_long(h, "run_steps", 1, 1L << 40, &g->run_steps))
+	if (!get_long(h, "run_steps", 1, 1L << 40, &g->run_steps)) {
+		g->run_steps = 0; /* get_long leaves what it read, in range or not */
 		return;
+	}
 	get_bytes(h, "run_peak_bytes", &g->run_peak);
 	get_text(h, "run_steps_key", g->run_key, sizeof(g->run_key));
 	if (!g->run_peak || !g->run_key[0])

@@ -152,16 +152,18 @@ static struct ab_growth chosen_growth(const struct ab_report *r)
 	d = &r->fractions[0].decision;
 	t = &r->trials->v[d->chosen];
 	seen = t->peak_bytes - t->run_growth_bytes;
-	if (t->growth_bytes && t->has_peak && t->peak_bytes <= d->limit_bytes) {
-		g.per_step = t->growth_bytes;
+	g.per_step = t->growth_bytes ? t->growth_bytes : t->run_growth_step;
+	if (g.per_step && t->has_peak && t->peak_bytes <= d->limit_bytes) {
 		g.steps_to_limit = (long)((uint64_t)(t->steps > 0 ? t->steps : 0) +
-					  (d->limit_bytes - seen) / t->growth_bytes);
+					  (d->limit_bytes - seen) / g.per_step);
 		if (r->run_steps > 0) { /* the search judged it at the run's last step */
 			g.run_steps = r->run_steps;
 			g.run_peak = t->peak_bytes;
 			snprintf(g.run_key, sizeof(g.run_key), "%s",
 				 r->run_steps_key ? r->run_steps_key : "");
 		}
+	} else {
+		g.per_step = 0;
 	}
 	return g;
 }
@@ -430,9 +432,11 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 		  ab_format_size(t->peak_bytes, peak, sizeof(peak)));
 	if (t->run_growth_bytes) /* judged at the run's last step */
 		ab_append(buf, buflen, &len, " at the run's last step (its steps %s, growing %s "
-					     "a step)",
+					     "a step%s)",
 			  ab_format_size(t->peak_bytes - t->run_growth_bytes, size, sizeof(size)),
-			  ab_format_size(t->growth_bytes, grow, sizeof(grow)));
+			  ab_format_size(t->run_growth_step, grow, sizeof(grow)),
+			  t->growth_bytes ? "" : " at the other trials' rate a sample, too little "
+						 "to show in its own steps");
 	if (t->ranks > 1 && t->bound_capacity_bytes) /* a share of its own GPU, of another size */
 		ab_append(buf, buflen, &len, " as a share of %s (rank %d%s%s: %s of its own %s, "
 					     "the largest share of %d)",
@@ -450,7 +454,8 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	if (margin)
 		ab_append(buf, buflen, &len, " less a %s margin",
 			  ab_format_size(margin, size, sizeof(size)));
-	if (t->save_bound && !fits) /* the batch's steps fit; the run's checkpoint would not */
+	/* the batch's steps fit; the run's checkpoint would not (not the run's growth) */
+	if (t->save_bound && !fits && t->peak_bytes - t->run_growth_bytes > limit)
 		ab_append(buf, buflen, &len, " when saving a checkpoint (%s of model and optimizer "
 					     "state, after its steps)",
 			  ab_format_size(t->saved_bytes, size, sizeof(size)));

@@ -59,12 +59,19 @@ int ab_report_svg(const struct ab_report *r, FILE *f)
 		const struct ab_trial *t = &r->trials->v[i];
 		double x = xpos(t->batch, bmax);
 
+		double seen = (double)(t->peak_bytes - t->run_growth_bytes) / gib;
+
 		if (t->has_peak)
 			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#1f5fbf\"><title>batch "
 				   "%ld: %.2f GiB</title></circle>\n",
+				x, ypos(fmin(seen, mem_max), mem_max), t->batch, seen);
+		if (t->has_peak && t->run_growth_bytes) /* where it stands at the run's last step */
+			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"none\" "
+				   "stroke=\"#1f5fbf\"><title>batch %ld at the run's last step: %.2f "
+				   "GiB</title></circle>\n",
 				x, ypos(fmin((double)t->peak_bytes / gib, mem_max), mem_max), t->batch,
 				(double)t->peak_bytes / gib);
-		else
+		if (!t->has_peak)
 			fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" fill=\"#bf1f1f\" text-anchor=\"middle\">"
 				   "OOM</text>\n", x, TOP + 12);
 		if (t->samples_per_s > 0 && rate_max > 0)

@@ -524,16 +524,19 @@ static int check_grows(const struct run *r, const struct ab_decision *d, char *e
 
 		if (search_fits(r, t) && (!low || t->batch < low->batch))
 			low = t;
-		highest = t->oom ? INFINITY : fmax(highest, (double)t->peak_bytes);
+		/* as its steps showed it: a run's growth may shrink with the batch */
+		highest = t->oom ? INFINITY
+				 : fmax(highest, (double)(t->peak_bytes - t->run_growth_bytes));
 	}
 	if (!low || top->batch < 16 * low->batch ||
-	    highest > (double)low->peak_bytes * 1.02 + 1048576.0)
+	    highest > (double)(low->peak_bytes - low->run_growth_bytes) * 1.02 + 1048576.0)
 		return 0;
 	return ab_fail(err, errlen, EINVAL,
 		       "memory did not grow with the batch (batch %ld and batch %ld both peaked at "
 		       "about %.0f MiB): the trial command does not seem to use the batch size; "
 		       "make it read $AUTOBATCH_BATCH_SIZE or the config it is given",
-		       low->batch, top->batch, (double)top->peak_bytes / 1048576.0);
+		       low->batch, top->batch,
+		       (double)(top->peak_bytes - top->run_growth_bytes) / 1048576.0);
 }
 
 int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_trial_fn fn,

@@ -43,30 +43,55 @@ const struct ab_trial *search_find(const struct run *r, long b)
 
 static void keep_margin(struct run *r);
 
-/* What t held between its steps grew by, over the micro-batches the run has beyond the
- * trial's: a loss kept with its graph or an output kept grows with each forward pass, so a
- * run accumulating over more micro-batches than its trial holds that much more a step. */
-static uint64_t run_growth(const struct run *r, const struct ab_trial *t)
+static double trial_accum(const struct run *r)
+{
+	return r->p->trial_accum > 1 ? (double)r->p->trial_accum : 1;
+}
+
+/* The least growth a sample of a micro-batch any trial showed; 0 where none grew. */
+static double sample_rate(const struct run *r)
+{
+	double rate = 0;
+
+	for (size_t i = 0; i < r->trials->n; i++) {
+		const struct ab_trial *t = &r->trials->v[i];
+		double g = (double)t->growth_bytes / trial_accum(r) / (double)t->batch;
+
+		if (t->growth_bytes && t->batch > 0 && (rate == 0 || g < rate))
+			rate = g;
+	}
+	return rate;
+}
+
+/* What t held between its steps grew by a trial step: its own, or where it rose by less
+ * than the floor the claim needs (a smaller batch), the others' rate a sample, up to that
+ * floor: a growth the larger batches showed is not taken as none below it. */
+static double step_growth(const struct run *r, const struct ab_trial *t, double rate)
+{
+	double floor_bytes = AB_GROWTH_MIN_BYTES, g = rate * (double)t->batch * trial_accum(r);
+
+	if (t->growth_bytes)
+		return (double)t->growth_bytes;
+	return g < floor_bytes ? g : floor_bytes;
+}
+
+/* That growth over the micro-batches the run has beyond the trial's: a loss kept with its
+ * graph or an output kept grows with each forward pass, so a run accumulating over more
+ * micro-batches than its trial holds that much more a step. */
+static uint64_t run_growth(const struct run *r, const struct ab_trial *t, double step)
 {
 	const struct ab_search_params *p = r->p;
-	double trial_acc = p->trial_accum > 1 ? (double)p->trial_accum : 1, run_acc, left, add;
+	double run_acc, left, add;
 
-	if (p->run_steps <= 0 || !t->growth_bytes || t->oom || !t->has_peak || t->batch <= 0)
+	if (p->run_steps <= 0 || step <= 0 || t->oom || !t->has_peak || t->batch <= 0)
 		return 0;
 	if (p->global_batch && p->devices > 0)
 		run_acc = (double)(p->global_batch / p->devices / t->batch);
 	else
 		run_acc = p->run_accum > 1 ? (double)p->run_accum : 1;
-	left = (double)p->run_steps * run_acc - (double)t->steps * trial_acc;
-	add = left > 0 ? (double)t->growth_bytes / trial_acc * left : 0;
+	left = (double)p->run_steps * run_acc - (double)t->steps * trial_accum(r);
+	add = left > 0 ? step / trial_accum(r) * left : 0;
 	return add < 0x1p60 ? (uint64_t)add : (uint64_t)1 << 60; /* past any device */
-}
-
-/* Judges t at the run's last step: its peak with that growth (see ab_search_params). */
-static void project(const struct run *r, struct ab_trial *t)
-{
-	t->run_growth_bytes = run_growth(r, t);
-	t->peak_bytes += t->run_growth_bytes;
 }
 
 /* t's peak as its steps showed it, before project(). */
@@ -74,6 +99,25 @@ static void unproject(struct ab_trial *t)
 {
 	t->peak_bytes -= t->run_growth_bytes;
 	t->run_growth_bytes = 0;
+	t->run_growth_step = 0;
+}
+
+/* Judges every trial at the run's last step: its peak with that growth (see
+ * ab_search_params), again after each measurement, as a later trial's growth tells the rate
+ * of earlier ones too small to show it. */
+static void project(struct run *r)
+{
+	double rate = r->p->run_steps > 0 ? sample_rate(r) : 0;
+
+	for (size_t i = 0; i < r->trials->n && rate > 0; i++) {
+		struct ab_trial *t = &r->trials->v[i];
+		double step = step_growth(r, t, rate);
+
+		unproject(t);
+		if ((t->run_growth_bytes = run_growth(r, t, step)))
+			t->run_growth_step = (uint64_t)step;
+		t->peak_bytes += t->run_growth_bytes;
+	}
 }
 
 /* Tells the caller of a run of trial tr; runs are numbered in order, repeats included. */
@@ -126,9 +170,9 @@ int search_measure_round(struct run *r, const long *batches, size_t n)
 		out[i].batch = batches[i];
 		out[i].runs = 1;
 		out[i].round = (int)t->rounds;
-		project(r, &out[i]);
 	}
 	t->n += n;
+	project(r);
 	r->new_trials += n;
 	keep_margin(r);
 	for (size_t i = 0; i < n; i++)
@@ -211,7 +255,7 @@ int search_repeat(struct run *r, size_t i)
 		tr->spread_bytes = tr->peak_bytes - lo > tr->spread_bytes ? tr->peak_bytes - lo
 									   : tr->spread_bytes;
 	}
-	project(r, tr);
+	project(r);
 	keep_margin(r);
 	progress(r, tr, t->n - 1 + t->repeats);
 	return 0;

@@ -44,6 +44,8 @@ struct ab_trial {
 				    * one (ab_trial_report_growth): a longer run holds more */
 	uint64_t run_growth_bytes; /* that growth over the run's steps beyond its own, which
 				    * the search added to peak_bytes (ab_search_params.run_steps) */
+	uint64_t run_growth_step;  /* the growth a trial step it counted: growth_bytes, or below
+				    * the claim's floor the other trials' rate a sample */
 	/* started while the trial before it ran, and waited for its batch (its imports hidden):
 	 * seconds and startup_s count from its release */
 	bool ahead;

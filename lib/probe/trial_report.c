@@ -146,6 +146,7 @@ static void held_field(struct json_object *obj, struct ab_trial_report *r)
 		uint64_t rise = (uint64_t)held - r->held_last;
 
 		r->held_rise = r->held_steps == 1 || rise < r->held_rise ? rise : r->held_rise;
+		r->held_rise_max = rise > r->held_rise_max ? rise : r->held_rise_max;
 	} else {
 		r->held_first = (uint64_t)held;
 	}
@@ -153,13 +154,17 @@ static void held_field(struct json_object *obj, struct ab_trial_report *r)
 	r->held_steps++;
 }
 
-/* Each rise at least the floor makes the claim; its figure is their mean, which a run's
- * length multiplies (search_trials.c): the smallest would under-count it. */
+/* Each rise at least the floor makes the claim. Its figure, which a run's length multiplies
+ * (search_trials.c), is their mean where they agree: the smallest would under-count a steady
+ * growth; where one is more than twice another, the smallest, as a one-off allocation among
+ * them (1 MiB, then 200) is no rate. */
 uint64_t ab_trial_report_growth(const struct ab_trial_report *r)
 {
+	bool steady = r->held_rise_max <= 2 * r->held_rise;
 	uint64_t own = !r->held_flat && r->held_steps >= AB_GROWTH_MIN_STEPS &&
 				       r->held_rise >= AB_GROWTH_MIN_BYTES
-			       ? (r->held_last - r->held_first) / (r->held_steps - 1)
+			       ? steady ? (r->held_last - r->held_first) / (r->held_steps - 1)
+					: r->held_rise
 			       : 0;
 
 	return own > r->held_said ? own : r->held_said;

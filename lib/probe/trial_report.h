@@ -46,12 +46,12 @@ struct ab_trial_report {
 	uint64_t saved_bytes, save_peak_bytes, step_peak_bytes;
 	bool saving; /* {"saving": true} and no "saved_bytes" after it: the save did not end */
 	/* "held_bytes" of the step lines after the warm-up, what each step left held: how many
-	 * said it (held_steps), the first and the last, and the smallest rise from one to the
-	 * next; held_flat once a line lacked it or one did not rise. held_said:
+	 * said it (held_steps), the first and the last, and the smallest and largest rise from
+	 * one to the next; held_flat once a line lacked it or one did not rise. held_said:
 	 * {"held_growth_bytes": N}, the last a launcher's or the ranks' merge said of its
 	 * processes (ab_trial_report_growth) */
 	size_t held_steps;
-	uint64_t held_first, held_last, held_rise, held_said;
+	uint64_t held_first, held_last, held_rise, held_rise_max, held_said;
 	bool held_flat;
 	size_t bad_lines;
 };
@@ -105,7 +105,9 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 
 /* Bytes by which what a process held between its steps rose at every measured step, at
  * least (AB_GROWTH_MIN_STEPS of them, each rising by AB_GROWTH_MIN_BYTES or more): the
- * mean of those rises, the largest of any of its processes; 0 when it did not rise so. */
+ * mean of those rises where they agree (the largest at most twice the smallest), else the
+ * smallest (a one-off allocation among them); the largest of any of its processes; 0 when
+ * it did not rise so. */
 #define AB_GROWTH_MIN_STEPS 3
 #define AB_GROWTH_MIN_BYTES (1u << 20)
 uint64_t ab_trial_report_growth(const struct ab_trial_report *r);

@@ -1502,6 +1502,8 @@ static void report_held_growth(void **state)
 	assert_int_equal(ab_trial_report_growth(&r), 0); /* two measured steps: one rise */
 	feed(third, &r);
 	assert_int_equal(ab_trial_report_growth(&r), 2500000); /* 3 MB, then 2 MB: the mean */
+	feed("{\"step_s\": 1, \"held_bytes\": 255000000}\n", &r);
+	assert_int_equal(ab_trial_report_growth(&r), 2000000); /* then 200 MB: no rate, the least */
 	feed(third, &r);
 	assert_int_equal(ab_trial_report_growth(&r), 0); /* a step that held no more */
 	/* a rise under AB_GROWTH_MIN_BYTES is the allocator's noise */

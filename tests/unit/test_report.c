@@ -119,6 +119,7 @@ static void held_growth(void **state)
 	 * seen after 4 steps and 2 x 512 MiB more; the trial's "peak_bytes" is what its steps
 	 * showed */
 	trial_v[1].run_growth_bytes = GiB;
+	trial_v[1].run_growth_step = GiB / 2;
 	trial_v[1].peak_bytes = 61 * GiB;
 	r.run_steps = 6, r.run_steps_key = "max_steps";
 	json = ab_report_json(&r);
@@ -142,7 +143,7 @@ static void held_growth(void **state)
 				  "steps 60.0 GiB, growing 512 MiB a step) of 64.0 GiB limit (80% "
 				  "of 80.0 GiB)");
 	free(json);
-	trial_v[1].run_growth_bytes = 0;
+	trial_v[1].run_growth_bytes = trial_v[1].run_growth_step = 0;
 	trial_v[1].peak_bytes = 60 * GiB;
 	r.run_steps = 0, r.run_steps_key = NULL;
 	trial_v[1].growth_bytes = 0;

@@ -728,6 +728,7 @@ static void helpers_noise(void **state)
  * steps, and what it held grew by grow_per_sample a sample at each step. */
 struct growing {
 	double grow_per_sample;
+	bool floor; /* a trial whose growth is under 1 MiB a step shows none, as the hook's */
 	int calls;
 };
 
@@ -742,10 +743,20 @@ static int growing_trial(void *ctx, long batch, struct ab_trial *out, char *e, s
 	out->has_peak = out->has_step = true;
 	out->peak_bytes = (uint64_t)growing_seen(batch);
 	out->growth_bytes = (uint64_t)(g->grow_per_sample * (double)batch);
+	if (g->floor && out->growth_bytes < AB_GROWTH_MIN_BYTES)
+		out->growth_bytes = 0;
 	out->steps = 4;
 	out->step_s = 0.1;
 	out->samples_per_s = (double)batch / 0.1;
 	return 0;
+}
+
+static const struct ab_trial *search_trial_of(const struct ab_trials *t, long batch)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].batch == batch)
+			return &t->v[i];
+	return NULL;
 }
 
 /* At the run's last step, of run micro-batches in all where its trial's 4 steps held
@@ -829,6 +840,23 @@ static void run_length(void **state)
 		assert_int_equal(ab_search(&q, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
 		assert_int_equal(d.warm, -1);
 		assert_true(d.batch <= sized && d.batch >= sized * 0.97);
+		ab_trials_free(&t);
+	}
+	/* growth under the claim's floor at small batches (256 KiB a sample: batches 1 to 3)
+	 * is counted at the larger batches' rate, not as none: over 2000 steps batch 3 would
+	 * peak at 1803 MiB of 1638, and batch 2 at 1302 */
+	{
+		struct ab_search_params q = p;
+		struct growing small = {.grow_per_sample = 256 * 1024, .floor = true};
+		const struct ab_trial *three;
+
+		q.run_steps = 2000;
+		assert_int_equal(ab_search(&q, &t, growing_trial, &small, &d, err, sizeof(err)), 0);
+		assert_int_equal(d.batch, 2);
+		assert_non_null(three = search_trial_of(&t, 3));
+		assert_int_equal(three->growth_bytes, 0);
+		assert_int_equal(three->run_growth_step, 3 * 256 * 1024);
+		assert_false(three->peak_bytes <= limit);
 		ab_trials_free(&t);
 	}
 	/* a run no longer than the trial, or a trial that held nothing more: as unsized */
