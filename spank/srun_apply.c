@@ -215,6 +215,9 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		return ab_fail(err, errlen, EINVAL, "--autobatch-eval: %s has no eval batch key "
 						    "the preset knows",
 			       req->config);
+	if ((rc = ab_keys_check_global(&pl->keys, req->global_batch, req->config, err,
+				       errlen)) < 0)
+		return rc;
 	if (!(pl->job.dp_width = pl->job.workers ? ab_keys_data_parallel(&pl->keys, pl->job.workers,
 									  req->config, err, errlen)
 						 : ntasks))

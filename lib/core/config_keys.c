@@ -124,6 +124,22 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 	return model_parallel(cfg, p, k, err, errlen);
 }
 
+int ab_keys_check_global(const struct ab_keys *k, long global_batch, const char *config,
+			 char *err, size_t errlen)
+{
+	const char *key = k->preset ? k->preset->keys[AB_ROLE_GRAD_ACCUM] : NULL;
+
+	/* without a preset, or one whose framework has no such key, the program reads
+	 * $AUTOBATCH_GRAD_ACCUM (or splits the global batch) itself */
+	if (!global_batch || k->accum || k->global || !key)
+		return 0;
+	return ab_fail(err, errlen, EINVAL,
+		       "--autobatch-global-batch=%ld: %s has no %s, and the %s preset's framework "
+		       "reads the gradient accumulation only from its config: add %s: 1 to %s, "
+		       "where autobatch writes the accumulation it derives",
+		       global_batch, config, key, k->preset->name, key, config);
+}
+
 unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *config,
 			       char *err, size_t errlen)
 {

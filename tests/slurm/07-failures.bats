@@ -104,6 +104,17 @@ expect_failure() {
 	no_probe_step_left
 }
 
+@test "a global batch for a Hugging Face config with no accumulation key is named before anything runs" {
+	set_plugstack ""
+	echo '{"per_device_train_batch_size": 8, "max_steps": 10}' >hf.json
+	cp hf.json hf.orig
+	run --separate-stderr srun_t -N1 --gpus=1 --autobatch --autobatch-config=hf.json \
+		--autobatch-global-batch=64 true
+	assert_line_in "autobatch: --autobatch-global-batch=64: hf.json has no gradient_accumulation_steps, and the huggingface preset's framework reads the gradient accumulation only from its config: add gradient_accumulation_steps: 1 to hf.json, where autobatch writes the accumulation it derives" "$stderr"
+	cmp hf.json hf.orig
+	no_probe_step_left
+}
+
 @test "Ctrl-C while probing cancels the probe step and changes nothing" {
 	set_plugstack ""
 	run --separate-stderr ctrl_c_when autobatch-probe srun -N1 -n1 --gpus=1 --autobatch=0.8 \
