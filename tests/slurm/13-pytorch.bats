@@ -29,11 +29,13 @@ setup() {
 
 teardown() { reset_plugstack; }
 
+json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
 @test "a PyTorch program through srun: its trials take steps with the testbed's hook, its tasks get the choice" {
 	run --separate-stderr timeout 600 srun -N1 -n2 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	b=$(json_value cfg.json batch_size)
 	echo "# $("$PY" -c 'import torch; print("PyTorch", torch.__version__)'): $(grep 'chose batch' <<<"$stderr")" >&3
 	[ "$b" -gt 16 ]
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
@@ -46,7 +48,7 @@ teardown() { reset_plugstack; }
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	b=$(json_value cfg.json batch_size)
 	[ "$b" -gt 16 ]
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
 	[ "$(grep -c "^trained 4 updates at batch $b\$" <<<"$output")" -eq 1 ]
@@ -64,7 +66,7 @@ teardown() { reset_plugstack; }
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=eval.json \
 		"$PY" eval_train.py eval.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("eval.json"))["per_device_train_batch_size"])')
+	b=$(json_value eval.json per_device_train_batch_size)
 	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
 	[ "$b" -gt 8 ]
 	assert_line_in "autobatch: chose batch $b in " "$stderr"
@@ -80,7 +82,7 @@ teardown() { reset_plugstack; }
 	run --separate-stderr timeout 600 srun -N1 -n2 --autobatch=0.8 --autobatch-config=pad.json \
 		--autobatch-key=batch_size "$PY" padded_train.py pad.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("pad.json"))["batch_size"])')
+	b=$(json_value pad.json batch_size)
 	# each task's watch added its whole epoch's peak to the report (real_run); the trial of the
 	# chosen batch measured the run's longest batch, so the epoch reaches that trial's peak
 	fig=$("$PY" -c 'import json, glob; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
@@ -115,7 +117,7 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t, r
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	b=$(json_value cfg.json batch_size)
 	echo "# $(grep "reached" <<<"$stderr")" >&3
 	# the trials saw it coming: what each of their steps left held grew, and the decision
 	# line says after about how many steps the run passes the limit (it runs 8)
@@ -139,7 +141,7 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 	m=$(sed -n "s/^autobatch: the cached decision (batch $b) went over its limit in a real run (task 0: .* of 819 MiB): probing again, at most batch \([0-9]*\)$/\1/p" <<<"$stderr")
 	[ -n "$m" ]
 	[ "$m" -lt "$b" ]
-	b2=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	b2=$(json_value cfg.json batch_size)
 	[ "$b2" -le "$m" ]
 	assert_line_in "autobatch: chose batch $b2 in " "$stderr"
 }
@@ -149,7 +151,7 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 1 and w["peak_bytes"] > w["limit_
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		"$PY" plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["per_device_train_batch_size"])')
+	b=$(json_value cfg.json per_device_train_batch_size)
 	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
 	# the Hugging Face preset, detected: every trial judged at the run's 12th step
 	grep -q "^autobatch: chose batch $b in .*; sized for the run's 12 steps (max_steps): what its trial held between steps grew by [0-9.]* MiB at each, so its peak is counted as [0-9.]* MiB at the last" <<<"$stderr" ||
@@ -167,7 +169,7 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 0 and w["peak_bytes"] <= w["limit
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size --autobatch-run-steps=12 "$PY" plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	b=$(json_value cfg.json batch_size)
 	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
 	grep -q "^autobatch: chose batch $b in .*; sized for the run's 12 steps (as asked): " <<<"$stderr" ||
 		{ echo "$stderr" >&2; return 1; }
@@ -181,7 +183,7 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 0 and w["peak_bytes"] <= w["limit
 	# the user's own comment, kept as it is: their "autobatch:" and '|' are theirs
 	run timeout 600 sbatch --wait -N1 --comment="my run, autobatch: off|" -o job.out -e job.err job.sh
 	[ "$status" -eq 0 ] || { cat job.out job.err >&2; return 1; }
-	b=$("$PY" -c 'import json; print(json.load(open("cfg.json"))["batch_size"])')
+	b=$(json_value cfg.json batch_size)
 	line=$(grep -o 'Comment=.*' job.out)
 	echo "# $line" >&3
 	[[ $line =~ ^Comment=my\ run,\ autobatch:\ off\|\ \|\ autobatch:\ step\ 0\ batch\ $b,\ limit\ 819(\.[0-9])?\ MiB\ of\ 1\.0\ GiB\;\ run\ peak\ [0-9.]+\ MiB\ \(task\ 0\ on\ node[0-9]+\),\ 1\ tasks,\ 0\ over\ *$ ]] || { cat job.out job.err >&2; return 1; }
