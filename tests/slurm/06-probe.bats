@@ -178,6 +178,28 @@ config_rewritten() {
 	launched 2 29515
 }
 
+@test "accelerate launch whose workers only its config file names: the global batch is divided among them" {
+	PY=$(torch_python 'import accelerate, torch.distributed.run')
+	[ -n "$PY" ] && command -v accelerate >/dev/null ||
+		skip "no Accelerate beside this Slurm (the 26.05 root has it)"
+	cp -r "$SRCDIR/tests/python/torchrun-fixes" .
+	export PYTHONPATH=$PWD/torchrun-fixes USE_LIBUV=0
+	# no --num_processes on the command line: accelerate reads 2 from the file, as srun does
+	printf 'compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_machines: 1\nnum_processes: 2\nmain_process_ip: 127.0.0.1\nmain_process_port: 29516\nmixed_precision: "no"\ndynamo_config:\n  dynamo_backend: "NO"\n' >acc.yaml
+	run --separate-stderr srun_t -N1 -n1 --gpus-per-task=4 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-global-batch=1024 \
+		--autobatch-trial-command="toy_train --config cfg.yaml" \
+		accelerate launch --config_file acc.yaml --no_python bash -c \
+		'echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(config_batch)
+	acc=$(sed -n 's/^  accumulate_grad_batches: \([0-9]*\).*/\1/p' cfg.yaml)
+	# 2 replicas: b x acc x 2 = 1024 (its 1 task, or its 4 GPUs, would not)
+	[ $((b * acc * 2)) -eq 1024 ] || { echo "batch $b accumulation $acc" >&2; return 1; }
+	[ "$(grep -c "^ENV $b $acc 1024\$" <<<"$output")" -eq 2 ] || { echo "$output" >&2; return 1; }
+	assert_line_in "2 data-parallel replicas (the 2 workers accelerate launch starts)" "$stderr"
+}
+
 @test "a MaxText batch ramp-up through srun: trials at the candidate, the choice a step of the ramp" {
 	printf 'per_device_batch_size: 8\nenable_rampup_batch_size: true\nper_device_batch_size_start: 4\nper_device_batch_size_increment: 12\nwidth: 128\nactivation_kib: 1024\n' >mt.yaml
 	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=mt.yaml \

@@ -141,7 +141,7 @@ check "a process of the command's left in a session of its own when the command 
 	sh -c "[ $rc -eq 0 ] && [ -s '$dir/left.pid' ] && ! kill -0 \$(cat '$dir/left.pid') 2>/dev/null" ||
 	cat "$dir/left.out"
 
-python_or_skip "$py" 'import torch' PyTorch 9 12
+python_or_skip "$py" 'import torch' PyTorch 10 13
 
 # two workers of a launcher, at batches 8 and 64: their own memory differs by about 100 MiB
 echo '{"batch_size": 8, "steps": 6}' >"$dir/w0.json"
