@@ -162,6 +162,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	struct ab_config *cfg;
 	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
+	const char *launcher;
 	int rc;
 
 	pl->ctx = c;
@@ -218,8 +219,10 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	if ((rc = ab_keys_check_global(&pl->keys, req->global_batch, req->config, err,
 				       errlen)) < 0)
 		return rc;
+	launcher = pl->job.workers != ntasks ? ab_launcher_name(pl->job.argc, pl->job.argv) : NULL;
 	if (!(pl->job.dp_width = pl->job.workers ? ab_keys_data_parallel(&pl->keys, pl->job.workers,
-									  req->config, err, errlen)
+									  launcher, req->config, err,
+									  errlen)
 						 : ntasks))
 		return -EINVAL;
 	pl->job.model_parallel = pl->keys.model_parallel > 1 ? pl->keys.model_parallel : 1;

@@ -140,16 +140,23 @@ int ab_keys_check_global(const struct ab_keys *k, long global_batch, const char 
 		       global_batch, config, key, k->preset->name, key, config);
 }
 
-unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *config,
-			       char *err, size_t errlen)
+unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *launcher,
+			       const char *config, char *err, size_t errlen)
 {
 	long mp = k->model_parallel > 1 ? k->model_parallel : 1;
 
 	if (ntasks % (unsigned long)mp == 0)
 		return ntasks / (unsigned)mp;
-	ab_fail(err, errlen, EINVAL, "the step's %u tasks are not a whole number of model-parallel "
-				     "groups of %ld (%s in %s): give srun a multiple of %ld tasks",
-		ntasks, mp, k->parallel_text, config, mp);
+	if (launcher) /* its workers are the processes, not srun's tasks */
+		ab_fail(err, errlen, EINVAL, "the %u workers %s starts are not a whole number of "
+					     "model-parallel groups of %ld (%s in %s): have it start "
+					     "a multiple of %ld",
+			ntasks, launcher, mp, k->parallel_text, config, mp);
+	else
+		ab_fail(err, errlen, EINVAL, "the step's %u tasks are not a whole number of "
+					     "model-parallel groups of %ld (%s in %s): give srun a "
+					     "multiple of %ld tasks",
+			ntasks, mp, k->parallel_text, config, mp);
 	return 0;
 }
 

@@ -23,10 +23,11 @@ struct ab_keys {
 	char parallel_text[96];
 };
 
-/* The step's data-parallel replicas: its tasks over the config's model-parallel product; 0
- * with err when they do not divide (Megatron and NeMo refuse such a step too). */
-unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *config,
-			       char *err, size_t errlen);
+/* The step's data-parallel replicas: its tasks (or a launcher's workers: launcher names it,
+ * else NULL) over the config's model-parallel product; 0 with err when they do not divide
+ * (Megatron and NeMo refuse such a step too). */
+unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *launcher,
+			       const char *config, char *err, size_t errlen);
 
 /* A global batch (--autobatch-global-batch) needs a key to take the accumulation it derives
  * (or the global batch, which the framework divides itself) where the preset's framework

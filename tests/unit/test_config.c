@@ -380,11 +380,16 @@ static void data_parallel_width(void **state)
 	assert_string_equal(k.preset->name, "nemo");
 	assert_int_equal(k.model_parallel, 4);
 	assert_string_equal(k.parallel_text, "tensor 2 x pipeline 2");
-	assert_int_equal(ab_keys_data_parallel(&k, 16, "nemo.yaml", err, sizeof(err)), 4);
-	assert_int_equal(ab_keys_data_parallel(&k, 6, "nemo.yaml", err, sizeof(err)), 0);
+	assert_int_equal(ab_keys_data_parallel(&k, 16, NULL, "nemo.yaml", err, sizeof(err)), 4);
+	assert_int_equal(ab_keys_data_parallel(&k, 6, NULL, "nemo.yaml", err, sizeof(err)), 0);
 	assert_string_equal(err, "the step's 6 tasks are not a whole number of model-parallel "
 				 "groups of 4 (tensor 2 x pipeline 2 in nemo.yaml): give srun a "
 				 "multiple of 4 tasks");
+	/* a launcher's workers: the fix is its count, not srun's */
+	assert_int_equal(ab_keys_data_parallel(&k, 6, "torchrun", "nemo.yaml", err, sizeof(err)), 0);
+	assert_string_equal(err, "the 6 workers torchrun starts are not a whole number of "
+				 "model-parallel groups of 4 (tensor 2 x pipeline 2 in nemo.yaml): "
+				 "have it start a multiple of 4");
 	ab_config_free(cfg);
 	/* a size that is no whole number from 1, or that the lookup refuses (twice, an alias, a
 	 * list, in two documents), is an error naming the key, never taken as 1 or cut to 2 */
@@ -462,13 +467,13 @@ static void data_parallel_width(void **state)
 	assert_string_equal(k.preset->name, "deepspeed");
 	assert_int_equal(k.model_parallel, 8);
 	assert_string_equal(k.parallel_text, "tensor 2 x context 4");
-	assert_int_equal(ab_keys_data_parallel(&k, 16, "ds.json", err, sizeof(err)), 2);
+	assert_int_equal(ab_keys_data_parallel(&k, 16, NULL, "ds.json", err, sizeof(err)), 2);
 	ab_config_free(cfg);
 	/* no parallel keys: every task is a replica */
 	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64}");
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
 	assert_int_equal(k.model_parallel, 1);
-	assert_int_equal(ab_keys_data_parallel(&k, 6, "ds.json", err, sizeof(err)), 6);
+	assert_int_equal(ab_keys_data_parallel(&k, 6, NULL, "ds.json", err, sizeof(err)), 6);
 	ab_config_free(cfg);
 	/* MaxText's per_device_batch_size is per device whatever the mesh (pyconfig: the micro
 	 * batch is num_devices x per_device_batch_size): ici_ and dcn_ axes divide nothing */
@@ -477,7 +482,7 @@ static void data_parallel_width(void **state)
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
 	assert_string_equal(k.preset->name, "maxtext");
 	assert_int_equal(k.model_parallel, 1);
-	assert_int_equal(ab_keys_data_parallel(&k, 8, "mt.yml", err, sizeof(err)), 8);
+	assert_int_equal(ab_keys_data_parallel(&k, 8, NULL, "mt.yml", err, sizeof(err)), 8);
 	ab_config_free(cfg);
 }
 
