@@ -139,15 +139,17 @@ static bool het_step(void)
 /* The step's training processes: a launcher's workers where its arguments say how many
  * (torchrun --nproc_per_node=4 in each task; accelerate launch --num_processes 8 in all),
  * or accelerate's config file does (num_processes); 0 for a launcher's worker per GPU
- * (counted once the GPUs are read, ab_probe_read_step); else its tasks. */
-static unsigned step_workers(const struct ab_probe_job *job)
+ * (counted once the GPUs are read, ab_probe_read_step); else its tasks. *by_launcher: a
+ * launcher set the count; *unknown: a launcher whose count nothing says. */
+static unsigned step_workers(const struct ab_probe_job *job, bool *by_launcher, bool *unknown)
 {
 	bool world;
 	long n = ab_launcher_workers(job->argc, job->argv, &world);
 
 	if (n < 0) /* the user's own file, read as the user (srun runs as the user) */
 		n = ab_launcher_config_workers(job->argc, job->argv, &world);
-
+	*by_launcher = n >= 0;
+	*unknown = n < 0 && ab_launcher_name(job->argc, job->argv);
 	if (n == 0)
 		return 0;
 	if (n < 0 || (!world && (unsigned long)n * job->ntasks > UINT_MAX))
@@ -162,6 +164,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	struct ab_config *cfg;
 	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
+	bool by_launcher, unknown;
 	const char *launcher;
 	int rc;
 
@@ -179,7 +182,15 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					.ntasks = ntasks, .dp_width = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
-	pl->job.workers = step_workers(&pl->job);
+	pl->job.workers = step_workers(&pl->job, &by_launcher, &unknown);
+	/* a global batch divided by a guess: a count that is no number, accelerate's file
+	 * unreadable or -1 there */
+	if (req->global_batch && unknown)
+		return ab_fail(err, errlen, EINVAL, "--autobatch-global-batch=%ld: how many workers "
+						    "%s starts is not known (its arguments, or "
+						    "accelerate's config file, give no number): give "
+						    "it the count",
+			       req->global_batch, ab_launcher_name(pl->job.argc, pl->job.argv));
 	pl->stepid = stepid;
 	if (het_step())
 		return ab_fail(err, errlen, EINVAL,
@@ -198,6 +209,11 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	if ((rc = ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
 	rc = ab_keys_find(cfg, req->preset, req->key, &pl->keys, err, errlen);
+	/* a preset the user named, or one detected with no key of theirs: a program with its
+	 * own key may match a preset by chance (batch_size) and read $AUTOBATCH_GRAD_ACCUM */
+	if (rc == 0 && (req->preset[0] || !req->key[0]))
+		rc = ab_keys_check_global(&pl->keys, cfg, req->global_batch, req->config, err,
+					  errlen);
 	/* what the decision is made for: apply refuses a file the user changed meanwhile */
 	if (rc == 0) {
 		struct ab_hash h;
@@ -216,10 +232,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		return ab_fail(err, errlen, EINVAL, "--autobatch-eval: %s has no eval batch key "
 						    "the preset knows",
 			       req->config);
-	if ((rc = ab_keys_check_global(&pl->keys, req->global_batch, req->config, err,
-				       errlen)) < 0)
-		return rc;
-	launcher = pl->job.workers != ntasks ? ab_launcher_name(pl->job.argc, pl->job.argv) : NULL;
+	launcher = by_launcher ? ab_launcher_name(pl->job.argc, pl->job.argv) : NULL;
 	if (!(pl->job.dp_width = pl->job.workers ? ab_keys_data_parallel(&pl->keys, pl->job.workers,
 									  launcher, req->config, err,
 									  errlen)

@@ -124,19 +124,38 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 	return model_parallel(cfg, p, k, err, errlen);
 }
 
-int ab_keys_check_global(const struct ab_keys *k, long global_batch, const char *config,
-			 char *err, size_t errlen)
+/* axolotl derives its accumulation from batch_size (batch_size / micro_batch_size, per
+ * device) and refuses a file with gradient_accumulation_steps beside it */
+#define AXOLOTL_BATCH "batch_size"
+
+int ab_keys_check_global(const struct ab_keys *k, const struct ab_config *cfg,
+			 long global_batch, const char *config, char *err, size_t errlen)
 {
-	const char *key = k->preset ? k->preset->keys[AB_ROLE_GRAD_ACCUM] : NULL;
+	const char *key = k->preset ? k->preset->keys[AB_ROLE_GRAD_ACCUM] : NULL, *leaf;
 
 	/* without a preset, or one whose framework has no such key, the program reads
 	 * $AUTOBATCH_GRAD_ACCUM (or splits the global batch) itself */
 	if (!global_batch || k->accum || k->global || !key)
 		return 0;
+	if (!strcmp(k->preset->name, "axolotl") && ab_config_has(cfg, AXOLOTL_BATCH, -1))
+		return ab_fail(err, errlen, EINVAL,
+			       "--autobatch-global-batch=%ld: %s sets %s, from which axolotl derives "
+			       "its accumulation: replace it with %s, set to 1, where autobatch "
+			       "writes the accumulation it derives",
+			       global_batch, config, AXOLOTL_BATCH, key);
+	leaf = strrchr(key, '.');
+	if (leaf) /* a nested key: where it goes, in YAML's words or JSON's alike */
+		return ab_fail(err, errlen, EINVAL,
+			       "--autobatch-global-batch=%ld: %s has no %s, and the %s preset's "
+			       "framework reads the gradient accumulation only from its config: add "
+			       "%s, set to 1, under %.*s in %s, where autobatch writes the "
+			       "accumulation it derives",
+			       global_batch, config, key, k->preset->name, leaf + 1,
+			       (int)(leaf - key), key, config);
 	return ab_fail(err, errlen, EINVAL,
 		       "--autobatch-global-batch=%ld: %s has no %s, and the %s preset's framework "
-		       "reads the gradient accumulation only from its config: add %s: 1 to %s, "
-		       "where autobatch writes the accumulation it derives",
+		       "reads the gradient accumulation only from its config: add %s, set to 1, "
+		       "to %s, where autobatch writes the accumulation it derives",
 		       global_batch, config, key, k->preset->name, key, config);
 }
 

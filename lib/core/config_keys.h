@@ -32,8 +32,8 @@ unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const c
 /* A global batch (--autobatch-global-batch) needs a key to take the accumulation it derives
  * (or the global batch, which the framework divides itself) where the preset's framework
  * reads its accumulation from the file: 0, or -EINVAL naming the key to add. */
-int ab_keys_check_global(const struct ab_keys *k, long global_batch, const char *config,
-			 char *err, size_t errlen);
+int ab_keys_check_global(const struct ab_keys *k, const struct ab_config *cfg,
+			 long global_batch, const char *config, char *err, size_t errlen);
 
 /* Finds the keys: key_override (--autobatch-key) or the preset (named or detected). */
 int ab_keys_find(const struct ab_config *cfg, const char *preset_name,

@@ -22,10 +22,11 @@ static int default_file(char *buf, size_t len)
 	char base[PATH_MAX];
 	int n;
 
-	if (hf && *hf)
+	/* set but empty is os.environ's "": then a relative accelerate/ */
+	if (hf)
 		n = snprintf(base, sizeof(base), "%s", hf);
-	else if (xdg && *xdg)
-		n = snprintf(base, sizeof(base), "%s/huggingface", xdg);
+	else if (xdg)
+		n = snprintf(base, sizeof(base), "%s%shuggingface", xdg, xdg[0] ? "/" : "");
 	else
 		n = snprintf(base, sizeof(base), "~/.cache/huggingface");
 	if (n < 0 || (size_t)n >= sizeof(base))
@@ -35,7 +36,8 @@ static int default_file(char *buf, size_t len)
 			return -1;
 		n = snprintf(buf, len, "%s%s/accelerate/default_config.yaml", home, base + 1);
 	} else {
-		n = snprintf(buf, len, "%s/accelerate/default_config.yaml", base);
+		n = snprintf(buf, len, "%s%saccelerate/default_config.yaml", base,
+			     base[0] ? "/" : "");
 	}
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
@@ -58,9 +60,13 @@ long ab_launcher_config_workers(int argc, char *const argv[], bool *world)
 		return -1;
 	if (!given && default_file(path, sizeof(path)) < 0)
 		return -1;
-	/* no default file: accelerate starts one process per GPU it sees */
-	if (!given && stat(path, &st) < 0)
-		return 0;
+	/* no default file (os.path.isfile): accelerate starts one process per GPU it sees, in
+	 * all, split over --num_machines: per node only where that is 1 */
+	if (!given && (stat(path, &st) < 0 || !S_ISREG(st.st_mode))) {
+		const char *m = ab_launcher_option(argc, argv, "--num_machines", "--num-machines");
+
+		return m && strcmp(m, "1") ? -1 : 0;
+	}
 	*world = true;
 	if (ab_config_load(path, AB_FORMAT_AUTO, &cfg, err, sizeof(err)) == 0 &&
 	    ab_config_get(cfg, "num_processes", -1, value, sizeof(value), err, sizeof(err)) == 0 &&

@@ -239,10 +239,17 @@ int ab_preset_detect_model(const struct ab_config *cfg, int document,
  * launchers' flags). */
 static bool launcher_word(char *const argv[], int i)
 {
-	static const char *const flags[] = {"--standalone", "--no_python", "--no-python",
-					    "--run_path", "--run-path", "--module", "--use_env",
-					    "--use-env", "--multi_gpu", "--cpu", "--debug",
-					    "--use_deepspeed", "--use_fsdp", "--quiet", "-q"};
+	/* torch's and deepspeed's, and accelerate launch's store_true flags (its --help) */
+	static const char *const flags[] = {
+		"--standalone", "--no_python", "--no-python", "--run_path", "--run-path",
+		"--module", "-m", "--use_env", "--use-env", "--multi_gpu", "--multi-gpu", "--cpu",
+		"--debug", "--use_deepspeed", "--use-deepspeed", "--use_fsdp", "--use-fsdp",
+		"--use_megatron_lm", "--use-megatron-lm", "--use_xpu", "--use-xpu", "--tpu",
+		"--tpu_cluster", "--tpu-cluster", "--tpu_use_sudo", "--tpu-use-sudo", "--ipex",
+		"--same_network", "--same-network", "--enable_cpu_affinity",
+		"--enable-cpu-affinity", "--dynamo_use_fullgraph", "--dynamo-use-fullgraph",
+		"--dynamo_use_dynamic", "--dynamo-use-dynamic", "--downcast_bf16",
+		"--downcast-bf16", "--quiet", "-q"};
 	const char *prev = argv[i - 1];
 
 	if (argv[i][0] == '-')

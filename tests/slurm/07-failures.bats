@@ -110,7 +110,7 @@ expect_failure() {
 	cp hf.json hf.orig
 	run --separate-stderr srun_t -N1 --gpus=1 --autobatch --autobatch-config=hf.json \
 		--autobatch-global-batch=64 true
-	assert_line_in "autobatch: --autobatch-global-batch=64: hf.json has no gradient_accumulation_steps, and the huggingface preset's framework reads the gradient accumulation only from its config: add gradient_accumulation_steps: 1 to hf.json, where autobatch writes the accumulation it derives" "$stderr"
+	assert_line_in "autobatch: --autobatch-global-batch=64: hf.json has no gradient_accumulation_steps, and the huggingface preset's framework reads the gradient accumulation only from its config: add gradient_accumulation_steps, set to 1, to hf.json, where autobatch writes the accumulation it derives" "$stderr"
 	cmp hf.json hf.orig
 	no_probe_step_left
 }

@@ -429,23 +429,39 @@ static void data_parallel_width(void **state)
 	 * the accumulation derived could not be written, and the Trainer reads only the file */
 	cfg = parse("hf.json", "{\"per_device_train_batch_size\": 8, \"max_steps\": 100}");
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
-	assert_int_equal(ab_keys_check_global(&k, 0, "hf.json", err, sizeof(err)), 0);
-	assert_int_equal(ab_keys_check_global(&k, 512, "hf.json", err, sizeof(err)), -EINVAL);
+	assert_int_equal(ab_keys_check_global(&k, cfg, 0, "hf.json", err, sizeof(err)), 0);
+	assert_int_equal(ab_keys_check_global(&k, cfg, 512, "hf.json", err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "--autobatch-global-batch=512: hf.json has no "
 				 "gradient_accumulation_steps, and the huggingface preset's framework "
 				 "reads the gradient accumulation only from its config: add "
-				 "gradient_accumulation_steps: 1 to hf.json, where autobatch writes "
-				 "the accumulation it derives");
+				 "gradient_accumulation_steps, set to 1, to hf.json, where autobatch "
+				 "writes the accumulation it derives");
 	ab_config_free(cfg);
 	cfg = parse("hf.json", "{\"per_device_train_batch_size\": 8, "
 			       "\"gradient_accumulation_steps\": 2}");
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
-	assert_int_equal(ab_keys_check_global(&k, 512, "hf.json", err, sizeof(err)), 0);
+	assert_int_equal(ab_keys_check_global(&k, cfg, 512, "hf.json", err, sizeof(err)), 0);
+	ab_config_free(cfg);
+	/* a nested key: where it goes; axolotl's batch_size: what to replace */
+	cfg = parse("l.yaml", "data:\n  batch_size: 8\ntrainer:\n  max_epochs: 1\n");
+	assert_int_equal(ab_keys_find(cfg, "lightning", NULL, &k, err, sizeof(err)), 0);
+	assert_int_equal(ab_keys_check_global(&k, cfg, 64, "l.yaml", err, sizeof(err)), -EINVAL);
+	assert_contains(err, "l.yaml has no trainer.accumulate_grad_batches, and the lightning "
+			     "preset's framework reads the gradient accumulation only from its "
+			     "config: add accumulate_grad_batches, set to 1, under trainer in l.yaml");
+	ab_config_free(cfg);
+	cfg = parse("ax.yaml", "micro_batch_size: 2\nbatch_size: 16\nsequence_len: 512\n");
+	assert_int_equal(ab_keys_find(cfg, "axolotl", NULL, &k, err, sizeof(err)), 0);
+	assert_int_equal(ab_keys_check_global(&k, cfg, 64, "ax.yaml", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--autobatch-global-batch=64: ax.yaml sets batch_size, from which "
+				 "axolotl derives its accumulation: replace it with "
+				 "gradient_accumulation_steps, set to 1, where autobatch writes the "
+				 "accumulation it derives");
 	ab_config_free(cfg);
 	/* a key of the program's own: it reads $AUTOBATCH_GRAD_ACCUM itself */
 	cfg = parse("own.yaml", "batch: 8\n");
 	assert_int_equal(ab_keys_find(cfg, NULL, "batch", &k, err, sizeof(err)), 0);
-	assert_int_equal(ab_keys_check_global(&k, 512, "own.yaml", err, sizeof(err)), 0);
+	assert_int_equal(ab_keys_check_global(&k, cfg, 512, "own.yaml", err, sizeof(err)), 0);
 	ab_config_free(cfg);
 	/* DeepSpeed's autotp_size 0 is its default, AutoTP off: no tensor width */
 	cfg = parse("ds.json", "{\"train_micro_batch_size_per_gpu\": 4, \"train_batch_size\": 64,"

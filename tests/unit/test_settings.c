@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "hostlist.h"
 #include "number.h"
@@ -650,7 +651,7 @@ static void put(const char *dir, const char *name, const char *text)
  * --config_file or accelerate's default under $HF_HOME, $XDG_CACHE_HOME or ~/.cache */
 static void accelerate_config(void **state)
 {
-	char dir[] = "/tmp/autobatch-accelerate.XXXXXX", path[600], hf[600];
+	char dir[] = "/tmp/autobatch-accelerate.XXXXXX", path[700], hf[800];
 	const char *saved[3] = {getenv("HF_HOME"), getenv("XDG_CACHE_HOME"), getenv("HOME")};
 	char keep[3][512] = {"", "", ""};
 	bool world;
@@ -685,13 +686,26 @@ static void accelerate_config(void **state)
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch",
 							    "--num_processes=2", "t.py"), &world), -1);
 	assert_int_equal(ab_launcher_config_workers(2, ARGV("torchrun", "t.py"), &world), -1);
-	/* the default file: under $HF_HOME; without one, one process per GPU */
+	/* the default file: under $HF_HOME; without one, one process per GPU (of each node only
+	 * with one machine: accelerate splits one node's count over --num_machines) */
 	snprintf(hf, sizeof(hf), "%s/hf", dir);
 	assert_int_equal(setenv("HF_HOME", hf, 1), 0);
 	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
 			 0);
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--num_machines",
+							    "2", "t.py"), &world), -1);
+	/* accelerate's flags take no value: -m's program's own --config_file is not accelerate's */
+	snprintf(path, sizeof(path), "%s/multi.yaml", dir);
+	assert_int_equal(ab_launcher_config_workers(6, ARGV("accelerate", "launch", "-m", "pkg.train",
+							    "--config_file", path), &world), 0);
 	snprintf(path, sizeof(path), "%s/hf/accelerate", dir);
 	assert_int_equal(mkdir(hf, 0700) | mkdir(path, 0700), 0);
+	snprintf(hf, sizeof(hf), "%s/default_config.yaml", path); /* a directory: no file */
+	assert_int_equal(mkdir(hf, 0700), 0);
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+			 0);
+	assert_int_equal(rmdir(hf), 0);
+	snprintf(hf, sizeof(hf), "%s/hf", dir);
 	put(path, "default_config.yaml", "num_processes: 4\n");
 	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
 			 4);
