@@ -289,7 +289,7 @@ int cmd_run(int argc, char **argv)
 	double t0;
 	struct sigaction sa = {.sa_handler = on_signal};
 	char line[2048], *json;
-	long start = 0;
+	long start = 0, run_steps;
 	int rc;
 
 	if (run_parse_opts(argc, argv, &o) < 0)
@@ -308,6 +308,8 @@ int cmd_run(int argc, char **argv)
 		r.ok = (rc = set_up_parallel(&o, &s, r.error, sizeof(r.error))) == 0;
 	prog.total = s.dev.total_bytes;
 	prog.parallel = (int)s.round.nslots;
+	/* the training run's length: an eval batch's probe is not sized for it */
+	run_steps = o.run_steps > 0 && !strcmp(o.phase, "train") ? o.run_steps : 0;
 	for (size_t i = 0; r.ok && i < o.nfractions; i++) {
 		struct ab_search_params p = {
 			.total_bytes = s.dev.total_bytes, .fraction = o.fractions[i],
@@ -317,9 +319,7 @@ int cmd_run(int argc, char **argv)
 			.devices = o.devices, .start = start, .max_trials = o.max_trials,
 			.ramp_start = o.ramp_start, .ramp_step = o.ramp_step,
 			.ramp_global = o.ramp_global,
-			/* the training run's length: an eval batch's probe is not sized for it */
-			.run_steps = o.run_steps > 0 && !strcmp(o.phase, "train") ? o.run_steps : 0,
-			.run_accum = o.config_accum,
+			.run_steps = run_steps, .run_accum = o.config_accum,
 			.trial_accum = s.exec.accum_key ? 1 : o.config_accum,
 			.trial_cap = o.trial_cap,
 			.progress = run_print_trial, .progress_arg = &prog, .note = run_print_note,
@@ -363,8 +363,7 @@ int cmd_run(int argc, char **argv)
 	snprintf(r.ramp.key, sizeof(r.ramp.key), "%s", o.ramp_key ? o.ramp_key : "");
 	r.length_cap = o.length_cap, r.length_cap_key = o.length_cap_key;
 	r.eval_every = o.eval_every, r.eval_key = o.eval_key;
-	r.run_steps = o.run_steps > 0 && !strcmp(o.phase, "train") ? o.run_steps : 0;
-	r.run_steps_key = o.run_steps_key;
+	r.run_steps = run_steps, r.run_steps_key = o.run_steps_key;
 	r.elapsed_s = ab_now() - t0;
 	r.interrupted = !r.ok && run_interrupted;
 	r.nothing_fits = !r.ok && fr[0].decision.nothing_fits;

@@ -57,7 +57,7 @@ struct run_opts {
 	long eval_every;            /* the config evaluates inside training that often, 0: not */
 	const char *eval_key;
 	long run_steps;             /* the run's optimizer steps (--run-steps, the preset's key);
-				     * 0: not known; -1: --run-steps off */
+				     * 0: not known; AB_RUN_STEPS_OFF: --run-steps off */
 	const char *run_steps_key;
 	const char *save_key;       /* saving every N steps beside eval_key, or NULL */
 	/* the program's own metrics file and checkpoint switch (preset roles), or NULL */

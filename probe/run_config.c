@@ -304,8 +304,8 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 	if (rc == 0 && p && (o->length_cap = whole(cfg, o->document, p->keys[AB_ROLE_MAX_LENGTH])))
 		o->length_cap_key = p->keys[AB_ROLE_MAX_LENGTH];
 	/* the run's length where the config says it (Hugging Face's max_steps of -1: epochs),
-	 * unless --run-steps said it or off */
-	if (rc == 0 && p && !o->run_steps && !strcmp(o->phase, "train") &&
+	 * unless --run-steps said it or off; a train phase's alone (cmd_run.c) */
+	if (rc == 0 && p && !o->run_steps &&
 	    (o->run_steps = whole(cfg, o->document, p->keys[AB_ROLE_RUN_STEPS])))
 		o->run_steps_key = p->keys[AB_ROLE_RUN_STEPS];
 	if (rc == 0) {

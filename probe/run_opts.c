@@ -201,11 +201,11 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'p': o->preset = optarg; break;
 		case 'K': o->key = optarg; break;
 		case 'A': o->accum_key = optarg; break;
-		case 'r':
-			if (!strcmp(optarg, "off"))
-				o->run_steps = -1; /* never sized, whatever the config says */
-			else if (parse_long(optarg, 1, 1000000000L, "run-steps", &o->run_steps) < 0)
-				return -1;
+		case 'r': /* off: never sized, whatever the config says */
+			if (ab_parse_run_steps(optarg, &o->run_steps) < 0)
+				return fprintf(stderr, "autobatch-probe: --run-steps %s: give a whole "
+						       "number from 1 to %ld, or off\n",
+					       optarg, AB_RUN_STEPS_MAX), -1;
 			o->run_steps_key = o->run_steps > 0 ? "as asked" : NULL;
 			break;
 		case 'j': o->json = optarg; break;

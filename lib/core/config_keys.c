@@ -132,6 +132,7 @@ int ab_keys_check_global(const struct ab_keys *k, const struct ab_config *cfg,
 			 long global_batch, const char *config, char *err, size_t errlen)
 {
 	const char *key = k->preset ? k->preset->keys[AB_ROLE_GRAD_ACCUM] : NULL, *leaf;
+	char where[AB_KEY_MAX + 32];
 
 	/* without a preset, or one whose framework has no such key, the program reads
 	 * $AUTOBATCH_GRAD_ACCUM (or splits the global batch) itself */
@@ -143,20 +144,17 @@ int ab_keys_check_global(const struct ab_keys *k, const struct ab_config *cfg,
 			       "its accumulation: replace it with %s, set to 1, where autobatch "
 			       "writes the accumulation it derives",
 			       global_batch, config, AXOLOTL_BATCH, key);
-	leaf = strrchr(key, '.');
-	if (leaf) /* a nested key: where it goes, in YAML's words or JSON's alike */
-		return ab_fail(err, errlen, EINVAL,
-			       "--autobatch-global-batch=%ld: %s has no %s, and the %s preset's "
-			       "framework reads the gradient accumulation only from its config: add "
-			       "%s, set to 1, under %.*s in %s, where autobatch writes the "
-			       "accumulation it derives",
-			       global_batch, config, key, k->preset->name, leaf + 1,
-			       (int)(leaf - key), key, config);
+	/* where it goes: a nested key under its section, in YAML's words or JSON's alike */
+	if ((leaf = strrchr(key, '.')))
+		snprintf(where, sizeof(where), "%s, set to 1, under %.*s in", leaf + 1,
+			 (int)(leaf - key), key);
+	else
+		snprintf(where, sizeof(where), "%s, set to 1, to", key);
 	return ab_fail(err, errlen, EINVAL,
 		       "--autobatch-global-batch=%ld: %s has no %s, and the %s preset's framework "
-		       "reads the gradient accumulation only from its config: add %s, set to 1, "
-		       "to %s, where autobatch writes the accumulation it derives",
-		       global_batch, config, key, k->preset->name, key, config);
+		       "reads the gradient accumulation only from its config: add %s %s, where "
+		       "autobatch writes the accumulation it derives",
+		       global_batch, config, key, k->preset->name, where, config);
 }
 
 unsigned ab_keys_data_parallel(const struct ab_keys *k, unsigned ntasks, const char *launcher,

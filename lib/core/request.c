@@ -121,15 +121,20 @@ static int set_global_batch(struct ab_request *req, const char *v, char *err, si
 		       v ? ab_printable(v, shown, sizeof(shown)) : "", AB_GLOBAL_BATCH_MAX);
 }
 
+int ab_parse_run_steps(const char *text, long *out)
+{
+	if (text && !strcmp(text, "off")) {
+		*out = AB_RUN_STEPS_OFF;
+		return 0;
+	}
+	return ab_parse_whole(text, 1, AB_RUN_STEPS_MAX, out) == 0 ? 0 : -EINVAL;
+}
+
 static int set_run_steps(struct ab_request *req, const char *v, char *err, size_t errlen)
 {
 	char shown[64];
 
-	if (v && !strcmp(v, "off")) {
-		req->run_steps = AB_RUN_STEPS_OFF;
-		return 0;
-	}
-	if (ab_parse_whole(v, 1, AB_RUN_STEPS_MAX, &req->run_steps) == 0)
+	if (ab_parse_run_steps(v, &req->run_steps) == 0)
 		return 0;
 	return ab_fail(err, errlen, EINVAL,
 		       "--autobatch-run-steps=%s is invalid: give the run's optimizer steps, a "

@@ -85,6 +85,10 @@ int ab_request_from_env(struct ab_request *req, const char *value, char *err, si
 /* Refuses options that would silently do nothing because autobatch is not enabled. */
 int ab_request_check(const struct ab_request *req, char *err, size_t errlen);
 
+/* N|off of --autobatch-run-steps (and the probe's --run-steps): N from 1 to
+ * AB_RUN_STEPS_MAX, or AB_RUN_STEPS_OFF; 0, or -EINVAL for anything else. */
+int ab_parse_run_steps(const char *text, long *out);
+
 /* "key=value" lines of the request's settings, for srun -v. */
 int ab_request_describe(const struct ab_request *req, char *buf, size_t buflen);
 

@@ -38,8 +38,7 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 				       json_object_new_int64((int64_t)t->floor_bytes));
 	/* what its steps showed; "fits" judged it at the run's last step where it grew */
 	json_object_object_add(o, "peak_bytes",
-			       t->has_peak ? json_object_new_int64((int64_t)(t->peak_bytes -
-									   t->run_growth_bytes))
+			       t->has_peak ? json_object_new_int64((int64_t)ab_trial_seen_peak(t))
 					   : NULL);
 	if (t->run_growth_bytes)
 		json_object_object_add(o, "run_peak_bytes",
@@ -145,25 +144,22 @@ static struct ab_growth chosen_growth(const struct ab_report *r)
 	struct ab_growth g = {0};
 	const struct ab_decision *d;
 	const struct ab_trial *t;
-	uint64_t seen;
+	uint64_t step;
 
 	if (!r->ok || !r->trials || r->nfractions == 0)
 		return g;
 	d = &r->fractions[0].decision;
 	t = &r->trials->v[d->chosen];
-	seen = t->peak_bytes - t->run_growth_bytes;
-	g.per_step = t->growth_bytes ? t->growth_bytes : t->run_growth_step;
-	if (g.per_step && t->has_peak && t->peak_bytes <= d->limit_bytes) {
-		g.steps_to_limit = (long)((uint64_t)(t->steps > 0 ? t->steps : 0) +
-					  (d->limit_bytes - seen) / g.per_step);
-		if (r->run_steps > 0) { /* the search judged it at the run's last step */
-			g.run_steps = r->run_steps;
-			g.run_peak = t->peak_bytes;
-			snprintf(g.run_key, sizeof(g.run_key), "%s",
-				 r->run_steps_key ? r->run_steps_key : "");
-		}
-	} else {
-		g.per_step = 0;
+	step = t->growth_bytes ? t->growth_bytes : t->run_growth_step;
+	if (!step || !t->has_peak || t->peak_bytes > d->limit_bytes)
+		return g;
+	g.per_step = step;
+	g.steps_to_limit = (long)((uint64_t)(t->steps > 0 ? t->steps : 0) +
+				  (d->limit_bytes - ab_trial_seen_peak(t)) / step);
+	if (r->run_steps > 0) { /* the search judged it at the run's last step */
+		g.run_steps = r->run_steps;
+		g.run_peak = t->peak_bytes;
+		snprintf(g.run_key, sizeof(g.run_key), "%s", r->run_steps_key ? r->run_steps_key : "");
 	}
 	return g;
 }
@@ -433,7 +429,7 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 	if (t->run_growth_bytes) /* judged at the run's last step */
 		ab_append(buf, buflen, &len, " at the run's last step (its steps %s, growing %s "
 					     "a step%s)",
-			  ab_format_size(t->peak_bytes - t->run_growth_bytes, size, sizeof(size)),
+			  ab_format_size(ab_trial_seen_peak(t), size, sizeof(size)),
 			  ab_format_size(t->run_growth_step, grow, sizeof(grow)),
 			  t->growth_bytes ? "" : " at the other trials' rate a sample, too little "
 						 "to show in its own steps");
@@ -455,7 +451,7 @@ void ab_report_trial_line(size_t index, const struct ab_trial *t, bool fits, uin
 		ab_append(buf, buflen, &len, " less a %s margin",
 			  ab_format_size(margin, size, sizeof(size)));
 	/* the batch's steps fit; the run's checkpoint would not (not the run's growth) */
-	if (t->save_bound && !fits && t->peak_bytes - t->run_growth_bytes > limit)
+	if (t->save_bound && !fits && ab_trial_seen_peak(t) > limit)
 		ab_append(buf, buflen, &len, " when saving a checkpoint (%s of model and optimizer "
 					     "state, after its steps)",
 			  ab_format_size(t->saved_bytes, size, sizeof(size)));

@@ -59,7 +59,7 @@ int ab_report_svg(const struct ab_report *r, FILE *f)
 		const struct ab_trial *t = &r->trials->v[i];
 		double x = xpos(t->batch, bmax);
 
-		double seen = (double)(t->peak_bytes - t->run_growth_bytes) / gib;
+		double seen = (double)ab_trial_seen_peak(t) / gib;
 
 		if (t->has_peak)
 			fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#1f5fbf\"><title>batch "

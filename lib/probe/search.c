@@ -134,12 +134,12 @@ static void growth_said(const struct run *r, const struct ab_trial *t, char *buf
 	char seen[32], step[32];
 
 	buf[0] = '\0';
-	if (t && t->run_growth_bytes && t->peak_bytes - t->run_growth_bytes <= r->limit)
+	if (t && t->run_growth_bytes && ab_trial_seen_peak(t) <= r->limit)
 		snprintf(buf, len, " at the run's last step of %ld (its steps peaked at %s, and what "
 				   "it held grew by %s at each: does it keep each step's loss or "
 				   "outputs?)",
 			 r->p->run_steps,
-			 ab_format_size(t->peak_bytes - t->run_growth_bytes, seen, sizeof(seen)),
+			 ab_format_size(ab_trial_seen_peak(t), seen, sizeof(seen)),
 			 ab_format_size(t->growth_bytes, step, sizeof(step)));
 }
 
@@ -526,17 +526,17 @@ static int check_grows(const struct run *r, const struct ab_decision *d, char *e
 			low = t;
 		/* as its steps showed it: a run's growth may shrink with the batch */
 		highest = t->oom ? INFINITY
-				 : fmax(highest, (double)(t->peak_bytes - t->run_growth_bytes));
+				 : fmax(highest, (double)ab_trial_seen_peak(t));
 	}
 	if (!low || top->batch < 16 * low->batch ||
-	    highest > (double)(low->peak_bytes - low->run_growth_bytes) * 1.02 + 1048576.0)
+	    highest > (double)ab_trial_seen_peak(low) * 1.02 + 1048576.0)
 		return 0;
 	return ab_fail(err, errlen, EINVAL,
 		       "memory did not grow with the batch (batch %ld and batch %ld both peaked at "
 		       "about %.0f MiB): the trial command does not seem to use the batch size; "
 		       "make it read $AUTOBATCH_BATCH_SIZE or the config it is given",
 		       low->batch, top->batch,
-		       (double)(top->peak_bytes - top->run_growth_bytes) / 1048576.0);
+		       (double)ab_trial_seen_peak(top) / 1048576.0);
 }
 
 int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_trial_fn fn,

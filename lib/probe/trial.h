@@ -51,6 +51,12 @@ struct ab_trial {
 	bool ahead;
 };
 
+/* The peak t's steps showed: peak_bytes less what the search added for the run's steps. */
+static inline uint64_t ab_trial_seen_peak(const struct ab_trial *t)
+{
+	return t->peak_bytes - t->run_growth_bytes;
+}
+
 /* The evidence a fit needs: a warm-up step, then at least one measured step. */
 #define AB_TRIAL_MIN_STEPS 2
 
