@@ -127,8 +127,9 @@ static void ramp_said(const struct run *r, char *buf, size_t len)
 			 r->p->ramp_start, r->p->ramp_step);
 }
 
-/* Where the smallest batch's steps fit but not the run's: by how much it grew at each step,
- * and over how many. */
+/* Where the smallest batch's steps fit but not the run's: by how much it grew at each step
+ * as the search counted it (its own, or the others' rate under the claim's floor), and over
+ * how many. */
 static void growth_said(const struct run *r, const struct ab_trial *t, char *buf, size_t len)
 {
 	char seen[32], step[32];
@@ -140,7 +141,7 @@ static void growth_said(const struct run *r, const struct ab_trial *t, char *buf
 				   "outputs?)",
 			 r->p->run_steps,
 			 ab_format_size(ab_trial_seen_peak(t), seen, sizeof(seen)),
-			 ab_format_size(t->growth_bytes, step, sizeof(step)));
+			 ab_format_size(t->run_growth_step, step, sizeof(step)));
 }
 
 static int nothing_fits(const struct run *r, char *err, size_t errlen)

@@ -859,6 +859,20 @@ static void run_length(void **state)
 		assert_false(three->peak_bytes <= limit);
 		ab_trials_free(&t);
 	}
+	/* the refusal says the growth it counted, also where batch 1's own was under the floor
+	 * and a larger batch tried first told the rate */
+	{
+		struct ab_search_params q = p;
+		struct growing small = {.grow_per_sample = 256 * 1024, .floor = true};
+
+		q.run_steps = 100000, q.start = 64;
+		assert_int_equal(ab_search(&q, &t, growing_trial, &small, &d, err, sizeof(err)),
+				 -ENOSPC);
+		assert_contains(err, "even batch 1 does not fit: its peak 24.7 GiB exceeds the 1.6 GiB "
+				     "limit at the run's last step of 100000 (its steps peaked at 302 "
+				     "MiB, and what it held grew by 256 KiB at each");
+		ab_trials_free(&t);
+	}
 	/* a run no longer than the trial, or a trial that held nothing more: as unsized */
 	p.run_steps = 4;
 	assert_int_equal(ab_search(&p, &t, growing_trial, &g, &d, err, sizeof(err)), 0);
