@@ -306,6 +306,14 @@ def markdown(rep):
                   f"{gib(e['epoch_watch_bytes'])} | {e['over_trial']} | {e['within_limit']} | "
                   f"{gib(e['epoch_reserved_bytes'])} | {gib(e['epoch_allocated_bytes'])} | "
                   f"{gib(e['inactive_split_bytes'])} | {e['alloc_retries']} | {e['updates']} |", ""]
+        x = e.get("expandable")
+        if x:
+            lines += ["The same epoch with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
+                      f"reserved {gib(x.get('peak_reserved_bytes'))} GiB, allocated "
+                      f"{gib(x.get('peak_allocated_bytes'))} GiB, inactive split "
+                      f"{gib(x.get('peak_inactive_split_bytes'))} GiB, {x.get('alloc_retries')} "
+                      f"alloc retries; reserved against the default allocator's epoch {x.get('vs_default')}, "
+                      f"status {x.get('status')}", ""]
     if rep.get("task"):
         lines += ["## one task of a whole-step trial (autobatch-probe task --gpu), against a plain run", "",
                   "| command | batch | task's peak GiB | plain run's peak GiB |", "|---|---|---|---|"]
@@ -353,11 +361,15 @@ def epoch_row(recs):
     trial = max((t.get("peak_bytes") or 0 for t in probe.get("trials", [])
                  if t.get("batch") == chosen and t.get("fits")), default=None)
     seen = (watch or {}).get("peak_bytes")
+    exp = next((dict(r) for r in reversed(recs) if r.get("name") == "epoch-expandable"), None)
+    if exp and run.get("peak_reserved_bytes") and exp.get("peak_reserved_bytes"):
+        # reserved against reserved: the trial's and the watch's figures hold the context too
+        exp["vs_default"] = round(exp["peak_reserved_bytes"] / run["peak_reserved_bytes"] - 1, 4)
     return {"chosen": chosen, "limit_bytes": run.get("limit_bytes"), "trial_peak_bytes": trial,
             "epoch_watch_bytes": seen, "epoch_reserved_bytes": run.get("peak_reserved_bytes"),
             "epoch_allocated_bytes": run.get("peak_allocated_bytes"),
             "alloc_retries": run.get("alloc_retries"), "updates": run.get("updates"),
-            "inactive_split_bytes": run.get("peak_inactive_split_bytes"),
+            "inactive_split_bytes": run.get("peak_inactive_split_bytes"), "expandable": exp,
             "over_trial": round(seen / trial - 1, 4) if seen and trial else None,
             "within_limit": seen <= run["limit_bytes"] if seen and run.get("limit_bytes") else None}
 
