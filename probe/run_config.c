@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,40 +28,145 @@ void start_from_value(const char *value, long *start)
 		*start = (long)v;
 }
 
-/* The accumulation key: --accum-key, else the preset's when the file has it; and the value
- * the file gives it (a trial runs with 1 there). */
+/* key's value as a reader of the file sees it (aliases and merges followed; 0), -ENOENT
+ * without it, or the lookup's own refusal (twice, in two documents, a list): a key the run
+ * reads is never taken as absent. */
+static int value_at(const struct run_opts *o, const struct ab_config *cfg, const char *key,
+		    const char **text, char *err, size_t errlen)
+{
+	const struct ab_node *n;
+	int rc = ab_config_read(cfg, key, o->document, &n, err, errlen);
+
+	*text = rc == 0 ? n->value : "";
+	return rc;
+}
+
+/* null as PyYAML and OmegaConf read it (NeMo's files write None too). */
+static bool null_text(const char *t)
+{
+	return !strcmp(t, "") || !strcmp(t, "null") || !strcmp(t, "~") || !strcmp(t, "None") ||
+	       !strcmp(t, "Null") || !strcmp(t, "NULL");
+}
+
+/* key's whole number as the framework reads it (ab_parse_config_whole; 0), -ENOENT without
+ * it or where it is null, -EDOM with *text where it is something else, or the lookup's own
+ * refusal. */
+static int config_whole(const struct run_opts *o, const struct ab_config *cfg, const char *key,
+			unsigned flags, long *v, const char **text, char *err, size_t errlen)
+{
+	int rc = value_at(o, cfg, key, text, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (null_text(*text))
+		return -ENOENT;
+	return ab_parse_config_whole(*text, flags, LONG_MIN, LONG_MAX, v) < 0 ? -EDOM : 0;
+}
+
+/* A word a framework fills in itself (DeepSpeed's "auto" under Hugging Face, ${...}), not a
+ * number written wrong. */
+static bool a_word(const char *t)
+{
+	t += *t == '+' || *t == '-';
+	return !(*t >= '0' && *t <= '9') && *t != '.';
+}
+
+/* The accumulation key: --accum-key, else the preset's where the file has it; and the value
+ * the file gives it (a trial runs with 1 there, so it is found as an edit finds it): a whole
+ * number from 1, a word the framework fills in (none known), or an error naming it (2.5 is
+ * no count of micro-batches). */
 static int accum_key(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
 		     char *err, size_t errlen)
 {
-	char value[64];
-	double v;
+	const struct ab_node *n;
+	char shown[80];
+	long v = 0;
+	int rc;
 
-	/* no message asked where none is said: an absent key's names the nearest keys, a walk
-	 * over every leaf */
-	if (!o->accum_key && p && p->keys[AB_ROLE_GRAD_ACCUM] &&
-	    ab_config_get(cfg, p->keys[AB_ROLE_GRAD_ACCUM], o->document, value, sizeof(value),
-			  NULL, 0) == 0)
+	if (!o->accum_key && p && p->keys[AB_ROLE_GRAD_ACCUM]) {
+		rc = ab_config_lookup(cfg, p->keys[AB_ROLE_GRAD_ACCUM], o->document, &n, err, errlen);
+		if (rc < 0)
+			return rc == -ENOENT ? 0 : rc;
 		o->accum_key = p->keys[AB_ROLE_GRAD_ACCUM];
+	}
 	if (!o->accum_key)
 		return 0;
-	if (ab_config_get(cfg, o->accum_key, o->document, value, sizeof(value), err, errlen) < 0)
-		return -EINVAL;
-	if (ab_is_number(value, strlen(value)) && (v = strtod(value, NULL)) >= 1 && v <= 1e9)
-		o->config_accum = (long)v;
+	if ((rc = ab_config_find(cfg, o->accum_key, o->document, &n, err, errlen)) < 0)
+		return rc;
+	if (null_text(n->value) || a_word(n->value))
+		return 0;
+	if (ab_parse_config_whole(n->value, AB_WHOLE_DECIMAL, 1, AB_BATCH_MAX, &v) < 0)
+		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a whole number of "
+						    "micro-batches from 1: fix it in the config",
+			       o->config, o->accum_key, ab_printable(n->value, shown, sizeof(shown)));
+	o->config_accum = v;
 	return 0;
 }
 
-/* A whole number in [1, 2^31) at key, or 0. */
-static long whole(const struct ab_config *cfg, int document, const char *key)
+/* A whole number in [1, 2^31) at key, found as an edit finds it (the copy moves it), or 0:
+ * a value the run needs only where it is one. */
+static long whole(const struct run_opts *o, const struct ab_config *cfg, const char *key)
 {
-	char value[64];
-	double v;
+	const struct ab_node *n;
+	long v;
 
-	if (!key || ab_config_get(cfg, key, document, value, sizeof(value), NULL, 0) < 0 ||
-	    !ab_is_number(value, strlen(value)) || (v = strtod(value, NULL)) < 1 || v >= 2147483648.0 ||
-	    v != (double)(long)v)
+	if (ab_config_lookup(cfg, key, o->document, &n, NULL, 0) < 0 ||
+	    ab_parse_config_whole(n->value, 0, 1, INT_MAX, &v) < 0)
 		return 0;
-	return (long)v;
+	return v;
+}
+
+/* The longest input the config allows (a preset's max_length, sequence_len): 0 where it
+ * says none, or an error naming the key where it is no whole number of tokens. */
+static int length_cap(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
+		      char *err, size_t errlen)
+{
+	const char *key = p ? p->keys[AB_ROLE_MAX_LENGTH] : NULL, *text;
+	char shown[80];
+	long v;
+	int rc = config_whole(o, cfg, key, AB_WHOLE_DECIMAL, &v, &text, err, errlen);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == -EDOM || (rc == 0 && (v < 1 || v > INT_MAX)))
+		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a whole number of tokens "
+						    "from 1: fix it in the config",
+			       o->config, key, ab_printable(text, shown, sizeof(shown)));
+	if (rc < 0)
+		return rc;
+	o->length_cap = v;
+	o->length_cap_key = key;
+	return 0;
+}
+
+/* The run's length where the config says it, for a train phase's probe (an eval batch's is
+ * not sized for it) unless --run-steps said it or off: none where
+ * it is null or below 1 (Hugging Face's max_steps of -1: epochs), an error naming the key
+ * and the way round it where it is no whole number of steps autobatch sizes for. */
+static int run_length(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
+		      char *err, size_t errlen)
+{
+	const char *key = p ? p->keys[AB_ROLE_RUN_STEPS] : NULL, *text;
+	char shown[80];
+	long v;
+	int rc;
+
+	if (o->run_steps || strcmp(o->phase, "train") || (rc = config_whole(o, cfg, key, AB_WHOLE_DECIMAL, &v, &text, err,
+					       errlen)) == -ENOENT)
+		return 0;
+	if (rc == -EDOM || (rc == 0 && v > AB_RUN_STEPS_MAX))
+		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a whole number of steps "
+						    "up to %ld: fix it, or give the run's length "
+						    "with --run-steps N (or off)",
+			       o->config, key, ab_printable(text, shown, sizeof(shown)),
+			       AB_RUN_STEPS_MAX);
+	if (rc < 0)
+		return rc;
+	if (v >= 1) {
+		o->run_steps = v;
+		o->run_steps_key = key;
+	}
+	return 0;
 }
 
 /* Evaluation inside training every N steps: a whole number of steps only (Lightning's
@@ -78,11 +184,11 @@ static void eval_every(struct run_opts *o, const struct ab_config *cfg, const st
 		    strcmp(value, "steps") != 0)
 			return;
 	if (key && ab_config_get(cfg, key, o->document, value, sizeof(value), NULL, 0) == 0 &&
-	    ab_parse_whole(value, 1, INT_MAX, &o->eval_every) == 0)
+	    ab_parse_config_whole(value, 0, 1, INT_MAX, &o->eval_every) == 0)
 		o->eval_key = key;
 	/* a whole number of steps between saves, which the copy moves past the trial's end: a
 	 * ratio (0.1) is the user's own mix with a step count, refused by the framework alike */
-	if (o->eval_key && whole(cfg, o->document, p->keys[AB_ROLE_SAVE_EVERY]))
+	if (o->eval_key && whole(o, cfg, p->keys[AB_ROLE_SAVE_EVERY]))
 		o->save_key = p->keys[AB_ROLE_SAVE_EVERY];
 }
 
@@ -133,7 +239,7 @@ static int ramp_whole(const struct run_opts *o, const struct ab_config *cfg, con
 			       o->config, key);
 	if (rc < 0)
 		return rc;
-	if (ab_parse_whole(text, 1, INT_MAX, v) < 0)
+	if (ab_parse_config_whole(text, AB_WHOLE_DECIMAL, 1, INT_MAX, v) < 0)
 		return ab_fail(err, errlen, EINVAL, "%s: a batch ramp-up is on, but %s is '%s', not a "
 						    "whole number from 1",
 			       o->config, key, ab_printable(text, shown, sizeof(shown)));
@@ -189,7 +295,7 @@ static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, co
 					 o->config, list, ab_printable(text, shown, sizeof(shown)));
 	snprintf(key, sizeof(key), "%s[2]", list);
 	three = ramp_value(o, cfg, key, &text, NULL, 0) == 0 &&
-		ab_parse_whole(text, 0, LONG_MAX, &samples) == 0;
+		ab_parse_config_whole(text, AB_WHOLE_DECIMAL, 0, LONG_MAX, &samples) == 0;
 	snprintf(key, sizeof(key), "%s[3]", list);
 	if (!three || ab_config_has(cfg, key, o->document))
 		return ab_fail(err, errlen, EINVAL, "%s: %s is not a list of three whole numbers "
@@ -249,21 +355,18 @@ static int ramp_up(struct run_opts *o, const struct ab_config *cfg, const struct
 	return 0;
 }
 
-/* With --key (the plugin always names it): the preset that --preset names, else the one the
- * file's keys make it, when its batch key is that key; NULL otherwise. Its other keys
- * (accumulation, ramp-up, lengths, evaluation) then mean what they mean for that framework. */
-static const struct ab_preset *preset_of_key(const struct run_opts *o, const struct ab_config *cfg)
+/* With --key (the plugin always names it): the preset --preset names (its other keys, as
+ * the plugin takes them, whatever the batch key), else the one detected whose batch key is
+ * that key (ab_preset_detect_key), else none. Its other keys (accumulation, ramp-up,
+ * lengths, evaluation) then mean what they mean for that framework. */
+static int preset_of_key(const struct run_opts *o, const struct ab_config *cfg,
+			 const struct ab_preset **p, char *err, size_t errlen)
 {
-	const struct ab_preset *p = NULL;
-	char none[AB_ERR_MAX];
-
-	if (o->preset ? ab_preset_lookup(o->preset, &p, none, sizeof(none)) < 0
-		      : ab_preset_detect(cfg, o->document, &p, none, sizeof(none)) < 0)
-		return NULL;
-	if ((p->keys[AB_ROLE_MICRO_BATCH] && !strcmp(p->keys[AB_ROLE_MICRO_BATCH], o->key)) ||
-	    (p->keys[AB_ROLE_EVAL_BATCH] && !strcmp(p->keys[AB_ROLE_EVAL_BATCH], o->key)))
-		return p;
-	return NULL;
+	*p = NULL;
+	if (o->preset)
+		return ab_preset_lookup(o->preset, p, err, errlen);
+	ab_preset_detect_key(cfg, o->document, o->key, p);
+	return 0;
 }
 
 int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
@@ -291,7 +394,7 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 					     p->name);
 		}
 	} else {
-		p = preset_of_key(o, cfg);
+		rc = preset_of_key(o, cfg, &p, err, errlen);
 	}
 	if (rc == 0)
 		rc = ab_config_get(cfg, o->key, o->document, value, sizeof(value), err, errlen);
@@ -301,13 +404,10 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 		rc = accum_key(o, cfg, p, err, errlen);
 	if (rc == 0)
 		rc = ramp_up(o, cfg, p, err, errlen);
-	if (rc == 0 && p && (o->length_cap = whole(cfg, o->document, p->keys[AB_ROLE_MAX_LENGTH])))
-		o->length_cap_key = p->keys[AB_ROLE_MAX_LENGTH];
-	/* the run's length where the config says it (Hugging Face's max_steps of -1: epochs),
-	 * unless --run-steps said it or off; a train phase's alone (cmd_run.c) */
-	if (rc == 0 && p && !o->run_steps &&
-	    (o->run_steps = whole(cfg, o->document, p->keys[AB_ROLE_RUN_STEPS])))
-		o->run_steps_key = p->keys[AB_ROLE_RUN_STEPS];
+	if (rc == 0)
+		rc = length_cap(o, cfg, p, err, errlen);
+	if (rc == 0) /* a train phase's alone (cmd_run.c) */
+		rc = run_length(o, cfg, p, err, errlen);
 	if (rc == 0) {
 		eval_every(o, cfg, p);
 		own_metrics(o, cfg, p);

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,25 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 	return -1;
 }
 
+/* Names printed back in the decision and its messages: a newline or an escape in one could
+ * forge a line of autobatch's or drive the terminal. */
+static bool names_printable(const struct run_opts *o)
+{
+	const char *const names[][2] = {{"--key", o->key}, {"--preset", o->preset},
+					{"--accum-key", o->accum_key}};
+	char shown[80];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		for (const char *c = names[i][1]; c && *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+				fprintf(stderr, "autobatch-probe: %s '%s': a control character in "
+						"a name\n",
+					names[i][0], ab_printable(names[i][1], shown, sizeof(shown)));
+				return false;
+			}
+	return true;
+}
+
 int run_parse_opts(int argc, char **argv, struct run_opts *o)
 {
 	static const struct option longopts[] = {
@@ -276,6 +296,8 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		}
 	}
 	o->command = optind < argc ? argv + optind : NULL;
+	if (!names_printable(o))
+		return -1;
 	if (!instrument)
 		o->hook_dir = NULL;
 	if (o->mode && strcmp(o->mode, "exec") && strcmp(o->mode, "model"))

@@ -213,6 +213,10 @@ int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe
 		ab_argv_add(b, job->config);
 		ab_argv_add(b, "--key");
 		ab_argv_add(b, job->key);
+		if (req->preset[0]) { /* its run length, ramp-up and lengths, whatever the key */
+			ab_argv_add(b, "--preset");
+			ab_argv_add(b, req->preset);
+		}
 		if (job->accum_key) {
 			ab_argv_add(b, "--accum-key");
 			ab_argv_add(b, job->accum_key);

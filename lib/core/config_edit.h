@@ -31,6 +31,7 @@ struct ab_node {
 	char *value;             /* scalar: decoded text; alias: the anchor's name */
 	size_t value_len;
 	char *anchor;            /* &name on this node, or NULL */
+	char *tag;               /* its explicit tag as libyaml resolves it (!!bool: tag:yaml.org,2002:bool), or NULL */
 	bool json_literal;       /* JSON number, true, false or null (not a string) */
 	size_t n;                /* mapping pairs or sequence items */
 	struct ab_node **keys;   /* mapping: key nodes; NULL for a sequence */
@@ -66,6 +67,12 @@ int ab_config_find(const struct ab_config *cfg, const char *key, int document,
  * documents, an alias, a list) say why, as a key the run reads is never taken as absent. */
 int ab_config_lookup(const struct ab_config *cfg, const char *key, int document,
 		     const struct ab_node **out, char *err, size_t errlen);
+
+/* ab_config_lookup for a value only read, never edited: through aliases and '<<' merges
+ * as a YAML reader resolves them, a value on several lines too; its other refusals (twice in
+ * a mapping, in two documents, a list) alike. */
+int ab_config_read(const struct ab_config *cfg, const char *key, int document,
+		   const struct ab_node **out, char *err, size_t errlen);
 
 /* Whether the file has key (NULL: no) as ab_config_find finds it, saying nothing. */
 bool ab_config_has(const struct ab_config *cfg, const char *key, int document);

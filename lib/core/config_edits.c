@@ -158,6 +158,21 @@ static void note_anchor(const struct ab_config *cfg, const struct ab_node *n, co
 			 aliases == 1 ? "" : "es", aliases == 1 ? "s" : "");
 }
 
+#define YAML_TAGS "tag:yaml.org,2002:" /* what !! stands for */
+
+/* A tag under which the number autobatch writes is still read as the value was: int,
+ * float, str, or the non-specific "!" (a string); !!bool 16 or !!null 16 are not. */
+static bool number_tag(const char *tag)
+{
+	static const char *const kept[] = {YAML_TAGS "int", YAML_TAGS "float", YAML_TAGS "str",
+					   "!"};
+
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+		if (!strcmp(tag, kept[i]))
+			return true;
+	return false;
+}
+
 static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int document,
 		   struct splice *s, char *note, size_t notelen, char *err, size_t errlen)
 {
@@ -175,6 +190,15 @@ static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int doc
 			       cfg->name, e->key, e->value ? e->value : "");
 	if ((rc = ab_config_find(cfg, e->key, document, &n, err, errlen)) < 0)
 		return rc;
+	if (n->tag && ab_is_number(e->value, vlen) && !number_tag(n->tag))
+		return ab_fail(err, errlen, EPERM,
+			       "%s: line %zu: key '%s' has the tag %s%s, which the number autobatch "
+			       "writes there would not be read as: remove the tag",
+			       cfg->name, n->line, e->key,
+			       strncmp(n->tag, YAML_TAGS, strlen(YAML_TAGS)) ? "" : "!!",
+			       n->tag + (strncmp(n->tag, YAML_TAGS, strlen(YAML_TAGS))
+						 ? 0
+						 : strlen(YAML_TAGS)));
 	/* a path only where the file holds a string: never in place of a number or a map */
 	if (path && (n->kind != AB_NODE_SCALAR || ab_is_number(n->value, n->value_len) ||
 		     (n->json_literal && !(n->value_len == 4 && !memcmp(n->value, "null", 4)))))

@@ -101,8 +101,11 @@ int ab_keys_find(const struct ab_config *cfg, const char *preset_name,
 	if (!p && !(key_override && *key_override) &&
 	    (rc = ab_preset_detect(cfg, -1, &p, err, errlen)) < 0)
 		return rc;
-	if (!p && key_override && *key_override)
-		ab_preset_detect(cfg, -1, &p, NULL, 0); /* for the other keys, if it is clear */
+	/* for the other keys, where it is clear: the one detected, or of several the one whose
+	 * batch key is the user's */
+	if (!p && key_override && *key_override && ab_preset_detect(cfg, -1, &p, NULL, 0) < 0 &&
+	    ab_preset_detect_key(cfg, -1, key_override, &p) < 0)
+		p = NULL;
 	k->micro = key_override && *key_override ? key_override : p->keys[AB_ROLE_MICRO_BATCH];
 	k->preset = p;
 	if ((rc = ab_config_find(cfg, k->micro, -1, &n, err, errlen)) < 0)

@@ -157,6 +157,7 @@ struct lookup {
 	const char *key;
 	char *err;
 	size_t errlen;
+	bool reading; /* a value read, never edited: aliases and merges followed */
 };
 
 static bool key_is(const struct ab_node *k, const char *name)
@@ -205,6 +206,34 @@ static const struct ab_node *find_merged(const struct ab_node *map, const char *
 	return NULL;
 }
 
+/* For a read: name's value through the mapping's '<<' merges in their order (the first
+ * merged mapping that has it wins, as YAML's merge says), merges of merges too; bounded as
+ * find_merged is. */
+static const struct ab_node *merged_value(const struct ab_node *map, const char *name,
+					  int depth, int *budget)
+{
+	if (--*budget < 0 || depth >= 32)
+		return NULL;
+	for (size_t i = 0; i < map->n; i++) {
+		const struct ab_node *src = map->items[i];
+		size_t count = src->kind == AB_NODE_SEQUENCE ? src->n : 1;
+
+		for (size_t j = 0; is_merge_key(map->keys[i]) && j < count; j++) {
+			const struct ab_node *m = src->kind == AB_NODE_SEQUENCE ? src->items[j] : src;
+			const struct ab_node *t = m->kind == AB_NODE_ALIAS ? m->target : m, *v;
+
+			if (!t || t->kind != AB_NODE_MAPPING)
+				continue;
+			for (size_t k = 0; k < t->n; k++)
+				if (key_is(t->keys[k], name))
+					return t->items[k];
+			if (t != map && (v = merged_value(t, name, depth + 1, budget)))
+				return v;
+		}
+	}
+	return NULL;
+}
+
 static int refuse_merge(const struct lookup *l, const char *part, const struct ab_node *via)
 {
 	if (via->kind == AB_NODE_ALIAS)
@@ -242,6 +271,10 @@ static int child_by_key(const struct lookup *l, const struct ab_node *map, const
 	}
 	int budget = 4096;
 
+	if (l->reading && (found = merged_value(map, name, 0, &budget))) {
+		*out = found;
+		return 0;
+	}
 	if (find_merged(map, name, &via, 0, &budget))
 		return refuse_merge(l, name, via);
 	return -ENOENT;
@@ -291,10 +324,14 @@ static int step(const struct lookup *l, const struct ab_node *cur,
 	return child_by_key(l, cur, seg->key, out);
 }
 
+/* A tag under which the number autobatch writes is still read as the value was: int,
+ * float, str, or the non-specific "!" (a string). !!bool 16 or !!null 16 are not. */
 static int check_target(const struct lookup *l, const struct ab_node *n)
 {
 	if (n->kind == AB_NODE_ALIAS)
 		return refuse_alias(l, n, true);
+	if (l->reading && n->kind == AB_NODE_SCALAR)
+		return 0; /* its text, on one line or several */
 	if (n->kind != AB_NODE_SCALAR)
 		return ab_fail(l->err, l->errlen, EISDIR,
 			       "%s: line %zu: key '%s' is %s, not a single value: name %s inside "
@@ -320,7 +357,11 @@ static int resolve(const struct lookup *l, const struct ab_node *root,
 	const struct ab_node *cur = root;
 	int rc;
 
-	for (size_t i = 0; i < path->n; i++) {
+	for (size_t i = 0; i <= path->n; i++) {
+		if (cur->kind == AB_NODE_ALIAS && l->reading && cur->target)
+			cur = cur->target; /* an anchor's node is never an alias itself */
+		if (i == path->n)
+			break;
 		if (cur->kind == AB_NODE_ALIAS)
 			return refuse_alias(l, cur, false);
 		if ((rc = step(l, cur, &path->seg[i], &cur)) < 0)
@@ -340,10 +381,13 @@ bool ab_config_has(const struct ab_config *cfg, const char *key, int document)
 }
 
 /* ab_config_find; name_missing: a key the file lacks gets its message (the nearest keys). */
-static int find(const struct ab_config *cfg, const char *key, int document,
-		const struct ab_node **out, char *err, size_t errlen, bool name_missing)
+static int find(const struct lookup *l, int document, const struct ab_node **out,
+		bool name_missing)
 {
-	struct lookup l = {.cfg = cfg, .key = key, .err = err, .errlen = errlen};
+	const struct ab_config *cfg = l->cfg;
+	const char *key = l->key;
+	char *err = l->err;
+	size_t errlen = l->errlen;
 	const struct ab_node *found = NULL, *n = NULL;
 	size_t found_doc = 0;
 	struct ab_path path;
@@ -360,7 +404,7 @@ static int find(const struct ab_config *cfg, const char *key, int document,
 	for (size_t d = 0; d < cfg->ndocs; d++) {
 		if (document >= 0 && d != (size_t)document)
 			continue;
-		rc = resolve(&l, cfg->docs[d], &path, &n);
+		rc = resolve(l, cfg->docs[d], &path, &n);
 		if (rc == -ENOENT)
 			continue;
 		if (rc < 0)
@@ -387,13 +431,25 @@ static int find(const struct ab_config *cfg, const char *key, int document,
 int ab_config_find(const struct ab_config *cfg, const char *key, int document,
 		   const struct ab_node **out, char *err, size_t errlen)
 {
-	return find(cfg, key, document, out, err, errlen, true);
+	struct lookup l = {.cfg = cfg, .key = key, .err = err, .errlen = errlen};
+
+	return find(&l, document, out, true);
 }
 
 int ab_config_lookup(const struct ab_config *cfg, const char *key, int document,
 		     const struct ab_node **out, char *err, size_t errlen)
 {
-	return key ? find(cfg, key, document, out, err, errlen, false) : -ENOENT;
+	struct lookup l = {.cfg = cfg, .key = key, .err = err, .errlen = errlen};
+
+	return key ? find(&l, document, out, false) : -ENOENT;
+}
+
+int ab_config_read(const struct ab_config *cfg, const char *key, int document,
+		   const struct ab_node **out, char *err, size_t errlen)
+{
+	struct lookup l = {.cfg = cfg, .key = key, .err = err, .errlen = errlen, .reading = true};
+
+	return key ? find(&l, document, out, false) : -ENOENT;
 }
 
 int ab_config_bool(const char *text)

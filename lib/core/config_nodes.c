@@ -31,6 +31,7 @@ void ab_node_free(struct ab_node *n)
 	free(n->items);
 	free(n->value);
 	free(n->anchor);
+	free(n->tag);
 	free(n);
 }
 

@@ -167,6 +167,8 @@ static int read_scalar(struct reader *r, yaml_event_t *ev, struct ab_node *n)
 	set_span(r, n, &ev->start_mark, &ev->end_mark);
 	if (ev->data.scalar.anchor || ev->data.scalar.tag)
 		skip_properties(r->cfg, n);
+	if (ev->data.scalar.tag && !(n->tag = strdup((const char *)ev->data.scalar.tag)))
+		return -ENOMEM;
 	return remember_anchor(r, ev->data.scalar.anchor, n);
 }
 

@@ -146,8 +146,9 @@ void ab_growth_text(const struct ab_growth *g, char *buf, size_t buflen, size_t 
 	else if (g->per_step)
 		ab_append(buf, buflen, len, "; what its trial held between steps grew by %s at each: "
 					    "at that rate the run passes the limit after about %ld "
-					    "steps (does it keep each step's loss or outputs?)",
-			  ab_format_size(g->per_step, size, sizeof(size)), g->steps_to_limit);
+					    "step%s (does it keep each step's loss or outputs?)",
+			  ab_format_size(g->per_step, size, sizeof(size)), g->steps_to_limit,
+			  g->steps_to_limit == 1 ? "" : "s");
 }
 
 /* The report's "held_growth" (lib/probe/report.c). */

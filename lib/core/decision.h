@@ -57,7 +57,8 @@ void ab_eval_in_training_text(const struct ab_eval_in_training *e, char *buf, si
 
 /* What the chosen batch's trial held between its steps rose by at each measured one (the
  * report's "held_growth"; per_step 0: it did not): the run holds more with every step, and
- * at that rate passes the limit after about steps_to_limit steps. Where the config says the
+ * at that rate passes the limit after about steps_to_limit of the run's steps (each of its
+ * accumulation's micro-batches, where a trial ran one). Where the config says the
  * run's length (run_steps, at run_key), the choice was sized for it: its peak with that
  * growth at the run's last step was run_peak. */
 struct ab_growth {

@@ -2,6 +2,9 @@
 #include "number.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
@@ -28,6 +31,80 @@ int ab_parse_whole(const char *text, long min, long max, long *out)
 		}
 		v = v * 10 + (*p - '0');
 	}
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+/* Digits of base (10 or 16) with underscores after the first, to the end of p: 0, -EINVAL,
+ * or -ERANGE past LONG_MAX. */
+static int config_digits(const char *p, int base, long *out)
+{
+	long v = 0;
+	int d;
+
+	if (*p == '_')
+		return -EINVAL;
+	for (; *p; p++) {
+		if (*p == '_')
+			continue;
+		if (*p >= '0' && *p <= '9')
+			d = *p - '0';
+		else if (base == 16 && ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'f'))
+			d = (*p | 0x20) - 'a' + 10;
+		else
+			return -EINVAL;
+		if (v > (LONG_MAX - d) / base)
+			return config_digits(p + 1, base, &v) == -EINVAL ? -EINVAL : -ERANGE;
+		v = v * base + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* A decimal or exponent whose value is whole (4.0, 1e3), unsigned, as a double reads it. */
+static int whole_decimal(const char *text, long *out)
+{
+	char *end;
+	double v;
+
+	if (!(*text >= '0' && *text <= '9') && *text != '.')
+		return -EINVAL;
+	if (text[strspn(text, "0123456789.eE+-")] != '\0')
+		return -EINVAL; /* no hex float, inf or nan */
+	v = strtod(text, &end);
+	if (*end || !isfinite(v) || fmod(v, 1) != 0)
+		return -EINVAL;
+	if (v >= 0x1p62)
+		return -ERANGE;
+	*out = (long)v;
+	return 0;
+}
+
+int ab_parse_config_whole(const char *text, unsigned flags, long min, long max, long *out)
+{
+	const char *p = text;
+	bool neg = false;
+	long v = 0;
+	int rc;
+
+	if (!p || !*p)
+		return -EINVAL;
+	if (*p == '+' || *p == '-')
+		neg = *p++ == '-';
+	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X') && p[2])
+		rc = config_digits(p + 2, 16, &v);
+	else if (p[0] == '0' && p[1] && p[1] != '.' && p[1] != 'e' && p[1] != 'E')
+		rc = -EINVAL; /* octal to PyYAML, decimal to others */
+	else if ((rc = *p >= '0' && *p <= '9' ? config_digits(p, 10, &v) : -EINVAL) == -EINVAL &&
+		 (flags & AB_WHOLE_DECIMAL) && !strchr(p, '_') &&
+		 (rc = whole_decimal(p, &v)) < 0)
+		return rc;
+	if (rc < 0)
+		return rc;
+	if (neg)
+		v = -v;
 	if (v < min || v > max)
 		return -ERANGE;
 	*out = v;

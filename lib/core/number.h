@@ -14,6 +14,16 @@
  * 0, -EINVAL when text is not one, -ERANGE when it is out of [min, max] or overflows. */
 int ab_parse_whole(const char *text, long min, long max, long *out);
 
+/* ab_parse_config_whole's flag: a decimal or exponent whose value is whole counts too. */
+#define AB_WHOLE_DECIMAL 1u
+
+/* A whole number as the config readers of frameworks read one (PyYAML, OmegaConf, json):
+ * decimal digits with a sign, YAML 1.1's underscores after the first digit (MaxText's
+ * "steps: 150_001") and 0x hex; with AB_WHOLE_DECIMAL also 4.0 or 1e3 (MaxText declares its
+ * ramp's fields floats). A leading 0 before digits (010: eight to PyYAML, ten to others) is
+ * none. 0, -EINVAL when text is not one, -ERANGE when it is outside [min, max]. */
+int ab_parse_config_whole(const char *text, unsigned flags, long min, long max, long *out);
+
 /* The decimal at the start of text ("0.8", "12", "1.5" of "1.5GiB"): digits with at most one
  * dot and at most max_digits digits (15 are exact in a double; at most 19), no sign or
  * exponent. *end is where it stops. 0, -EINVAL when no digit starts text, -ERANGE when it has

@@ -178,7 +178,8 @@ int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_
 			best = scores[i];
 	for (size_t i = 0; i < ab_npresets && best > 0; i++)
 		if (scores[i] == best) {
-			*out = &ab_presets[i];
+			if (!ties)
+				*out = &ab_presets[i];
 			ties++;
 			ab_append(list, sizeof(list), &len, "%s%s (%s)", ties > 1 ? ", " : "",
 				  ab_presets[i].name, ab_presets[i].keys[AB_ROLE_MICRO_BATCH]);
@@ -207,6 +208,33 @@ int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_
 		       "%s has none of the batch keys autobatch knows (%s): name yours with "
 		       "--key KEY (or --autobatch-key=KEY)",
 		       cfg->name, list);
+}
+
+static bool batch_key_is(const struct ab_preset *p, const char *key)
+{
+	return (p->keys[AB_ROLE_MICRO_BATCH] && !strcmp(p->keys[AB_ROLE_MICRO_BATCH], key)) ||
+	       (p->keys[AB_ROLE_EVAL_BATCH] && !strcmp(p->keys[AB_ROLE_EVAL_BATCH], key));
+}
+
+int ab_preset_detect_key(const struct ab_config *cfg, int document, const char *key,
+			 const struct ab_preset **out)
+{
+	const struct ab_preset *found = NULL;
+	int best = 0, s;
+	size_t n = 0;
+
+	for (size_t i = 0; key && i < ab_npresets; i++)
+		if ((s = score(&ab_presets[i], cfg, document)) > best)
+			best = s;
+	for (size_t i = 0; key && best > 0 && i < ab_npresets; i++)
+		if (score(&ab_presets[i], cfg, document) == best && batch_key_is(&ab_presets[i], key)) {
+			found = &ab_presets[i];
+			n++;
+		}
+	if (n != 1)
+		return -ENOENT;
+	*out = found;
+	return 0;
 }
 
 int ab_preset_detect_model(const struct ab_config *cfg, int document,

@@ -80,6 +80,12 @@ int ab_preset_lookup(const char *name, const struct ab_preset **out, char *err, 
 int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_preset **out,
 		     char *err, size_t errlen);
 
+/* With the user's own batch key: the preset detected as ab_preset_detect does, where its
+ * train or eval batch key is key, or of several matching equally well the one whose is (a
+ * file with both per_device_train_batch_size and batch_size); -ENOENT otherwise. */
+int ab_preset_detect_key(const struct ab_config *cfg, int document, const char *key,
+			 const struct ab_preset **out);
+
 /* The preset whose model dimension keys (hidden, layers, heads, ffn, seq, vocab) the file
  * has most of, at least three: a Hugging Face config.json has no batch keys at all. */
 int ab_preset_detect_model(const struct ab_config *cfg, int document,

@@ -145,6 +145,7 @@ static struct ab_growth chosen_growth(const struct ab_report *r)
 	const struct ab_decision *d;
 	const struct ab_trial *t;
 	uint64_t step;
+	long trial_acc, run_acc;
 
 	if (!r->ok || !r->trials || r->nfractions == 0)
 		return g;
@@ -154,8 +155,15 @@ static struct ab_growth chosen_growth(const struct ab_report *r)
 	if (!step || !t->has_peak || t->peak_bytes > d->limit_bytes)
 		return g;
 	g.per_step = step;
-	g.steps_to_limit = (long)((uint64_t)(t->steps > 0 ? t->steps : 0) +
-				  (d->limit_bytes - ab_trial_seen_peak(t)) / step);
+	/* in the run's steps: micro-batches, the trial's (trials ran with accumulation 1 where
+	 * the config's key was set to it) and those to the limit, over the run's a step */
+	trial_acc = r->accum_key || r->config_accum < 1 ? 1 : r->config_accum;
+	run_acc = r->global_batch && d->grad_accum > 0 ? d->grad_accum
+						       : r->config_accum > 0 ? r->config_accum : 1;
+	g.steps_to_limit = (long)(((double)(t->steps > 0 ? t->steps : 0) * (double)trial_acc +
+				   (double)(d->limit_bytes - ab_trial_seen_peak(t)) /
+					   (double)step * (double)trial_acc) /
+				  (double)run_acc);
 	if (r->run_steps > 0) { /* the search judged it at the run's last step */
 		g.run_steps = r->run_steps;
 		g.run_peak = t->peak_bytes;

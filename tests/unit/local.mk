@@ -32,6 +32,7 @@ check_DATA = $(man_MANS) $(check_DATA_CMOCKA)
 TESTS = $(UNIT_TESTS) $(EMU_TESTS) \
 	tests/unit/probe-cli.t \
 	tests/unit/probe-run.t \
+	tests/unit/config-values.t \
 	tests/unit/probe-task.t \
 	tests/unit/probe-watch.t \
 	tests/unit/probe-model.t \

@@ -442,6 +442,18 @@ static void data_parallel_width(void **state)
 	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
 	assert_int_equal(ab_keys_check_global(&k, cfg, 512, "hf.json", err, sizeof(err)), 0);
 	ab_config_free(cfg);
+	/* a file two presets match equally (Hugging Face's batch key and torchtune's): with the
+	 * user's key, the one whose batch key it is, never the other's by the table's order */
+	cfg = parse("amb.yaml", "per_device_train_batch_size: 8\nbatch_size: 32\n"
+				"gradient_accumulation_steps: 4\n");
+	assert_int_equal(ab_keys_find(cfg, NULL, "per_device_train_batch_size", &k, err,
+				      sizeof(err)), 0);
+	assert_string_equal(k.preset->name, "huggingface");
+	assert_int_equal(ab_keys_find(cfg, NULL, "batch_size", &k, err, sizeof(err)), 0);
+	assert_string_equal(k.preset->name, "torchtune");
+	assert_int_equal(ab_keys_find(cfg, NULL, "mine", &k, err, sizeof(err)), -ENOENT);
+	assert_true(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)) == -EEXIST);
+	ab_config_free(cfg);
 	/* a nested key: where it goes; axolotl's batch_size: what to replace */
 	cfg = parse("l.yaml", "data:\n  batch_size: 8\ntrainer:\n  max_epochs: 1\n");
 	assert_int_equal(ab_keys_find(cfg, "lightning", NULL, &k, err, sizeof(err)), 0);
@@ -925,6 +937,39 @@ static void file_not_regular(void **state)
 	assert_contains(err, "cannot read /nonexistent/x.yaml: No such file or directory");
 }
 
+/* A value only read (a run's length) is what a YAML reader makes of it: through an alias
+ * and '<<' merges (a merge of a merge, the mapping's own key first), on several lines; a key
+ * twice or a list is still refused, and an edit still refuses what it would not change. */
+static void reads(void **state)
+{
+	static const char text[] =
+		"n: &n 100\nbase: &b {max_steps: 7, warm: 3}\nmid: &m {<<: *b, lr: 1}\n"
+		"a: *n\nm:\n  <<: *m\nown:\n  <<: *b\n  max_steps: 9\nlong: one\n  two\n"
+		"twice: 1\ntwice: 2\nlist: [1]\n";
+	struct ab_config *cfg;
+	const struct ab_node *n;
+
+	(void)state;
+	assert_int_equal(ab_config_parse("r.yaml", text, strlen(text), AB_FORMAT_YAML, &cfg, err,
+					 sizeof(err)),
+			 0);
+	assert_int_equal(ab_config_read(cfg, "a", -1, &n, err, sizeof(err)), 0);
+	assert_string_equal(n->value, "100");
+	assert_int_equal(ab_config_read(cfg, "m.max_steps", -1, &n, err, sizeof(err)), 0);
+	assert_string_equal(n->value, "7");
+	assert_int_equal(ab_config_read(cfg, "own.max_steps", -1, &n, err, sizeof(err)), 0);
+	assert_string_equal(n->value, "9");
+	assert_int_equal(ab_config_read(cfg, "long", -1, &n, err, sizeof(err)), 0);
+	assert_string_equal(n->value, "one two");
+	assert_int_equal(ab_config_read(cfg, "m.nothing", -1, &n, err, sizeof(err)), -ENOENT);
+	assert_int_equal(ab_config_read(cfg, "twice", -1, &n, err, sizeof(err)), -EEXIST);
+	assert_int_equal(ab_config_read(cfg, "list", -1, &n, err, sizeof(err)), -EISDIR);
+	assert_int_equal(ab_config_lookup(cfg, "a", -1, &n, err, sizeof(err)), -EPERM);
+	assert_int_equal(ab_config_lookup(cfg, "m.max_steps", -1, &n, err, sizeof(err)), -EPERM);
+	assert_int_equal(ab_config_read(cfg, NULL, -1, &n, err, sizeof(err)), -ENOENT);
+	ab_config_free(cfg);
+}
+
 /* Merges that fan out (each level merges the one below twice: 2^30 paths) or that merge
  * their own mapping must not make a lookup exponential (a fuzzer found the self-merge). */
 static void merge_bombs(void **state)
@@ -946,11 +991,16 @@ static void merge_bombs(void **state)
 			 0);
 	assert_int_equal(ab_config_find(cfg, "top.missing", -1, &n, err, sizeof(err)), -ENOENT);
 	assert_int_equal(ab_config_find(cfg, "top.k", -1, &n, err, sizeof(err)), -EPERM);
+	/* a read goes through them, as bounded */
+	assert_int_equal(ab_config_read(cfg, "top.missing", -1, &n, err, sizeof(err)), -ENOENT);
+	assert_int_equal(ab_config_read(cfg, "top.k", -1, &n, err, sizeof(err)), 0);
+	assert_string_equal(n->value, "1");
 	ab_config_free(cfg);
 	snprintf(text, sizeof(text), "a: &a\n  x: 1\n  <<: *a\n");
 	if (ab_config_parse("self.yaml", text, strlen(text), AB_FORMAT_YAML, &cfg, err,
 			    sizeof(err)) == 0) {
 		assert_true(ab_config_find(cfg, "a.y", -1, &n, err, sizeof(err)) < 0);
+		assert_true(ab_config_read(cfg, "a.y", -1, &n, err, sizeof(err)) < 0);
 		ab_config_free(cfg);
 	}
 	alarm(0);
@@ -964,7 +1014,7 @@ int main(void)
 		cmocka_unit_test(json_features),
 		cmocka_unit_test(get_values),
 		cmocka_unit_test(refusals),
-		cmocka_unit_test(merge_bombs),
+		cmocka_unit_test(merge_bombs), cmocka_unit_test(reads),
 		cmocka_unit_test(bad_values),
 		cmocka_unit_test(path_values),
 		cmocka_unit_test(invalid_files),

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include "unit.h"
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,6 +83,48 @@ static void numbers(void **state)
 	assert_int_equal(ab_parse_decimal("1.5", AB_EXACT_DIGITS, 0, 1, &d), -ERANGE);
 	assert_int_equal(ab_parse_decimal("0.8%", AB_EXACT_DIGITS, 0, 1, &d), -EINVAL);
 	assert_int_equal(ab_parse_decimal("1e-3", AB_EXACT_DIGITS, 0, 1, &d), -EINVAL);
+}
+
+/* A config's whole number as PyYAML and json read it: underscores, hex, a sign, whole
+ * decimals only where asked; a leading 0 (octal to PyYAML) is none. */
+static void config_numbers(void **state)
+{
+	static const struct {
+		const char *text;
+		unsigned flags;
+		int rc;
+		long v;
+	} cases[] = {
+		{"150_001", 0, 0, 150001}, {"10_000", 0, 0, 10000}, {"1_", 0, 0, 1},
+		{"0x64", 0, 0, 100}, {"0XfF", 0, 0, 255}, {"0x1_0", 0, 0, 16}, {"-1", 0, 0, -1},
+		{"+7", 0, 0, 7}, {"0", 0, 0, 0}, {"4.0", AB_WHOLE_DECIMAL, 0, 4},
+		{"1e3", AB_WHOLE_DECIMAL, 0, 1000}, {"-2.0", AB_WHOLE_DECIMAL, 0, -2},
+		{"0.0", AB_WHOLE_DECIMAL, 0, 0}, {"16.", AB_WHOLE_DECIMAL, 0, 16},
+		{"4.0", 0, -EINVAL, 0}, {"1e3", 0, -EINVAL, 0}, {"2.5", AB_WHOLE_DECIMAL, -EINVAL, 0},
+		{"010", 0, -EINVAL, 0}, {"010", AB_WHOLE_DECIMAL, -EINVAL, 0}, {"_1", 0, -EINVAL, 0},
+		{"1_0.0", AB_WHOLE_DECIMAL, -EINVAL, 0}, {"0x", 0, -EINVAL, 0}, {"0xg", 0, -EINVAL, 0},
+		{"", 0, -EINVAL, 0}, {"+", AB_WHOLE_DECIMAL, -EINVAL, 0}, {"--1", 0, -EINVAL, 0},
+		{"inf", AB_WHOLE_DECIMAL, -EINVAL, 0}, {"nan", AB_WHOLE_DECIMAL, -EINVAL, 0},
+		{"0x1p3", AB_WHOLE_DECIMAL, -EINVAL, 0}, {" 1", AB_WHOLE_DECIMAL, -EINVAL, 0},
+		{"1 ", AB_WHOLE_DECIMAL, -EINVAL, 0}, {"true", AB_WHOLE_DECIMAL, -EINVAL, 0},
+		{"9223372036854775808", 0, -ERANGE, 0}, {"0x8000000000000000", 0, -ERANGE, 0},
+		{"99999999999999999999x", 0, -EINVAL, 0}, {"1e300", AB_WHOLE_DECIMAL, -ERANGE, 0},
+		{"2000000001", 0, -ERANGE, 0},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		long v = -7;
+		int rc = ab_parse_config_whole(cases[i].text, cases[i].flags, LONG_MIN, 2000000000L,
+					       &v);
+
+		if (rc != cases[i].rc)
+			fail_msg("'%s' (flags %u): %d, expected %d", cases[i].text, cases[i].flags, rc,
+				 cases[i].rc);
+		assert_int_equal(v, cases[i].rc ? -7 : cases[i].v);
+	}
+	assert_int_equal(ab_parse_config_whole(NULL, 0, 0, 1, &(long){0}), -EINVAL);
+	assert_int_equal(ab_parse_config_whole("5", 0, 6, 9, &(long){0}), -ERANGE);
 }
 
 static void fraction_accepts(void **state)
@@ -823,7 +866,7 @@ static void probe_args_device(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(numbers),
+		cmocka_unit_test(numbers), cmocka_unit_test(config_numbers),
 		cmocka_unit_test(fraction_accepts),
 		cmocka_unit_test(fraction_refuses),
 		cmocka_unit_test(site_defaults),
