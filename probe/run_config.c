@@ -41,13 +41,6 @@ static int value_at(const struct run_opts *o, const struct ab_config *cfg, const
 	return rc;
 }
 
-/* null as PyYAML and OmegaConf read it (NeMo's files write None too). */
-static bool null_text(const char *t)
-{
-	return !strcmp(t, "") || !strcmp(t, "null") || !strcmp(t, "~") || !strcmp(t, "None") ||
-	       !strcmp(t, "Null") || !strcmp(t, "NULL");
-}
-
 /* key's whole number as the framework reads it (ab_parse_config_whole; 0), -ENOENT without
  * it or where it is null, -EDOM with *text where it is something else, or the lookup's own
  * refusal. */
@@ -58,17 +51,9 @@ static int config_whole(const struct run_opts *o, const struct ab_config *cfg, c
 
 	if (rc < 0)
 		return rc;
-	if (null_text(*text))
+	if (ab_config_null(*text))
 		return -ENOENT;
 	return ab_parse_config_whole(*text, flags, LONG_MIN, LONG_MAX, v) < 0 ? -EDOM : 0;
-}
-
-/* A word a framework fills in itself (DeepSpeed's "auto" under Hugging Face, ${...}), not a
- * number written wrong. */
-static bool a_word(const char *t)
-{
-	t += *t == '+' || *t == '-';
-	return !(*t >= '0' && *t <= '9') && *t != '.';
 }
 
 /* The accumulation key: --accum-key, else the preset's where the file has it; and the value
@@ -93,7 +78,7 @@ static int accum_key(struct run_opts *o, const struct ab_config *cfg, const stru
 		return 0;
 	if ((rc = ab_config_find(cfg, o->accum_key, o->document, &n, err, errlen)) < 0)
 		return rc;
-	if (null_text(n->value) || a_word(n->value))
+	if (ab_config_null(n->value) || ab_config_word(n->value))
 		return 0;
 	if (ab_parse_config_whole(n->value, AB_WHOLE_DECIMAL, 1, AB_BATCH_MAX, &v) < 0)
 		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a whole number of "
@@ -287,8 +272,7 @@ static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, co
 	if (rc < 0 && rc != -EISDIR) /* twice, in two documents, an alias: the lookup says */
 		return rc;
 	if (rc == 0) /* a single value: null turns it off */
-		return !strcmp(text, "") || !strcmp(text, "null") || !strcmp(text, "~") ||
-				       !strcmp(text, "None")
+		return ab_config_null(text)
 			       ? 0
 			       : ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a list [start, "
 							      "increment, samples] or null",

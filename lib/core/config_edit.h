@@ -125,6 +125,13 @@ int ab_config_visit(const struct ab_config *cfg, ab_config_visit_fn fn, void *ar
 /* True when text is a decimal number (sign, digits, fraction, exponent). */
 bool ab_is_number(const char *text, size_t len);
 
+/* A config's null as PyYAML and OmegaConf read one (empty, null, ~; NeMo's files write None). */
+bool ab_config_null(const char *text);
+
+/* A word a framework fills in itself (DeepSpeed's "auto" under Hugging Face, ${...}), not a
+ * number written another way (10_000, 2.5, 0x10): it starts with no digit, sign or dot. */
+bool ab_config_word(const char *text);
+
 /* A config's boolean as a program reading it sees one: YAML 1.1's true and false (true, yes,
  * on in three cases, y and Y, and their opposites; PyYAML reads all but y and n so), JSON's,
  * and 1 and 0 (what a pydantic bool takes too): 1, 0, or -EINVAL for anything else. */

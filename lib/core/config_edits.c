@@ -35,6 +35,22 @@ bool ab_is_number(const char *t, size_t len)
 	return i == len;
 }
 
+bool ab_config_null(const char *t)
+{
+	static const char *const nulls[] = {"", "null", "Null", "NULL", "~", "None"};
+
+	for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
+		if (!strcmp(t, nulls[i]))
+			return true;
+	return false;
+}
+
+bool ab_config_word(const char *t)
+{
+	t += *t == '+' || *t == '-';
+	return !(*t >= '0' && *t <= '9') && *t != '.';
+}
+
 struct splice {
 	size_t start, end;
 	const char *key;

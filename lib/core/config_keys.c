@@ -33,7 +33,7 @@ static int whole_of(const struct ab_config *cfg, const char *key, long min, long
 
 	if ((rc = value_of(cfg, key, &text, err, errlen)) < 0)
 		return rc;
-	if (ab_parse_whole(text, min, max, v) < 0)
+	if (ab_parse_config_whole(text, 0, min, max, v) < 0)
 		return ab_fail(err, errlen, EINVAL, "%s is '%s', not a whole number from %ld to %ld: "
 						    "fix it in the config",
 			       key, ab_printable(text, shown, sizeof(shown)), min, max);
@@ -82,7 +82,7 @@ static int global_of(const struct ab_config *cfg, const char *key, struct ab_key
 	if (rc < 0)
 		return rc;
 	k->global = key;
-	if (!ab_is_number(text, strlen(text)))
+	if (ab_config_word(text) || ab_config_null(text))
 		return 0;
 	return whole_of(cfg, key, 1, AB_GLOBAL_BATCH_MAX, &k->file_global, err, errlen);
 }

@@ -417,6 +417,13 @@ static void data_parallel_width(void **state)
 		assert_contains(err, bad[i].says);
 		ab_config_free(cfg);
 	}
+	/* the sizes and the global batch in YAML's other spellings, as PyYAML reads them */
+	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  global_batch_size: 1_024\n"
+				 "  tensor_model_parallel_size: 0x2\n");
+	assert_int_equal(ab_keys_find(cfg, NULL, NULL, &k, err, sizeof(err)), 0);
+	assert_int_equal(k.file_global, 1024);
+	assert_int_equal(k.model_parallel, 2);
+	ab_config_free(cfg);
 	/* a word a framework fills in itself is no global batch, and the key is still written */
 	cfg = parse("nemo.yaml", "model:\n  micro_batch_size: 4\n  global_batch_size: "
 				 "${multiply:${model.micro_batch_size},${trainer.devices},"
