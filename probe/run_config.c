@@ -142,7 +142,8 @@ static int run_length(struct run_opts *o, const struct ab_config *cfg, const str
 	if (rc == -EDOM || (rc == 0 && v > AB_RUN_STEPS_MAX))
 		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a whole number of steps "
 						    "up to %ld: fix it, or give the run's length "
-						    "with --run-steps N (or off)",
+						    "with --autobatch-run-steps=N or off "
+						    "(--run-steps)",
 			       o->config, key, ab_printable(text, shown, sizeof(shown)),
 			       AB_RUN_STEPS_MAX);
 	if (rc < 0)

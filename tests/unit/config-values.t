@@ -54,7 +54,7 @@ check "max_steps: *n, an alias, is its anchor's 100" chose alias 15 "sized for t
 
 run half 'per_device_train_batch_size: 8\nmax_steps: 2.5\n'
 check "max_steps: 2.5 is refused, naming the key and --run-steps; the file untouched" \
-	failed_with $? half "max_steps is '2.5', not a whole number of steps up to 1000000000: fix it, or give the run's length with --run-steps N (or off)"
+	failed_with $? half "max_steps is '2.5', not a whole number of steps up to 1000000000: fix it, or give the run's length with --autobatch-run-steps=N or off (--run-steps)"
 run big 'per_device_train_batch_size: 8\nmax_steps: 2147483648\n'
 check "max_steps past 10^9 is refused as --run-steps is, not ignored" \
 	failed_with $? big "max_steps is '2147483648', not a whole number of steps up to"
