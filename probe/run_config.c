@@ -19,13 +19,10 @@
 
 void start_from_value(const char *value, long *start)
 {
-	double v;
+	long v;
 
-	if (*start || !ab_is_number(value, strlen(value)))
-		return;
-	v = strtod(value, NULL);
-	if (v >= 1 && v <= (double)AB_BATCH_MAX)
-		*start = (long)v;
+	if (!*start && ab_parse_config_whole(value, AB_WHOLE_DECIMAL, 1, AB_BATCH_MAX, &v) == 0)
+		*start = v;
 }
 
 /* key's value as a reader of the file sees it (aliases and merges followed; 0), -ENOENT
@@ -42,8 +39,9 @@ static int value_at(const struct run_opts *o, const struct ab_config *cfg, const
 }
 
 /* key's whole number as the framework reads it (ab_parse_config_whole; 0), -ENOENT without
- * it or where it is null, -EDOM with *text where it is something else, or the lookup's own
- * refusal. */
+ * it or where it is null, -ENODATA with *text where it is a word the framework resolves
+ * itself (${...}, ???, auto), -EDOM with *text where it is a number written wrong, or the
+ * lookup's own refusal (twice, in two documents, a list: -EISDIR). */
 static int config_whole(const struct run_opts *o, const struct ab_config *cfg, const char *key,
 			unsigned flags, long *v, const char **text, char *err, size_t errlen)
 {
@@ -53,6 +51,8 @@ static int config_whole(const struct run_opts *o, const struct ab_config *cfg, c
 		return rc;
 	if (ab_config_null(*text))
 		return -ENOENT;
+	if (ab_config_word(*text))
+		return -ENODATA;
 	return ab_parse_config_whole(*text, flags, LONG_MIN, LONG_MAX, v) < 0 ? -EDOM : 0;
 }
 
@@ -111,7 +111,7 @@ static int length_cap(struct run_opts *o, const struct ab_config *cfg, const str
 	long v;
 	int rc = config_whole(o, cfg, key, AB_WHOLE_DECIMAL, &v, &text, err, errlen);
 
-	if (rc == -ENOENT)
+	if (rc == -ENOENT || rc == -ENODATA) /* none known: the trials say what they saw */
 		return 0;
 	if (rc == -EDOM || (rc == 0 && (v < 1 || v > INT_MAX)))
 		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a whole number of tokens "
@@ -124,10 +124,13 @@ static int length_cap(struct run_opts *o, const struct ab_config *cfg, const str
 	return 0;
 }
 
+#define RUN_STEPS_FIX "give the run's length with --autobatch-run-steps=N or off (--run-steps)"
+
 /* The run's length where the config says it, for a train phase's probe (an eval batch's is
- * not sized for it) unless --run-steps said it or off: none where
- * it is null or below 1 (Hugging Face's max_steps of -1: epochs), an error naming the key
- * and the way round it where it is no whole number of steps autobatch sizes for. */
+ * not sized for it) unless --run-steps said it or off: none where it is null or below 1
+ * (Hugging Face's max_steps of -1: epochs); said where the framework resolves it itself (an
+ * interpolation); an error naming the key and the way round it where it is no whole number
+ * of steps autobatch sizes for. */
 static int run_length(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p,
 		      char *err, size_t errlen)
 {
@@ -136,16 +139,26 @@ static int run_length(struct run_opts *o, const struct ab_config *cfg, const str
 	long v;
 	int rc;
 
-	if (o->run_steps || strcmp(o->phase, "train") || (rc = config_whole(o, cfg, key, AB_WHOLE_DECIMAL, &v, &text, err,
-					       errlen)) == -ENOENT)
+	if (o->run_steps || strcmp(o->phase, "train"))
 		return 0;
+	rc = config_whole(o, cfg, key, AB_WHOLE_DECIMAL, &v, &text, err, errlen);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == -ENODATA) {
+		fprintf(stderr, "autobatch: %s: %s is '%s', which the program resolves itself: "
+				"autobatch does not know the run's length; %s\n",
+			o->config, key, ab_printable(text, shown, sizeof(shown)), RUN_STEPS_FIX);
+		return 0;
+	}
+	if (rc == -EISDIR)
+		return ab_fail(err, errlen, EINVAL, "%s: %s is not a single number of steps: fix "
+						    "it, or %s",
+			       o->config, key, RUN_STEPS_FIX);
 	if (rc == -EDOM || (rc == 0 && v > AB_RUN_STEPS_MAX))
 		return ab_fail(err, errlen, EINVAL, "%s: %s is '%s', not a whole number of steps "
-						    "up to %ld: fix it, or give the run's length "
-						    "with --autobatch-run-steps=N or off "
-						    "(--run-steps)",
+						    "up to %ld: fix it, or %s",
 			       o->config, key, ab_printable(text, shown, sizeof(shown)),
-			       AB_RUN_STEPS_MAX);
+			       AB_RUN_STEPS_MAX, RUN_STEPS_FIX);
 	if (rc < 0)
 		return rc;
 	if (v >= 1) {
@@ -323,6 +336,12 @@ static int ramp_up(struct run_opts *o, const struct ab_config *cfg, const struct
 						    "it: start it at %ld or less",
 			       o->config, (int)strlen(p->keys[r]) - 3, p->keys[r], o->ramp_start,
 			       o->global_batch, o->global_batch);
+	if (o->ramp_global && o->global_batch && o->ramp_start == o->global_batch)
+		return ab_fail(err, errlen, EINVAL, "%s: the batch ramp-up (%.*s) starts at the "
+						    "global batch %ld: it has no stage to ramp, and "
+						    "Megatron divides its samples by their count, 0: "
+						    "start it lower, or set it to null",
+			       o->config, (int)strlen(p->keys[r]) - 3, p->keys[r], o->global_batch);
 	if (o->ramp_global && o->global_batch && (o->global_batch - o->ramp_start) % o->ramp_step)
 		return ab_fail(err, errlen, EINVAL, "%s: the batch ramp-up from %ld by %ld (%.*s) "
 						    "never reaches the global batch %ld, and Megatron "

@@ -213,9 +213,11 @@ int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe
 		ab_argv_add(b, job->config);
 		ab_argv_add(b, "--key");
 		ab_argv_add(b, job->key);
-		if (req->preset[0]) { /* its run length, ramp-up and lengths, whatever the key */
+		/* the preset the plugin read the file by, named or detected: the probe reads its
+		 * run length, ramp-up and lengths by the same, whatever the batch key */
+		if (job->preset) {
 			ab_argv_add(b, "--preset");
-			ab_argv_add(b, req->preset);
+			ab_argv_add(b, job->preset);
 		}
 		if (job->accum_key) {
 			ab_argv_add(b, "--accum-key");

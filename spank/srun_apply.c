@@ -243,6 +243,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	pl->job.config = pl->config;
 	pl->job.key = pl->keys.micro;
 	pl->job.accum_key = pl->keys.accum;
+	pl->job.preset = pl->keys.preset ? pl->keys.preset->name : NULL;
 	if (!pl->job.global_batch)
 		pl->job.global_batch = pl->keys.file_global;
 	return 0;

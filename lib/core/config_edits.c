@@ -206,15 +206,17 @@ static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int doc
 			       cfg->name, e->key, e->value ? e->value : "");
 	if ((rc = ab_config_find(cfg, e->key, document, &n, err, errlen)) < 0)
 		return rc;
-	if (n->tag && ab_is_number(e->value, vlen) && !number_tag(n->tag))
+	if (n->tag && ab_is_number(e->value, vlen) && !number_tag(n->tag)) {
+		bool core = !strncmp(n->tag, YAML_TAGS, strlen(YAML_TAGS));
+		char shown[64]; /* libyaml decodes %0A in a tag to a newline */
+
 		return ab_fail(err, errlen, EPERM,
 			       "%s: line %zu: key '%s' has the tag %s%s, which the number autobatch "
 			       "writes there would not be read as: remove the tag",
-			       cfg->name, n->line, e->key,
-			       strncmp(n->tag, YAML_TAGS, strlen(YAML_TAGS)) ? "" : "!!",
-			       n->tag + (strncmp(n->tag, YAML_TAGS, strlen(YAML_TAGS))
-						 ? 0
-						 : strlen(YAML_TAGS)));
+			       cfg->name, n->line, e->key, core ? "!!" : "",
+			       ab_printable(n->tag + (core ? strlen(YAML_TAGS) : 0), shown,
+					    sizeof(shown)));
+	}
 	/* a path only where the file holds a string: never in place of a number or a map */
 	if (path && (n->kind != AB_NODE_SCALAR || ab_is_number(n->value, n->value_len) ||
 		     (n->json_literal && !(n->value_len == 4 && !memcmp(n->value, "null", 4)))))

@@ -55,8 +55,10 @@ static int config_digits(const char *p, int base, long *out)
 			d = (*p | 0x20) - 'a' + 10;
 		else
 			return -EINVAL;
-		if (v > (LONG_MAX - d) / base)
-			return config_digits(p + 1, base, &v) == -EINVAL ? -EINVAL : -ERANGE;
+		if (v > (LONG_MAX - d) / base) /* too large, unless what follows is no number */
+			return p[strspn(p, base == 16 ? "0123456789abcdefABCDEF_" : "0123456789_")]
+				       ? -EINVAL
+				       : -ERANGE;
 		v = v * base + d;
 	}
 	*out = v;
@@ -93,7 +95,7 @@ int ab_parse_config_whole(const char *text, unsigned flags, long min, long max, 
 		return -EINVAL;
 	if (*p == '+' || *p == '-')
 		neg = *p++ == '-';
-	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X') && p[2])
+	if (p[0] == '0' && p[1] == 'x' && p[2]) /* lower case: PyYAML's 0X1F is a string */
 		rc = config_digits(p + 2, 16, &v);
 	else if (p[0] == '0' && p[1] && p[1] != '.' && p[1] != 'e' && p[1] != 'E')
 		rc = -EINVAL; /* octal to PyYAML, decimal to others */

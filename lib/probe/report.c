@@ -164,6 +164,8 @@ static struct ab_growth chosen_growth(const struct ab_report *r)
 				   (double)(d->limit_bytes - ab_trial_seen_peak(t)) /
 					   (double)step * (double)trial_acc) /
 				  (double)run_acc);
+	if (g.steps_to_limit < 1) /* within the run's first step of many micro-batches */
+		g.steps_to_limit = 1;
 	if (r->run_steps > 0) { /* the search judged it at the run's last step */
 		g.run_steps = r->run_steps;
 		g.run_peak = t->peak_bytes;

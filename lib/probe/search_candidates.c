@@ -85,8 +85,7 @@ static int per_device(const struct ab_search_params *p, long *out, char *err, si
 {
 	long g = p->global_batch;
 
-	/* a ramp that starts at the global batch has that one stage alone */
-	if (p->ramp_global && p->ramp_step > 0 && p->ramp_start < g)
+	if (p->ramp_global && p->ramp_step > 0)
 		g = gcd(gcd(g, p->ramp_start), p->ramp_step);
 	if (p->devices < 1 || g % p->devices)
 		return p->ramp_global && g != p->global_batch

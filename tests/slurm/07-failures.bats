@@ -115,19 +115,23 @@ expect_failure() {
 	no_probe_step_left
 }
 
-@test "a run length that is no whole number is named, read through the preset the user named beside their own key" {
+@test "a run length that is no whole number is named, read through the preset named or detected beside the user's own key" {
 	set_plugstack ""
-	# the toy's own key stays for toy_train; autobatch sizes train.bs under Lightning's keys
+	# the toy's own key stays for toy_train; autobatch sizes train.bs under Lightning's keys,
+	# the preset named, then detected (the plugin tells the probe which)
 	sed -i 's/max_steps: 3/max_steps: 2.5/' cfg.yaml
 	printf 'train:\n  bs: 8\n' >>cfg.yaml
 	cp cfg.yaml orig.yaml
-	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
-		--autobatch-preset=lightning --autobatch-key=train.bs toy_train --config cfg.yaml
-	[ "$status" -eq 0 ]
-	assert_line_in "autobatch: the probe failed: $PWD/cfg.yaml: trainer.max_steps is '2.5', not a whole number of steps up to 1000000000: fix it, or give the run's length with --autobatch-run-steps=N or off (--run-steps); launching with the original settings (on_failure=continue)" "$stderr"
-	assert_line_in "toy_train: batch 8 from cfg.yaml" "$output"
-	cmp cfg.yaml orig.yaml
-	no_probe_step_left
+	for preset in --autobatch-preset=lightning ""; do
+		run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 \
+			--autobatch-config=cfg.yaml $preset --autobatch-key=train.bs \
+			toy_train --config cfg.yaml
+		[ "$status" -eq 0 ]
+		assert_line_in "autobatch: the probe failed: $PWD/cfg.yaml: trainer.max_steps is '2.5', not a whole number of steps up to 1000000000: fix it, or give the run's length with --autobatch-run-steps=N or off (--run-steps); launching with the original settings (on_failure=continue)" "$stderr"
+		assert_line_in "toy_train: batch 8 from cfg.yaml" "$output"
+		cmp cfg.yaml orig.yaml
+		no_probe_step_left
+	done
 }
 
 @test "Ctrl-C while probing cancels the probe step and changes nothing" {

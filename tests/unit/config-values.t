@@ -9,7 +9,7 @@ dir=$(mktemp -d /tmp/autobatch-config-values.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 
-echo "1..17"
+echo "1..18"
 
 # A trial program whose held memory grows at every step: 1 MiB a sample held, and 128 KiB
 # a sample more each step (an output kept), its peak a quarter above what it holds.
@@ -61,6 +61,13 @@ check "max_steps past 10^9 is refused as --run-steps is, not ignored" \
 run twice 'max_steps: 100\nper_device_train_batch_size: 8\nmax_steps: 10\n'
 check "max_steps twice is refused (lines 1 and 3)" \
 	failed_with $? twice "key 'max_steps' occurs twice (lines 1 and 3)"
+run interp 'per_device_train_batch_size: 8\nmax_steps: ${oc.env:STEPS,100}\n'
+run listed 'per_device_train_batch_size: 8\nmax_steps: [1, 2]\n'
+check "max_steps the program resolves (\${oc.env:...}) is said and left unsized; a list is refused naming --autobatch-run-steps" \
+	sh -c "grep -qF \"max_steps is '\\\${oc.env:STEPS,100}', which the program resolves itself: autobatch does not know the run's length; give the run's length with --autobatch-run-steps=N or off (--run-steps)\" '$dir/interp.err' &&
+	       grep -q '^autobatch: chose batch 126 ' '$dir/interp.err' &&
+	       grep -qF \"max_steps is not a single number of steps: fix it, or give the run's length with --autobatch-run-steps=N\" '$dir/listed.err'" ||
+	cat "$dir/interp.err" "$dir/listed.err" >&2
 run epochs 'per_device_train_batch_size: 8\nmax_steps: -1\n' --run-steps 100
 check "max_steps: -1 (epochs) is no length; --run-steps 100 gives it" \
 	chose epochs 15 "sized for the run's 100 steps (as asked)"
@@ -83,10 +90,14 @@ check "the steps to the limit count the run's steps of 4 micro-batches: about 1,
 run mt 'per_device_batch_size: 8\nmetrics_file: ""\nenable_rampup_batch_size: true\nper_device_batch_size_start: 4.0\nper_device_batch_size_increment: 2.0\n' --max 60
 check "MaxText's ramp from 4.0 by 2.0 is read as 4 by 2: the choice 60 is one of its steps" \
 	chose mt 60 "a step of the batch ramp-up from 4 by 2"
-run nemo 'model:\n  micro_batch_size: 8\n  global_batch_size: 64\n  rampup_batch_size: [64, 16.0, 1000]\n' \
+run nemo 'model:\n  micro_batch_size: 8\n  global_batch_size: 64\n  rampup_batch_size: [16.0, 16, 1000]\n' \
 	--global-batch 64 --devices 2 --run-steps off
-check "a NeMo ramp starting at the global batch 64 leaves 32 a device (accumulation 1), not 8" \
-	chose nemo "32 (gradient accumulation 1, global 64)"
+run nemo_one 'model:\n  micro_batch_size: 8\n  global_batch_size: 64\n  rampup_batch_size: [64, 16, 1000]\n' \
+	--global-batch 64 --devices 2 --run-steps off
+check "a NeMo ramp from 16.0 by 16 is read as 16; one that starts at the global batch, on which Megatron divides by zero stages, is refused" \
+	sh -c "grep -q '^autobatch: chose batch 8 (gradient accumulation 4, global 64) .*every stage of the global batch ramp-up from 16 by 16' '$dir/nemo.err' &&
+	       grep -qF 'the batch ramp-up (model.rampup_batch_size) starts at the global batch 64: it has no stage to ramp, and Megatron divides its samples by their count, 0: start it lower, or set it to null' '$dir/nemo_one.err'" ||
+	cat "$dir/nemo.err" "$dir/nemo_one.err" >&2
 
 # a file that two presets match (Hugging Face's key and torchtune's batch_size): --key picks
 # the preset whose batch key it is, with its max_steps and accumulation; an unknown --preset

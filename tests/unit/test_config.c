@@ -996,13 +996,39 @@ static void merge_bombs(void **state)
 	assert_int_equal(ab_config_parse("bomb.yaml", text, len, AB_FORMAT_YAML, &cfg, err,
 					 sizeof(err)),
 			 0);
-	assert_int_equal(ab_config_find(cfg, "top.missing", -1, &n, err, sizeof(err)), -ENOENT);
+	/* a key it lacks: the search stops at its bound and says so, never "absent" unsure */
+	assert_int_equal(ab_config_find(cfg, "top.missing", -1, &n, err, sizeof(err)), -E2BIG);
+	assert_contains(err, "bomb.yaml: line 33: key 'top.missing': its mapping's '<<' merges "
+			     "hold more than the 1048576 keys autobatch compares: write the key out "
+			     "in it");
 	assert_int_equal(ab_config_find(cfg, "top.k", -1, &n, err, sizeof(err)), -EPERM);
 	/* a read goes through them, as bounded */
-	assert_int_equal(ab_config_read(cfg, "top.missing", -1, &n, err, sizeof(err)), -ENOENT);
+	assert_int_equal(ab_config_read(cfg, "top.missing", -1, &n, err, sizeof(err)), -E2BIG);
 	assert_int_equal(ab_config_read(cfg, "top.k", -1, &n, err, sizeof(err)), 0);
 	assert_string_equal(n->value, "1");
 	ab_config_free(cfg);
+	/* wide, not deep: 4,000 merges of a 4,000-key mapping (16 M keys to compare, minutes
+	 * inside srun when only the mappings were counted) */
+	{
+		size_t cap = 4000 * 12 + 4000 * 5 + 64, w = 0;
+		char *wide = malloc(cap);
+
+		assert_non_null(wide);
+		w += (size_t)snprintf(wide + w, cap - w, "b: &b {");
+		for (int i = 0; i < 4000; i++)
+			w += (size_t)snprintf(wide + w, cap - w, "%sk%d: 1", i ? ", " : "", i);
+		w += (size_t)snprintf(wide + w, cap - w, "}\nt:\n  <<: [");
+		for (int i = 0; i < 4000; i++)
+			w += (size_t)snprintf(wide + w, cap - w, "%s*b", i ? ", " : "");
+		w += (size_t)snprintf(wide + w, cap - w, "]\n");
+		assert_int_equal(ab_config_parse("wide.yaml", wide, w, AB_FORMAT_YAML, &cfg, err,
+						 sizeof(err)),
+				 0);
+		assert_int_equal(ab_config_read(cfg, "t.missing", -1, &n, err, sizeof(err)), -E2BIG);
+		assert_int_equal(ab_config_read(cfg, "t.k3999", -1, &n, err, sizeof(err)), 0);
+		ab_config_free(cfg);
+		free(wide);
+	}
 	snprintf(text, sizeof(text), "a: &a\n  x: 1\n  <<: *a\n");
 	if (ab_config_parse("self.yaml", text, strlen(text), AB_FORMAT_YAML, &cfg, err,
 			    sizeof(err)) == 0) {

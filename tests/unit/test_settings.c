@@ -96,7 +96,7 @@ static void config_numbers(void **state)
 		long v;
 	} cases[] = {
 		{"150_001", 0, 0, 150001}, {"10_000", 0, 0, 10000}, {"1_", 0, 0, 1},
-		{"0x64", 0, 0, 100}, {"0XfF", 0, 0, 255}, {"0x1_0", 0, 0, 16}, {"-1", 0, 0, -1},
+		{"0x64", 0, 0, 100}, {"0xfF", 0, 0, 255}, {"0XFF", 0, -EINVAL, 0}, {"0x1_0", 0, 0, 16}, {"-1", 0, 0, -1},
 		{"+7", 0, 0, 7}, {"0", 0, 0, 0}, {"4.0", AB_WHOLE_DECIMAL, 0, 4},
 		{"1e3", AB_WHOLE_DECIMAL, 0, 1000}, {"-2.0", AB_WHOLE_DECIMAL, 0, -2},
 		{"0.0", AB_WHOLE_DECIMAL, 0, 0}, {"16.", AB_WHOLE_DECIMAL, 0, 16},
@@ -108,7 +108,8 @@ static void config_numbers(void **state)
 		{"0x1p3", AB_WHOLE_DECIMAL, -EINVAL, 0}, {" 1", AB_WHOLE_DECIMAL, -EINVAL, 0},
 		{"1 ", AB_WHOLE_DECIMAL, -EINVAL, 0}, {"true", AB_WHOLE_DECIMAL, -EINVAL, 0},
 		{"9223372036854775808", 0, -ERANGE, 0}, {"0x8000000000000000", 0, -ERANGE, 0},
-		{"99999999999999999999x", 0, -EINVAL, 0}, {"1e300", AB_WHOLE_DECIMAL, -ERANGE, 0},
+		{"99999999999999999999x", 0, -EINVAL, 0}, {"9223372036854775808_0", 0, -ERANGE, 0},
+		{"0xffffffffffffffffffg", 0, -EINVAL, 0}, {"1e300", AB_WHOLE_DECIMAL, -ERANGE, 0},
 		{"2000000001", 0, -ERANGE, 0},
 	};
 
@@ -124,6 +125,20 @@ static void config_numbers(void **state)
 		assert_int_equal(v, cases[i].rc ? -7 : cases[i].v);
 	}
 	assert_int_equal(ab_parse_config_whole(NULL, 0, 0, 1, &(long){0}), -EINVAL);
+	/* digits past any long: a loop, not a call every 19 digits (8 MiB of them overflowed the
+	 * stack inside srun) */
+	{
+		size_t n = 8u << 20;
+		char *nines = malloc(n + 1);
+
+		assert_non_null(nines);
+		memset(nines, '9', n);
+		nines[n] = '\0';
+		assert_int_equal(ab_parse_config_whole(nines, 0, 0, LONG_MAX, &(long){0}), -ERANGE);
+		nines[n - 1] = 'x';
+		assert_int_equal(ab_parse_config_whole(nines, 0, 0, LONG_MAX, &(long){0}), -EINVAL);
+		free(nines);
+	}
 	assert_int_equal(ab_parse_config_whole("5", 0, 6, 9, &(long){0}), -ERANGE);
 }
 
