@@ -25,14 +25,16 @@ void start_from_value(const char *value, long *start)
 		*start = v;
 }
 
-/* key's value as a reader of the file sees it (aliases and merges followed; 0), -ENOENT
- * without it, or the lookup's own refusal (twice, in two documents, a list): a key the run
- * reads is never taken as absent. */
+/* key's value (0), -ENOENT without it, or the lookup's own refusal (twice, in two documents,
+ * a list): a key the run reads is never taken as absent. A key a trial's copy edits (the
+ * ramp's switch) is found as an edit finds it; one only read, as a YAML reader does
+ * (aliases and merges followed). */
 static int value_at(const struct run_opts *o, const struct ab_config *cfg, const char *key,
-		    const char **text, char *err, size_t errlen)
+		    bool edited, const char **text, char *err, size_t errlen)
 {
 	const struct ab_node *n;
-	int rc = ab_config_read(cfg, key, o->document, &n, err, errlen);
+	int rc = edited ? ab_config_lookup(cfg, key, o->document, &n, err, errlen)
+			: ab_config_read(cfg, key, o->document, &n, err, errlen);
 
 	*text = rc == 0 ? n->value : "";
 	return rc;
@@ -45,7 +47,7 @@ static int value_at(const struct run_opts *o, const struct ab_config *cfg, const
 static int config_whole(const struct run_opts *o, const struct ab_config *cfg, const char *key,
 			unsigned flags, long *v, const char **text, char *err, size_t errlen)
 {
-	int rc = value_at(o, cfg, key, text, err, errlen);
+	int rc = value_at(o, cfg, key, false, text, err, errlen);
 
 	if (rc < 0)
 		return rc;
@@ -212,25 +214,13 @@ static void own_metrics(struct run_opts *o, const struct ab_config *cfg, const s
 		o->checkpoint_key = p->keys[AB_ROLE_CHECKPOINTING];
 }
 
-/* key's value (0), -ENOENT without it, or the lookup's own refusal (ab_config_lookup): a
- * ramp the run turns on is never taken as off. */
-static int ramp_value(const struct run_opts *o, const struct ab_config *cfg, const char *key,
-		      const char **text, char *err, size_t errlen)
-{
-	const struct ab_node *n;
-	int rc = ab_config_lookup(cfg, key, o->document, &n, err, errlen);
-
-	*text = rc == 0 ? n->value : "";
-	return rc;
-}
-
 /* A ramp's start or step: a whole number from 1, or an error naming the key. */
 static int ramp_whole(const struct run_opts *o, const struct ab_config *cfg, const char *key,
 		      long *v, char *err, size_t errlen)
 {
 	const char *text;
 	char shown[80];
-	int rc = ramp_value(o, cfg, key, &text, err, errlen);
+	int rc = value_at(o, cfg, key, true, &text, err, errlen);
 
 	if (rc == -ENOENT)
 		return ab_fail(err, errlen, EINVAL, "%s: a batch ramp-up is on, but it has no %s: "
@@ -253,7 +243,7 @@ static int ramp_switch(const struct run_opts *o, const struct ab_config *cfg, co
 {
 	const char *text;
 	char shown[80];
-	int rc = ramp_value(o, cfg, key, &text, err, errlen), b;
+	int rc = value_at(o, cfg, key, true, &text, err, errlen), b;
 
 	*on = false;
 	if (rc == -ENOENT)
@@ -281,7 +271,7 @@ static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, co
 	int rc;
 
 	snprintf(list, sizeof(list), "%.*s", (int)n, first);
-	if ((rc = ramp_value(o, cfg, list, &text, err, errlen)) == -ENOENT)
+	if ((rc = value_at(o, cfg, list, true, &text, err, errlen)) == -ENOENT)
 		return 0;
 	if (rc < 0 && rc != -EISDIR) /* twice, in two documents, an alias: the lookup says */
 		return rc;
@@ -292,7 +282,7 @@ static int global_ramp(const struct run_opts *o, const struct ab_config *cfg, co
 							      "increment, samples] or null",
 					 o->config, list, ab_printable(text, shown, sizeof(shown)));
 	snprintf(key, sizeof(key), "%s[2]", list);
-	three = ramp_value(o, cfg, key, &text, NULL, 0) == 0 &&
+	three = value_at(o, cfg, key, true, &text, NULL, 0) == 0 &&
 		ab_parse_config_whole(text, AB_WHOLE_DECIMAL, 0, LONG_MAX, &samples) == 0;
 	snprintf(key, sizeof(key), "%s[3]", list);
 	if (!three || ab_config_has(cfg, key, o->document))
