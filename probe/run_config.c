@@ -323,9 +323,10 @@ static int ramp_up(struct run_opts *o, const struct ab_config *cfg, const struct
 	if (o->ramp_global && o->global_batch && o->ramp_start > o->global_batch)
 		return ab_fail(err, errlen, EINVAL, "%s: the batch ramp-up (%.*s) starts at %ld, "
 						    "above the global batch %ld, and Megatron refuses "
-						    "it: start it at %ld or less",
+						    "it: start it below %ld, by a multiple of its "
+						    "increment %ld",
 			       o->config, (int)strlen(p->keys[r]) - 3, p->keys[r], o->ramp_start,
-			       o->global_batch, o->global_batch);
+			       o->global_batch, o->global_batch, o->ramp_step);
 	if (o->ramp_global && o->global_batch && o->ramp_start == o->global_batch)
 		return ab_fail(err, errlen, EINVAL, "%s: the batch ramp-up (%.*s) starts at the "
 						    "global batch %ld: it has no stage to ramp, and "

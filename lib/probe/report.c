@@ -528,6 +528,10 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 					 "between runs");
 	}
 	for (size_t i = 1; i < r->nfractions; i++)
-		ab_append(buf, buflen, &len, "%s fraction %g: batch %ld", i == 1 ? ";" : ",",
-			  r->fractions[i].fraction, r->fractions[i].decision.batch);
+		if (r->fractions[i].ok)
+			ab_append(buf, buflen, &len, "%s fraction %g: batch %ld", i == 1 ? ";" : ",",
+				  r->fractions[i].fraction, r->fractions[i].decision.batch);
+		else
+			ab_append(buf, buflen, &len, "%s fraction %g: nothing fits", i == 1 ? ";" : ",",
+				  r->fractions[i].fraction);
 }

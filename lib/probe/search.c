@@ -121,7 +121,9 @@ static bool done(const struct run *r, const struct bracket *k)
 static void ramp_said(const struct run *r, char *buf, size_t len)
 {
 	buf[0] = '\0';
-	if (r->p->ramp_step > 0 && !r->p->ramp_global)
+	/* only where the ramp, not --min or --multiple-of, made it the smallest */
+	if (r->p->ramp_step > 0 && !r->p->ramp_global &&
+	    c_first(&r->c) == r->p->ramp_start + r->p->ramp_step)
 		snprintf(buf, len, " (the smallest step of the batch ramp-up from %ld by %ld: a "
 				   "smaller start or increment allows smaller batches)",
 			 r->p->ramp_start, r->p->ramp_step);
@@ -577,7 +579,10 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 		rc = throughput_search(&r, out);
 	if (rc == 0) {
 		out->margin_bytes = r.target - r.limit; /* a throughput trial may have raised it */
-		out->grad_accum = p->global_batch ? p->global_batch / p->devices / out->batch : 1;
+		/* the run's: the global batch's split, else the config's own */
+		out->grad_accum = p->global_batch ? p->global_batch / p->devices / out->batch
+				  : p->run_accum > 1 ? p->run_accum
+						     : 1;
 		out->start_batch = p->start;
 	}
 done:

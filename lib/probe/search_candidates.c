@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,25 +81,39 @@ static int ramp_steps(const struct ab_search_params *p, struct cands *c, long m,
 	return 0;
 }
 
+/* A global ramp's stages as a list: "56, 64", or "16, 32, ... 64". */
+static void ramp_stages(const struct ab_search_params *p, char *buf, size_t len)
+{
+	long next = p->ramp_start + p->ramp_step;
+
+	if (next >= p->global_batch)
+		snprintf(buf, len, "%ld, %ld", p->ramp_start, p->global_batch);
+	else if (next + p->ramp_step >= p->global_batch)
+		snprintf(buf, len, "%ld, %ld, %ld", p->ramp_start, next, p->global_batch);
+	else
+		snprintf(buf, len, "%ld, %ld, ... %ld", p->ramp_start, next, p->global_batch);
+}
+
 /* The per-device batch a global batch (and its ramp-up's stages) leaves to divide. */
 static int per_device(const struct ab_search_params *p, long *out, char *err, size_t errlen)
 {
 	long g = p->global_batch;
+	char stages[96];
 
 	if (p->ramp_global && p->ramp_step > 0)
 		g = gcd(gcd(g, p->ramp_start), p->ramp_step);
-	if (p->devices < 1 || g % p->devices)
-		return p->ramp_global && g != p->global_batch
-			       ? ab_fail(err, errlen, EINVAL, "the ramp-up's global batches (%ld, "
-							      "%ld, ... %ld) do not all split "
-							      "evenly over %ld devices",
-					 p->ramp_start, p->ramp_start + p->ramp_step,
-					 p->global_batch, p->devices)
-			       : ab_fail(err, errlen, EINVAL, "global batch %ld does not split "
-							      "evenly over %ld devices",
-					 p->global_batch, p->devices);
-	*out = g / p->devices;
-	return 0;
+	if (p->devices >= 1 && g % p->devices == 0) {
+		*out = g / p->devices;
+		return 0;
+	}
+	if (!p->ramp_global || g == p->global_batch)
+		return ab_fail(err, errlen, EINVAL, "global batch %ld does not split evenly over %ld "
+						    "devices",
+			       p->global_batch, p->devices);
+	ramp_stages(p, stages, sizeof(stages));
+	return ab_fail(err, errlen, EINVAL, "the ramp-up's global batches (%s) do not all split "
+					    "evenly over %ld devices",
+		       stages, p->devices);
 }
 
 int search_cands_init(const struct ab_search_params *p, struct cands *c, char *err,
@@ -130,6 +145,16 @@ int search_cands_init(const struct ab_search_params *p, struct cands *c, char *e
 			c->list[i] = c->list[--c->n];
 		else
 			i++;
+	if (c->n == 0 && p->ramp_global && p->ramp_step > 0) {
+		char stages[96];
+
+		ramp_stages(p, stages, sizeof(stages));
+		return ab_fail(err, errlen, EINVAL, "no batch size between %ld and %ld (a multiple "
+						    "of %ld) divides the per-device batch %ld that "
+						    "every global batch of the ramp-up (%s) leaves "
+						    "over %ld devices",
+			       c->lo, c->hi, m, each, stages, p->devices);
+	}
 	if (c->n == 0)
 		return ab_fail(err, errlen, EINVAL, "no batch size between %ld and %ld (a multiple "
 						    "of %ld%s) divides the per-device batch %ld = %ld "

@@ -93,6 +93,17 @@ config_rewritten() {
 	assert_line_in "autobatch: chose batch $b (gradient accumulation $acc, global 1024)" "$stderr"
 }
 
+@test "without a global batch asked, the tasks get the config's own accumulation, and the global batch it makes" {
+	sed -i 's/accumulate_grad_batches: 1/accumulate_grad_batches: 4/' cfg.yaml
+	run --separate-stderr srun_t -N1 -n2 --gpus=2 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		bash -c 'toy_train --config cfg.yaml >/dev/null; echo "ENV $AUTOBATCH_BATCH_SIZE $AUTOBATCH_GRAD_ACCUM $AUTOBATCH_GLOBAL_BATCH"'
+	[ "$status" -eq 0 ]
+	b=$(config_batch)
+	grep -q '^  accumulate_grad_batches: 4' cfg.yaml # the user's, kept
+	[ "$(grep -c "^ENV $b 4 $((b * 4 * 2))\$" <<<"$output")" -eq 2 ]
+	assert_line_in "accumulation in trials: 1 of 4 (trainer.accumulate_grad_batches)" "$stderr"
+}
+
 @test "a NeMo config at tensor parallel 2: the global batch is divided among the data-parallel replicas, not the tasks" {
 	cat >nemo.yaml <<-'EOF'
 	trainer:

@@ -75,9 +75,10 @@ check "max_steps: -1 (epochs) is no length; --run-steps 100 gives it" \
 # accumulation: the preset's key read as the framework reads it, never dropped
 run acc 'per_device_train_batch_size: 8\ngradient_accumulation_steps: 0x4\nmax_steps: 4\n'
 run acc_half 'per_device_train_batch_size: 8\ngradient_accumulation_steps: 2.5\nmax_steps: 4\n'
-check "gradient_accumulation_steps: 0x4 is 4 (trials at 1 of 4, the run's 16 micro-batches: 65); 2.5 is refused" \
+check "gradient_accumulation_steps: 0x4 is 4 (trials at 1 of 4, the run's 16 micro-batches: 65; the report's accumulation 4, global 260); 2.5 is refused" \
 	sh -c "grep -q 'accumulation in trials: 1 of 4 (gradient_accumulation_steps)' '$dir/acc.err' &&
 	       grep -q '^autobatch: chose batch 65 ' '$dir/acc.err' &&
+	       grep -q '\"batch_size\":65,\"grad_accum\":4,\"global_batch\":260,' '$dir/acc.json' &&
 	       grep -qF \"gradient_accumulation_steps is '2.5', not a whole number of micro-batches from 1\" '$dir/acc_half.err'" ||
 	cat "$dir/acc.err" "$dir/acc_half.err" >&2
 # a Lightning config accumulating 4: the run passes the limit 4 times sooner in its steps

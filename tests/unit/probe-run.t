@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..20"
+echo "1..22"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -127,7 +127,7 @@ nemo_ramp() { # LIST: the probe's last line
 }
 nemo_ramps() {
 	[ "$(nemo_ramp '[256, 100, 1000]')" = "autobatch: failed: $dir/nr.yaml: the batch ramp-up from 256 by 100 (model.rampup_batch_size) never reaches the global batch 1024, and Megatron refuses it: make 1024 less its start a multiple of 100" ] &&
-		[ "$(nemo_ramp '[2048, 128, 1000]')" = "autobatch: failed: $dir/nr.yaml: the batch ramp-up (model.rampup_batch_size) starts at 2048, above the global batch 1024, and Megatron refuses it: start it at 1024 or less" ] &&
+		[ "$(nemo_ramp '[2048, 128, 1000]')" = "autobatch: failed: $dir/nr.yaml: the batch ramp-up (model.rampup_batch_size) starts at 2048, above the global batch 1024, and Megatron refuses it: start it below 1024, by a multiple of its increment 128" ] &&
 		for bad in '[256, 128]' '[]' '[256, 128, 1000, 5]' '{start: 256}'; do
 			[ "$(nemo_ramp "$bad")" = "autobatch: failed: $dir/nr.yaml: model.rampup_batch_size is not a list of three whole numbers [start, increment, samples], as Megatron needs" ] || return 1
 		done &&
@@ -172,4 +172,19 @@ check "bad arguments are usage errors (exit 2) naming the option" \
 	       '$probe' run --device sim:total=1GiB 2>&1 | grep -q 'nothing to measure: give the command' &&
 	       '$probe' run --fraction 0.1,0.2,0.3,0.4,0.5,0.6,0.7,1.5 2>&1 | grep -q \"fraction '1.5' is more than\" &&
 	       '$probe' run --fraction 0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 2>&1 | grep -q 'at most 8 fractions'"
+# a second fraction where nothing fits says so, not "batch 0"
+"$probe" run --device sim:total=80GiB,base=30GiB,per_sample=1GiB --fraction 0.8,0.3 \
+	--json "$dir/two.json" 2>"$dir/two.err"
+check "a fraction where nothing fits is said so on the decision line, not as batch 0" \
+	sh -c "grep -q '^autobatch: chose batch 33 .*; fraction 0.3: nothing fits\$' '$dir/two.err'" ||
+	cat "$dir/two.err" >&2
+# a MaxText ramp whose smallest batch --min set: the refusal does not blame the ramp
+printf 'per_device_batch_size: 4\nenable_rampup_batch_size: true\nper_device_batch_size_start: 2\nper_device_batch_size_increment: 1\n' >"$dir/mtmin.yaml"
+"$probe" run --device sim:total=8GiB --config "$dir/mtmin.yaml" --min 69 -- sh -c "$ramp_prog" sh \
+	"$dir/mtmin.yaml" 2>"$dir/mtmin.err"
+"$probe" run --device sim:total=8GiB --config "$dir/mtmin.yaml" -- sh -c "$ramp_prog" sh \
+	"$dir/mtmin.yaml" 2>/dev/null
+check "nothing fits from --min 69: the ramp is not named as why (it allows 3)" \
+	sh -c "grep -q '^autobatch: failed: even batch 69 does not fit' '$dir/mtmin.err'" ||
+	cat "$dir/mtmin.err" >&2
 exit $failed
