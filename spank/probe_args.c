@@ -39,6 +39,8 @@ static int build_step(const struct ab_probe_job *job, const char *on_node, struc
 	ab_argv_add(b, "--mem=0");
 	ab_argv_add(b, "--quit-on-interrupt"); /* one Ctrl-C cancels the probe step */
 	ab_argv_add(b, "--job-name=autobatch-probe");
+	if (job->chdir) /* the trials start where the step's tasks will (srun -D) */
+		ab_argv_addf(b, "--chdir=%s", job->chdir);
 	if (job->probe_gpus)
 		ab_argv_add(b, job->probe_gpus);
 	ab_argv_add(b, site->probe);

@@ -44,6 +44,7 @@ struct ab_probe_job {
 	const struct ab_gpu_models *models; /* the step's GPU models, measured; or NULL */
 	int argc;
 	char **argv;            /* the step's command */
+	const char *chdir;      /* srun -D's directory, where the probe runs too; or NULL */
 	const char *config;     /* absolute path, or NULL */
 	const char *key;        /* the micro-batch key in it */
 	const char *accum_key;  /* its gradient accumulation key (1 in trials), or NULL */

@@ -124,15 +124,38 @@ static uint64_t warm_fingerprint(const struct ab_config *cfg, const struct ab_pl
 	return h.h;
 }
 
+/* srun's own command line, NUL-separated (its length, or -1) */
+static ssize_t srun_args(char *args, size_t len)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, args, len) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n;
+}
+
+/* srun -D DIR: where the step's tasks start, and so where its relative --autobatch-config
+ * lies and the probe runs its trials (srun's own directory otherwise); "" for none, or an
+ * error where DIR does not resolve. */
+static int step_dir(const struct ab_probe_job *job, char *dir, char *err, size_t errlen)
+{
+	char args[1 << 16];
+	ssize_t n = srun_args(args, sizeof(args));
+	const char *d = n > 0 ? ab_srun_chdir(args, (size_t)n, job->argc, job->argv) : NULL;
+
+	dir[0] = '\0';
+	if (d && !realpath(d, dir))
+		return ab_fail(err, errlen, errno, "srun -D %s: %s", d, strerror(errno));
+	return 0;
+}
+
 /* srun's own command line: a bare ':' there separates a heterogeneous step's components */
 static bool het_step(void)
 {
 	char args[1 << 16];
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, args, sizeof(args)) : -1;
+	ssize_t n = srun_args(args, sizeof(args));
 
-	if (fd >= 0)
-		close(fd);
 	return n > 0 && ab_srun_het_step(args, (size_t)n);
 }
 
@@ -147,7 +170,7 @@ static unsigned step_workers(const struct ab_probe_job *job, bool *by_launcher, 
 	long n = ab_launcher_workers(job->argc, job->argv, &world);
 
 	if (n < 0) /* the user's own file, read as the user (srun runs as the user) */
-		n = ab_launcher_config_workers(job->argc, job->argv, &world);
+		n = ab_launcher_config_workers(job->argc, job->argv, job->chdir, &world);
 	*by_launcher = n >= 0;
 	*unknown = n < 0 && ab_launcher_name(job->argc, job->argv);
 	if (n == 0)
@@ -166,6 +189,8 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
 	bool by_launcher, unknown;
 	const char *launcher;
+	char path[2 * PATH_MAX];
+	bool in_dir;
 	int rc;
 
 	pl->ctx = c;
@@ -182,6 +207,9 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					.ntasks = ntasks, .dp_width = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
+	if ((rc = step_dir(&pl->job, pl->chdir, err, errlen)) < 0)
+		return rc;
+	pl->job.chdir = pl->chdir[0] ? pl->chdir : NULL;
 	pl->job.workers = step_workers(&pl->job, &by_launcher, &unknown);
 	/* a global batch divided by a guess: a count that is no number, accelerate's file
 	 * unreadable or -1 there */
@@ -202,10 +230,18 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	pl->job.nnodes = ab_srun_node_count(pl->job.nodelist);
 	if (!req->config[0])
 		return 0;
-	/* the user's own file, read as the user (srun runs as the user) */
-	if (!realpath(req->config, pl->config))
-		return ab_fail(err, errlen, errno, "cannot read --autobatch-config=%s: %s",
-			       req->config, strerror(errno));
+	/* the user's own file, read as the user (srun runs as the user), where the tasks will
+	 * read it: in srun -D's directory when relative */
+	in_dir = req->config[0] != '/' && pl->chdir[0];
+	if (ab_format(path, sizeof(path), "%s%s%s", in_dir ? pl->chdir : "", in_dir ? "/" : "",
+		      req->config) < 0)
+		return ab_fail(err, errlen, ENAMETOOLONG, "--autobatch-config=%s in srun -D %s: "
+							  "the path is too long",
+			       req->config, pl->chdir);
+	if (!realpath(path, pl->config))
+		return ab_fail(err, errlen, errno, "cannot read --autobatch-config=%s%s%s: %s",
+			       req->config, in_dir ? " in srun -D " : "", in_dir ? pl->chdir : "",
+			       strerror(errno));
 	if ((rc = ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
 	rc = ab_keys_find(cfg, req->preset, req->key, &pl->keys, err, errlen);

@@ -23,6 +23,7 @@ struct ab_plan {
 	struct ab_keys keys;
 	char srun[PATH_MAX];
 	char config[PATH_MAX];
+	char chdir[PATH_MAX]; /* srun -D's directory, resolved; "" without one */
 	unsigned stepid;
 	bool cached;
 	const char *written[4]; /* the keys autobatch writes */

@@ -42,7 +42,7 @@ static int default_file(char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-long ab_launcher_config_workers(int argc, char *const argv[], bool *world)
+long ab_launcher_config_workers(int argc, char *const argv[], const char *dir, bool *world)
 {
 	const char *name = ab_launcher_name(argc, argv), *given;
 	char path[PATH_MAX], value[32], err[AB_ERR_MAX];
@@ -56,7 +56,9 @@ long ab_launcher_config_workers(int argc, char *const argv[], bool *world)
 	    ab_launcher_option(argc, argv, "--num_processes", "--num-processes"))
 		return -1;
 	given = ab_launcher_option(argc, argv, "--config_file", "--config-file");
-	if (given && snprintf(path, sizeof(path), "%s", given) >= (int)sizeof(path))
+	/* relative to where the tasks start: dir (srun -D), else here */
+	if (given && snprintf(path, sizeof(path), "%s%s%s", given[0] != '/' && dir ? dir : "",
+			      given[0] != '/' && dir ? "/" : "", given) >= (int)sizeof(path))
 		return -1;
 	if (!given && default_file(path, sizeof(path)) < 0)
 		return -1;

@@ -111,7 +111,8 @@ const char *ab_launcher_option(int argc, char *const argv[], const char *option,
  * its config file's num_processes, for all its nodes (*world true), from --config_file or
  * accelerate's default ($HF_HOME, $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface, then
  * accelerate/default_config.yaml); 0 without a default file (one per GPU, as accelerate
- * counts them); -1 for another command, an unreadable file or no such number (-1 there). */
-long ab_launcher_config_workers(int argc, char *const argv[], bool *world);
+ * counts them); -1 for another command, an unreadable file or no such number (-1 there). A
+ * relative --config_file is in dir (srun -D's directory; NULL: here). */
+long ab_launcher_config_workers(int argc, char *const argv[], const char *dir, bool *world);
 
 #endif

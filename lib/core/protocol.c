@@ -82,6 +82,30 @@ long ab_global_batch(long requested, long batch, long grad_accum, long devices)
 	return global;
 }
 
+const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[])
+{
+	const char *words[512], *dir = NULL;
+	int n = 0, command_words = argc;
+
+	for (size_t i = 0; i < len && n < 512; i += strnlen(args + i, len - i) + 1)
+		words[n++] = args + i;
+	if (len == 0 || n >= 512 || args[len - 1] != '\0' || argc < 0 || argc >= n)
+		return NULL; /* a command line too long to tell, or cut short */
+	for (int i = 0; i < argc; i++) /* srun's line ends with the step's command, or no telling */
+		if (strcmp(words[n - argc + i], argv[i]))
+			return NULL;
+	/* srun's options: after srun itself, before the command; the last one given counts */
+	for (int i = 1; i < n - command_words; i++) {
+		if (!strcmp(words[i], "-D") || !strcmp(words[i], "--chdir"))
+			dir = i + 1 < n - command_words ? words[++i] : NULL;
+		else if (!strncmp(words[i], "--chdir=", 8))
+			dir = words[i] + 8;
+		else if (!strncmp(words[i], "-D", 2))
+			dir = words[i] + 2;
+	}
+	return dir && *dir ? dir : NULL;
+}
+
 bool ab_srun_het_step(const char *args, size_t len)
 {
 	/* the first word is srun itself */

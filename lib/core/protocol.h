@@ -234,6 +234,11 @@ const char *ab_option_value(const char *arg);
  * ':', which srun reads as the border between the components of a heterogeneous step. */
 bool ab_srun_het_step(const char *args, size_t len);
 
+/* The directory srun's own -D/--chdir gives the step (-D DIR, -DDIR, --chdir=DIR,
+ * --chdir DIR), read from srun's command line (as ab_srun_het_step) up to the step's command
+ * (argc words of argv, which must end the line); NULL where none. Points into args. */
+const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[]);
+
 /* The global batch of a decision: the one the user asked for, else micro-batch x
  * accumulation x data-parallel width (devices <= 0 counts as 1); 0 when it overflows. */
 long ab_global_batch(long requested, long batch, long grad_accum, long devices);

@@ -104,6 +104,20 @@ config_rewritten() {
 	assert_line_in "accumulation in trials: 1 of 4 (trainer.accumulate_grad_batches)" "$stderr"
 }
 
+@test "srun -D DIR: the config named relative to DIR is the one decided for and rewritten, and the trials run there" {
+	mkdir sub
+	mv cfg.yaml sub/cfg.yaml
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 -D sub --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	b=$(config_batch sub/cfg.yaml)
+	[ "$b" -gt 8 ]
+	assert_line_in "autobatch: chose batch $b in" "$stderr"
+	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
+	[ -e sub/cfg.yaml.autobatch~ ]
+	[ ! -e cfg.yaml ]
+}
+
 @test "a NeMo config at tensor parallel 2: the global batch is divided among the data-parallel replicas, not the tasks" {
 	cat >nemo.yaml <<-'EOF'
 	trainer:

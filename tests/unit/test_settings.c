@@ -726,62 +726,65 @@ static void accelerate_config(void **state)
 	put(dir, "one.json", "{\"distributed_type\": \"NO\", \"num_processes\": 1}");
 	snprintf(path, sizeof(path), "%s/multi.yaml", dir);
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
-							    path, "t.py"), &world), 16);
+							    path, "t.py"), NULL, &world), 16);
 	assert_true(world); /* over all its machines */
+	/* a relative file, where the tasks start (srun -D's directory) */
+	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
+							    "multi.yaml", "t.py"), dir, &world), 16);
 	snprintf(path, sizeof(path), "--config-file=%s/one.json", dir);
 	assert_int_equal(ab_launcher_config_workers(4, ARGV("accelerate", "launch", path, "t.py"),
-						    &world), 1);
+						    NULL, &world), 1);
 	snprintf(path, sizeof(path), "%s/ask.yaml", dir);
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
-							    path, "t.py"), &world), -1);
+							    path, "t.py"), NULL, &world), -1);
 	snprintf(path, sizeof(path), "%s/bad.yaml", dir);
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
-							    path, "t.py"), &world), -1);
+							    path, "t.py"), NULL, &world), -1);
 	snprintf(path, sizeof(path), "%s/none.yaml", dir); /* named and missing: accelerate fails */
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--config_file",
-							    path, "t.py"), &world), -1);
+							    path, "t.py"), NULL, &world), -1);
 	/* the command line's --num_processes wins, and other launchers have no such file */
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch",
-							    "--num_processes=2", "t.py"), &world), -1);
-	assert_int_equal(ab_launcher_config_workers(2, ARGV("torchrun", "t.py"), &world), -1);
+							    "--num_processes=2", "t.py"), NULL, &world), -1);
+	assert_int_equal(ab_launcher_config_workers(2, ARGV("torchrun", "t.py"), NULL, &world), -1);
 	/* the default file: under $HF_HOME; without one, one process per GPU (of each node only
 	 * with one machine: accelerate splits one node's count over --num_machines) */
 	snprintf(hf, sizeof(hf), "%s/hf", dir);
 	assert_int_equal(setenv("HF_HOME", hf, 1), 0);
-	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), NULL, &world),
 			 0);
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("accelerate", "launch", "--num_machines",
-							    "2", "t.py"), &world), -1);
+							    "2", "t.py"), NULL, &world), -1);
 	/* accelerate's flags take no value: -m's program's own --config_file is not accelerate's */
 	snprintf(path, sizeof(path), "%s/multi.yaml", dir);
 	assert_int_equal(ab_launcher_config_workers(6, ARGV("accelerate", "launch", "-m", "pkg.train",
-							    "--config_file", path), &world), 0);
+							    "--config_file", path), NULL, &world), 0);
 	snprintf(path, sizeof(path), "%s/hf/accelerate", dir);
 	assert_int_equal(mkdir(hf, 0700) | mkdir(path, 0700), 0);
 	snprintf(hf, sizeof(hf), "%s/default_config.yaml", path); /* a directory: no file */
 	assert_int_equal(mkdir(hf, 0700), 0);
-	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), NULL, &world),
 			 0);
 	assert_int_equal(rmdir(hf), 0);
 	snprintf(hf, sizeof(hf), "%s/hf", dir);
 	put(path, "default_config.yaml", "num_processes: 4\n");
-	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), NULL, &world),
 			 4);
 	assert_int_equal(ab_launcher_config_workers(5, ARGV("python3", "-m",
 							    "accelerate.commands.launch", "t.py"),
-						    &world), 4);
+						    NULL, &world), 4);
 	/* else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface */
 	unsetenv("HF_HOME");
 	assert_int_equal(setenv("XDG_CACHE_HOME", dir, 1), 0);
 	rename(hf, strcat(strcpy(path, dir), "/huggingface"));
-	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), NULL, &world),
 			 4);
 	unsetenv("XDG_CACHE_HOME");
 	assert_int_equal(setenv("HOME", dir, 1), 0);
 	snprintf(hf, sizeof(hf), "%s/.cache", dir);
 	assert_int_equal(mkdir(hf, 0700), 0);
 	rename(path, strcat(hf, "/huggingface"));
-	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), &world),
+	assert_int_equal(ab_launcher_config_workers(3, ARGV("accelerate", "launch", "t.py"), NULL, &world),
 			 4);
 	for (int i = 0; i < 3; i++) {
 		const char *names[3] = {"HF_HOME", "XDG_CACHE_HOME", "HOME"};
@@ -808,6 +811,28 @@ static void het_steps(void **state)
 	assert_false(ab_srun_het_step(plain, sizeof(plain)));
 	assert_false(ab_srun_het_step(":", 2)); /* a program named ':' is srun's argv[0] */
 	assert_false(ab_srun_het_step("", 0));
+}
+
+/* srun -D: its four spellings, the last given, never the command's own -D */
+static void srun_chdir(void **state)
+{
+	static const char sep[] = "srun\0-N1\0-D\0/scratch/a\0--autobatch\0train\0-D\0x";
+	static const char glued[] = "srun\0-D/scratch/b\0train";
+	static const char eq[] = "srun\0--chdir=/scratch/c\0--chdir\0/scratch/d\0train";
+	static const char none[] = "srun\0-n2\0python\0-D\0y";
+	static const char bare[] = "srun\0-D\0train";
+
+	(void)state;
+	assert_string_equal(ab_srun_chdir(sep, sizeof(sep), 3, ARGV("train", "-D", "x")),
+			    "/scratch/a");
+	assert_string_equal(ab_srun_chdir(glued, sizeof(glued), 1, ARGV("train")), "/scratch/b");
+	assert_string_equal(ab_srun_chdir(eq, sizeof(eq), 1, ARGV("train")), "/scratch/d");
+	assert_null(ab_srun_chdir(none, sizeof(none), 3, ARGV("python", "-D", "y")));
+	/* its value is the command; a command that does not end the line: no telling */
+	assert_null(ab_srun_chdir(bare, sizeof(bare), 1, ARGV("train")));
+	assert_null(ab_srun_chdir(sep, sizeof(sep), 1, ARGV("other")));
+	assert_null(ab_srun_chdir("srun\0-D", 7, 0, ARGV(NULL))); /* cut short */
+	assert_null(ab_srun_chdir("", 0, 0, ARGV(NULL)));
 }
 
 /* pyxis' container, by each route it reaches a step: srun's options, sbatch's or salloc's
@@ -900,6 +925,7 @@ int main(void)
 		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps), cmocka_unit_test(accelerate_config),
+		cmocka_unit_test(srun_chdir),
 		cmocka_unit_test(container_steps),
 		cmocka_unit_test(container_carried),
 		cmocka_unit_test(probe_args_device),
