@@ -189,7 +189,6 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
 	bool by_launcher, unknown;
 	const char *launcher;
-	char path[2 * PATH_MAX];
 	bool in_dir;
 	int rc;
 
@@ -233,12 +232,12 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	/* the user's own file, read as the user (srun runs as the user), where the tasks will
 	 * read it: in srun -D's directory when relative */
 	in_dir = req->config[0] != '/' && pl->chdir[0];
-	if (ab_format(path, sizeof(path), "%s%s%s", in_dir ? pl->chdir : "", in_dir ? "/" : "",
-		      req->config) < 0)
+	if (ab_format(pl->named, sizeof(pl->named), "%s%s%s", in_dir ? pl->chdir : "",
+		      in_dir ? "/" : "", req->config) < 0)
 		return ab_fail(err, errlen, ENAMETOOLONG, "--autobatch-config=%s in srun -D %s: "
 							  "the path is too long",
 			       req->config, pl->chdir);
-	if (!realpath(path, pl->config))
+	if (!realpath(pl->named, pl->config))
 		return ab_fail(err, errlen, errno, "cannot read --autobatch-config=%s%s%s: %s",
 			       req->config, in_dir ? " in srun -D " : "", in_dir ? pl->chdir : "",
 			       strerror(errno));
@@ -436,22 +435,22 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 		char real[PATH_MAX];
 		struct stat st;
 
-		/* by the name the user gave (srun's cwd is theirs), for messages they know; the
-		 * backup lies beside the file really rewritten (a symlink's target) */
+		/* by the name the user gave (in srun's directory or srun -D's), for messages they
+		 * know; the backup lies beside the file really rewritten (a symlink's target) */
 		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
-		if ((rc = ab_config_set_file_expect(req->config, AB_FORMAT_AUTO, edits, n, -1,
+		if ((rc = ab_config_set_file_expect(pl->named, AB_FORMAT_AUTO, edits, n, -1,
 						    &pl->seen, note, sizeof(note), err,
 						    errlen)) < 0)
 			return rc;
 		if (rc == 0)
-			ab_format(wrote, sizeof(wrote), "; %s already says so", req->config);
+			ab_format(wrote, sizeof(wrote), "; %s already says so", pl->named);
 		else
 			ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)%s%s",
-				  req->config,
-				  lstat(req->config, &st) == 0 && S_ISLNK(st.st_mode) &&
-						  realpath(req->config, real)
+				  pl->named,
+				  lstat(pl->named, &st) == 0 && S_ISLNK(st.st_mode) &&
+						  realpath(pl->named, real)
 					  ? real
-					  : req->config,
+					  : pl->named,
 				  note[0] ? "; " : "", note);
 	}
 	if (pl->cached && (marked = ab_result_with_eval(json, 0, "hit")))

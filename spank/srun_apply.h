@@ -24,6 +24,7 @@ struct ab_plan {
 	char srun[PATH_MAX];
 	char config[PATH_MAX];
 	char chdir[PATH_MAX]; /* srun -D's directory, resolved; "" without one */
+	char named[2 * PATH_MAX]; /* the config as the user named it, in chdir when relative */
 	unsigned stepid;
 	bool cached;
 	const char *written[4]; /* the keys autobatch writes */
