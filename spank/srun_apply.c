@@ -124,7 +124,8 @@ static uint64_t warm_fingerprint(const struct ab_config *cfg, const struct ab_pl
 	return h.h;
 }
 
-/* srun's own command line, NUL-separated (its length, or -1) */
+/* srun's own command line, NUL-separated, into args (its length, or -1): where a bare ':'
+ * separates a heterogeneous step's components, and -D names where the tasks start */
 static ssize_t srun_args(char *args, size_t len)
 {
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -135,28 +136,18 @@ static ssize_t srun_args(char *args, size_t len)
 	return n;
 }
 
-/* srun -D DIR: where the step's tasks start, and so where its relative --autobatch-config
- * lies and the probe runs its trials (srun's own directory otherwise); "" for none, or an
- * error where DIR does not resolve. */
-static int step_dir(const struct ab_probe_job *job, char *dir, char *err, size_t errlen)
+/* srun -D DIR, resolved into dir: where the step's tasks start, and so where its relative
+ * --autobatch-config lies and the probe runs its trials (srun's own directory otherwise); ""
+ * for none, or an error where DIR does not resolve. */
+static int step_dir(const struct ab_probe_job *job, const char *args, ssize_t n, char *dir,
+		    char *err, size_t errlen)
 {
-	char args[1 << 16];
-	ssize_t n = srun_args(args, sizeof(args));
 	const char *d = n > 0 ? ab_srun_chdir(args, (size_t)n, job->argc, job->argv) : NULL;
 
 	dir[0] = '\0';
 	if (d && !realpath(d, dir))
 		return ab_fail(err, errlen, errno, "srun -D %s: %s", d, strerror(errno));
 	return 0;
-}
-
-/* srun's own command line: a bare ':' there separates a heterogeneous step's components */
-static bool het_step(void)
-{
-	char args[1 << 16];
-	ssize_t n = srun_args(args, sizeof(args));
-
-	return n > 0 && ab_srun_het_step(args, (size_t)n);
 }
 
 /* The step's training processes: a launcher's workers where its arguments say how many
@@ -187,9 +178,10 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	struct ab_config *cfg;
 	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
-	bool by_launcher, unknown;
+	bool by_launcher, unknown, het;
 	const char *launcher;
-	bool in_dir;
+	char args[1 << 16];
+	ssize_t nargs = srun_args(args, sizeof(args));
 	int rc;
 
 	pl->ctx = c;
@@ -206,7 +198,8 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					.ntasks = ntasks, .dp_width = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
-	if ((rc = step_dir(&pl->job, pl->chdir, err, errlen)) < 0)
+	het = nargs > 0 && ab_srun_het_step(args, (size_t)nargs);
+	if ((rc = step_dir(&pl->job, args, nargs, pl->chdir, err, errlen)) < 0)
 		return rc;
 	pl->job.chdir = pl->chdir[0] ? pl->chdir : NULL;
 	pl->job.workers = step_workers(&pl->job, &by_launcher, &unknown);
@@ -219,7 +212,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 						    "it the count",
 			       req->global_batch, ab_launcher_name(pl->job.argc, pl->job.argv));
 	pl->stepid = stepid;
-	if (het_step())
+	if (het)
 		return ab_fail(err, errlen, EINVAL,
 			       "a heterogeneous step (srun ... : ...) is not probed: its components "
 			       "hold different programs, and Slurm hands the decision to the first "
@@ -231,16 +224,14 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		return 0;
 	/* the user's own file, read as the user (srun runs as the user), where the tasks will
 	 * read it: in srun -D's directory when relative */
-	in_dir = req->config[0] != '/' && pl->chdir[0];
-	if (ab_format(pl->named, sizeof(pl->named), "%s%s%s", in_dir ? pl->chdir : "",
-		      in_dir ? "/" : "", req->config) < 0)
+	if (ab_step_path(pl->chdir, req->config, pl->named, sizeof(pl->named)) < 0)
 		return ab_fail(err, errlen, ENAMETOOLONG, "--autobatch-config=%s in srun -D %s: "
 							  "the path is too long",
 			       req->config, pl->chdir);
 	if (!realpath(pl->named, pl->config))
 		return ab_fail(err, errlen, errno, "cannot read --autobatch-config=%s%s%s: %s",
-			       req->config, in_dir ? " in srun -D " : "", in_dir ? pl->chdir : "",
-			       strerror(errno));
+			       req->config, strcmp(pl->named, req->config) ? " in srun -D " : "",
+			       strcmp(pl->named, req->config) ? pl->chdir : "", strerror(errno));
 	if ((rc = ab_config_load(pl->config, AB_FORMAT_AUTO, &cfg, err, errlen)) < 0)
 		return rc;
 	rc = ab_keys_find(cfg, req->preset, req->key, &pl->keys, err, errlen);

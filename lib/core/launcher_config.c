@@ -9,6 +9,7 @@
 
 #include "config_edit.h"
 #include "error.h"
+#include "protocol.h"
 #include "number.h"
 #include "presets.h"
 
@@ -57,8 +58,7 @@ long ab_launcher_config_workers(int argc, char *const argv[], const char *dir, b
 		return -1;
 	given = ab_launcher_option(argc, argv, "--config_file", "--config-file");
 	/* relative to where the tasks start: dir (srun -D), else here */
-	if (given && snprintf(path, sizeof(path), "%s%s%s", given[0] != '/' && dir ? dir : "",
-			      given[0] != '/' && dir ? "/" : "", given) >= (int)sizeof(path))
+	if (given && ab_step_path(dir, given, path, sizeof(path)) < 0)
 		return -1;
 	if (!given && default_file(path, sizeof(path)) < 0)
 		return -1;

@@ -166,16 +166,26 @@ static int score(const struct ab_preset *p, const struct ab_config *cfg, int doc
 	return s;
 }
 
-int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_preset **out,
-		     char *err, size_t errlen)
+#define NPRESETS (sizeof(ab_presets) / sizeof(ab_presets[0]))
+
+/* Every preset's score into scores; the best of them. */
+static int score_all(const struct ab_config *cfg, int document, int scores[NPRESETS])
 {
-	int best = 0, scores[sizeof(ab_presets) / sizeof(ab_presets[0])];
-	char list[1024] = "";
-	size_t len = 0, ties = 0;
+	int best = 0;
 
 	for (size_t i = 0; i < ab_npresets; i++)
 		if ((scores[i] = score(&ab_presets[i], cfg, document)) > best)
 			best = scores[i];
+	return best;
+}
+
+int ab_preset_detect(const struct ab_config *cfg, int document, const struct ab_preset **out,
+		     char *err, size_t errlen)
+{
+	int scores[NPRESETS], best = score_all(cfg, document, scores);
+	char list[1024] = "";
+	size_t len = 0, ties = 0;
+
 	for (size_t i = 0; i < ab_npresets && best > 0; i++)
 		if (scores[i] == best) {
 			if (!ties)
@@ -220,14 +230,11 @@ int ab_preset_detect_key(const struct ab_config *cfg, int document, const char *
 			 const struct ab_preset **out)
 {
 	const struct ab_preset *found = NULL;
-	int best = 0, s;
+	int scores[NPRESETS], best = key ? score_all(cfg, document, scores) : 0;
 	size_t n = 0;
 
-	for (size_t i = 0; key && i < ab_npresets; i++)
-		if ((s = score(&ab_presets[i], cfg, document)) > best)
-			best = s;
-	for (size_t i = 0; key && best > 0 && i < ab_npresets; i++)
-		if (score(&ab_presets[i], cfg, document) == best && batch_key_is(&ab_presets[i], key)) {
+	for (size_t i = 0; best > 0 && i < ab_npresets; i++)
+		if (scores[i] == best && batch_key_is(&ab_presets[i], key)) {
 			found = &ab_presets[i];
 			n++;
 		}

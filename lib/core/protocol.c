@@ -85,7 +85,7 @@ long ab_global_batch(long requested, long batch, long grad_accum, long devices)
 const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[])
 {
 	const char *words[512], *dir = NULL;
-	int n = 0, command_words = argc;
+	int n = 0;
 
 	for (size_t i = 0; i < len && n < 512; i += strnlen(args + i, len - i) + 1)
 		words[n++] = args + i;
@@ -95,15 +95,22 @@ const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const ar
 		if (strcmp(words[n - argc + i], argv[i]))
 			return NULL;
 	/* srun's options: after srun itself, before the command; the last one given counts */
-	for (int i = 1; i < n - command_words; i++) {
+	for (int i = 1; i < n - argc; i++) {
 		if (!strcmp(words[i], "-D") || !strcmp(words[i], "--chdir"))
-			dir = i + 1 < n - command_words ? words[++i] : NULL;
+			dir = i + 1 < n - argc ? words[++i] : NULL;
 		else if (!strncmp(words[i], "--chdir=", 8))
 			dir = words[i] + 8;
 		else if (!strncmp(words[i], "-D", 2))
 			dir = words[i] + 2;
 	}
 	return dir && *dir ? dir : NULL;
+}
+
+int ab_step_path(const char *dir, const char *path, char *buf, size_t len)
+{
+	bool in_dir = dir && *dir && path[0] != '/';
+
+	return ab_format(buf, len, "%s%s%s", in_dir ? dir : "", in_dir ? "/" : "", path);
 }
 
 bool ab_srun_het_step(const char *args, size_t len)

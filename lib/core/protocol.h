@@ -239,6 +239,10 @@ bool ab_srun_het_step(const char *args, size_t len);
  * (argc words of argv, which must end the line); NULL where none. Points into args. */
 const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[]);
 
+/* path as the step's tasks see it: in dir (srun -D's, NULL or "": none) when relative. 0, or
+ * -ENAMETOOLONG when it does not fit buf. */
+int ab_step_path(const char *dir, const char *path, char *buf, size_t len);
+
 /* The global batch of a decision: the one the user asked for, else micro-batch x
  * accumulation x data-parallel width (devices <= 0 counts as 1); 0 when it overflows. */
 long ab_global_batch(long requested, long batch, long grad_accum, long devices);

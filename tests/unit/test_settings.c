@@ -835,6 +835,23 @@ static void srun_chdir(void **state)
 	assert_null(ab_srun_chdir("", 0, 0, ARGV(NULL)));
 }
 
+/* A path as the step's tasks see it: in srun -D's directory when relative. */
+static void step_paths(void **state)
+{
+	char buf[16];
+
+	(void)state;
+	assert_int_equal(ab_step_path("/d", "a.yaml", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/d/a.yaml");
+	assert_int_equal(ab_step_path("/d", "/abs.yaml", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/abs.yaml");
+	assert_int_equal(ab_step_path(NULL, "a.yaml", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "a.yaml");
+	assert_int_equal(ab_step_path("", "a.yaml", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "a.yaml");
+	assert_int_equal(ab_step_path("/a/long/dir", "a.yaml", buf, sizeof(buf)), -ENAMETOOLONG);
+}
+
 /* pyxis' container, by each route it reaches a step: srun's options, sbatch's or salloc's
  * handed on, its own variables; an empty value or another plugin's option is none */
 static void container_steps(void **state)
@@ -925,7 +942,7 @@ int main(void)
 		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps), cmocka_unit_test(accelerate_config),
-		cmocka_unit_test(srun_chdir),
+		cmocka_unit_test(srun_chdir), cmocka_unit_test(step_paths),
 		cmocka_unit_test(container_steps),
 		cmocka_unit_test(container_carried),
 		cmocka_unit_test(probe_args_device),
