@@ -68,7 +68,8 @@ static double sample_rate(const struct run *r)
  * floor: a growth the larger batches showed is not taken as none below it. */
 static double step_growth(const struct run *r, const struct ab_trial *t, double rate)
 {
-	double floor_bytes = AB_GROWTH_MIN_BYTES, g = rate * (double)t->batch * trial_accum(r);
+	double floor_bytes = t->growth_floor ? t->growth_floor : AB_GROWTH_MIN_BYTES,
+	       g = rate * (double)t->batch * trial_accum(r);
 
 	if (t->growth_bytes)
 		return (double)t->growth_bytes;
@@ -248,6 +249,8 @@ int search_repeat(struct run *r, size_t i)
 	tr->helpers = tr->helpers || again.helpers;
 	tr->growth_bytes = again.growth_bytes > tr->growth_bytes ? again.growth_bytes
 								  : tr->growth_bytes;
+	tr->growth_floor = again.growth_floor > tr->growth_floor ? again.growth_floor
+								  : tr->growth_floor;
 	if (again.has_peak && tr->has_peak) {
 		uint64_t lo = again.peak_bytes < tr->peak_bytes ? again.peak_bytes : tr->peak_bytes;
 

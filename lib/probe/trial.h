@@ -46,6 +46,8 @@ struct ab_trial {
 				    * the search added to peak_bytes (ab_search_params.run_steps) */
 	uint64_t run_growth_step;  /* the growth a trial step it counted: growth_bytes, or below
 				    * the claim's floor the other trials' rate a sample */
+	uint64_t growth_floor;     /* that floor (ab_trial_report_growth_floor; 0: the
+				    * resident set's), less than which its steps show none */
 	/* started while the trial before it ran, and waited for its batch (its imports hidden):
 	 * seconds and startup_s count from its release */
 	bool ahead;

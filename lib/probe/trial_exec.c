@@ -538,6 +538,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->eval_batches = rep->eval_batches;
 	out->saved_bytes = rep->saved_bytes;
 	out->growth_bytes = ab_trial_report_growth(rep);
+	out->growth_floor = ab_trial_report_growth_floor(rep);
 	out->startup_s = rep->steps ? startup_seconds(o, rep) : 0;
 	/* an OOM is an OOM whenever it happens, start-up included; allocations PyTorch could
 	 * make only after freeing its whole cache are one (Composer halves its batch on them) */

@@ -133,10 +133,14 @@ static bool add_step(struct ab_trial_report *r, double step_s, double samples)
  * not compared, as it allocates the optimizer's state; each later one is to the one before. */
 static void held_field(struct json_object *obj, struct ab_trial_report *r)
 {
+	struct json_object *exact;
 	double held;
 
 	if (r->steps < 2)
 		return;
+	if (!json_object_object_get_ex(obj, "held_exact", &exact) ||
+	    !json_object_is_type(exact, json_type_boolean) || !json_object_get_boolean(exact))
+		r->held_rough = true;
 	if (!number(obj, "held_bytes", PEAK_MAX, &held) ||
 	    (r->held_steps && (uint64_t)held <= r->held_last)) {
 		r->held_flat = true;
@@ -158,11 +162,16 @@ static void held_field(struct json_object *obj, struct ab_trial_report *r)
  * (search_trials.c), is their mean where they agree: the smallest would under-count a steady
  * growth; where one is more than twice another, the smallest, as a one-off allocation among
  * them (1 MiB, then 200) is no rate. */
+uint64_t ab_trial_report_growth_floor(const struct ab_trial_report *r)
+{
+	return r->held_rough || !r->held_steps ? AB_GROWTH_MIN_BYTES : AB_GROWTH_EXACT_MIN_BYTES;
+}
+
 uint64_t ab_trial_report_growth(const struct ab_trial_report *r)
 {
 	bool steady = r->held_rise_max <= 2 * r->held_rise;
 	uint64_t own = !r->held_flat && r->held_steps >= AB_GROWTH_MIN_STEPS &&
-				       r->held_rise >= AB_GROWTH_MIN_BYTES
+				       r->held_rise >= ab_trial_report_growth_floor(r)
 			       ? steady ? (r->held_last - r->held_first) / (r->held_steps - 1)
 					: r->held_rise
 			       : 0;
@@ -226,7 +235,8 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		if (number(obj, "held_growth_bytes", PEAK_MAX, &peak)) {
 			/* the merge's latest: a worker's growth ends when a later step holds no
 			 * more, and so does what was relayed of it */
-			r->held_said = (uint64_t)peak >= AB_GROWTH_MIN_BYTES ? (uint64_t)peak : 0;
+			/* each process's floor was its own: the least is a device's */
+			r->held_said = (uint64_t)peak >= AB_GROWTH_EXACT_MIN_BYTES ? (uint64_t)peak : 0;
 			used = true;
 		}
 		if (number(obj, "eval_batches", LENGTH_MAX, &peak)) {

@@ -47,12 +47,13 @@ struct ab_trial_report {
 	bool saving; /* {"saving": true} and no "saved_bytes" after it: the save did not end */
 	/* "held_bytes" of the step lines after the warm-up, what each step left held: how many
 	 * said it (held_steps), the first and the last, and the smallest and largest rise from
-	 * one to the next; held_flat once a line lacked it or one did not rise. held_said:
-	 * {"held_growth_bytes": N}, the last a launcher's or the ranks' merge said of its
-	 * processes (ab_trial_report_growth) */
+	 * one to the next; held_flat once a line lacked it or one did not rise; held_rough once
+	 * one of them lacked "held_exact": true (a resident set, not a device's live bytes).
+	 * held_said: {"held_growth_bytes": N}, the last a launcher's or the ranks' merge said of
+	 * its processes (ab_trial_report_growth) */
 	size_t held_steps;
 	uint64_t held_first, held_last, held_rise, held_rise_max, held_said;
-	bool held_flat;
+	bool held_flat, held_rough;
 	size_t bad_lines;
 };
 
@@ -104,13 +105,18 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 			       struct ab_merge_said *said, char *buf, size_t buflen);
 
 /* Bytes by which what a process held between its steps rose at every measured step, at
- * least (AB_GROWTH_MIN_STEPS of them, each rising by AB_GROWTH_MIN_BYTES or more): the
- * mean of those rises where they agree (the largest at most twice the smallest), else the
- * smallest (a one-off allocation among them); the largest of any of its processes; 0 when
- * it did not rise so. */
+ * least (AB_GROWTH_MIN_STEPS of them, each rising by its floor or more): the mean of those
+ * rises where they agree (the largest at most twice the smallest), else the smallest (a
+ * one-off allocation among them); the largest of any of its processes; 0 when it did not
+ * rise so. The floor (ab_trial_report_growth_floor): AB_GROWTH_MIN_BYTES for a resident
+ * set, whose pages and arenas move by up to 136 KiB a step with nothing kept;
+ * AB_GROWTH_EXACT_MIN_BYTES where every step said its figure is a device's live bytes
+ * ("held_exact"), which move only with what the program keeps (CUDA's granule is 512). */
 #define AB_GROWTH_MIN_STEPS 3
 #define AB_GROWTH_MIN_BYTES (1u << 20)
+#define AB_GROWTH_EXACT_MIN_BYTES 512u
 uint64_t ab_trial_report_growth(const struct ab_trial_report *r);
+uint64_t ab_trial_report_growth_floor(const struct ab_trial_report *r);
 
 /* The longest batch any of the n reports has had so far: a merged step's "length". */
 long ab_trial_merge_length(const struct ab_trial_report *const *reps, size_t n);

@@ -314,6 +314,12 @@ def markdown(rep):
                       f"{gib(x.get('peak_inactive_split_bytes'))} GiB, {x.get('alloc_retries')} "
                       f"alloc retries; reserved against the default allocator's epoch {x.get('vs_default')}, "
                       f"status {x.get('status')}", ""]
+    h = rep.get("held")
+    if h:
+        lines += ["## growth under 1 MiB a step, on the GPU (CUDA's live bytes, exact)", "",
+                  f"plain_torch.py keeping 256 KiB a sample a step, batches 1-3, sized for {h.get('run_steps')} "
+                  f"steps: chose {h.get('chosen')} (2 expected: 3 passes the limit by the last step); each trial's "
+                  f"growth a step: {h.get('growth')}", ""]
     if rep.get("task"):
         lines += ["## one task of a whole-step trial (autobatch-probe task --gpu), against a plain run", "",
                   "| command | batch | task's peak GiB | plain run's peak GiB |", "|---|---|---|---|"]
@@ -374,6 +380,18 @@ def epoch_row(recs):
             "within_limit": seen <= run["limit_bytes"] if seen and run.get("limit_bytes") else None}
 
 
+def held_row(recs):
+    """The held stage: the choice for a run whose growth a step is under the resident set's
+    floor at every batch tried, and each trial's growth as the probe counted it."""
+    probe = probe_report(recs, "held")
+    expect = next((r for r in reversed(recs) if r.get("name") == "held-expect"), None)
+    if not probe or not expect:
+        return None
+    growth = ", ".join(f"batch {t.get('batch')}: {t.get('held_growth_bytes', 0)}"
+                       for t in probe.get("trials", []))
+    return {"chosen": probe.get("batch_size"), "run_steps": expect.get("run_steps"), "growth": growth}
+
+
 def cmd_report(recs, out_dir):
     kind, env = kind_of(recs)
     rep = {"kind": kind, "dry_run": env.get("dry_run") == 1, "env": env,
@@ -387,6 +405,7 @@ def cmd_report(recs, out_dir):
     rep["hf"] = exec_rows(recs, "hf", "hf")
     rep["jax"] = exec_rows(recs, "jax", "jax")
     rep["epoch"] = epoch_row(recs)
+    rep["held"] = held_row(recs)
     rep["lightning_callback"] = exec_rows(recs, "lightning-callback", "lightning")
     rep["lightning"] = lightning_rows(recs)
     alone_rep = probe_report(recs, "ddp-alone")

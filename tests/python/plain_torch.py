@@ -3,7 +3,8 @@ config (argv[1]), as any program's would. Keys of the config shape the cases the
 need: startup_s (a slow model load), step_sleep (slow steps), accum (gradient
 accumulation), workers (DataLoader worker processes), steps (optimizer updates to run),
 keep_outputs (keep every step's output, as a program that collects its predictions does:
-memory that grows with the steps, past what a trial's few steps hold). Hugging Face's names
+memory that grows with the steps, past what a trial's few steps hold), device (where it
+trains: "cpu", the default, or "cuda"). Hugging Face's names
 of the batch and of the steps (per_device_train_batch_size, max_steps) stand for batch_size
 and steps, so that a config can follow its preset.
 Every sample carries a 256x256 activation through four layers, kept for the backward pass."""
@@ -31,11 +32,13 @@ def main():
 
     loader = torch.utils.data.DataLoader(Samples(), batch_size=batch,
                                          num_workers=config.get("workers", 0))
-    weights = [torch.randn(256, requires_grad=True) for _ in range(4)]
+    device = torch.device(config.get("device", "cpu"))
+    weights = [torch.randn(256, device=device, requires_grad=True) for _ in range(4)]
     optimizer = torch.optim.AdamW(weights, lr=1e-3)
     schedule = torch.optim.lr_scheduler.StepLR(optimizer, 10)
     updates, kept = 0, []
     for index, x in enumerate(loader):
+        x = x.to(device)
         for w in weights:
             x = torch.relu(x * w + 0.1)
         (x.mean() / accum).backward()

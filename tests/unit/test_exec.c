@@ -1512,6 +1512,38 @@ static void report_held_growth(void **state)
 	      &r);
 	assert_int_equal(r.held_steps, 3);
 	assert_int_equal(ab_trial_report_growth(&r), 0);
+	/* ... but not where every compared step said its figure is a device's live bytes: a
+	 * rise of 1 KiB a step is kept (a loss or a metric's state on the GPU) */
+	parse("{\"step_s\": 1, \"held_bytes\": 1}\n", &r);
+	for (int i = 0; i < 4; i++) {
+		char line[128];
+
+		snprintf(line, sizeof(line), "{\"step_s\": 1, \"held_bytes\": %d, \"held_exact\": "
+					     "true}\n", 50000000 + 1024 * i);
+		feed(line, &r);
+	}
+	assert_int_equal(ab_trial_report_growth_floor(&r), AB_GROWTH_EXACT_MIN_BYTES);
+	assert_int_equal(ab_trial_report_growth(&r), 1024);
+	/* one compared step without it (a resident set): the resident floor, none */
+	feed("{\"step_s\": 1, \"held_bytes\": 50004096}\n", &r);
+	assert_int_equal(ab_trial_report_growth_floor(&r), AB_GROWTH_MIN_BYTES);
+	assert_int_equal(ab_trial_report_growth(&r), 0);
+	/* exact, but under CUDA's granule: none */
+	parse("{\"step_s\": 1, \"held_bytes\": 1}\n", &r);
+	for (int i = 0; i < 4; i++) {
+		char line[128];
+
+		snprintf(line, sizeof(line), "{\"step_s\": 1, \"held_bytes\": %d, \"held_exact\": "
+					     "true}\n", 50000000 + 256 * i);
+		feed(line, &r);
+	}
+	assert_int_equal(ab_trial_report_growth(&r), 0);
+	/* "held_exact": anything but true is not said */
+	parse("{\"step_s\": 1}\n{\"step_s\": 1, \"held_bytes\": 1, \"held_exact\": 1}\n", &r);
+	assert_int_equal(ab_trial_report_growth_floor(&r), AB_GROWTH_MIN_BYTES);
+	/* a merge's relay of an exact process's growth is read back as said */
+	parse("{\"held_growth_bytes\": 1024}\n", &r);
+	assert_int_equal(ab_trial_report_growth(&r), 1024);
 	/* a step line without it (the program's own) ends the claim */
 	parse(warm, &r);
 	feed(two, &r);
@@ -1541,7 +1573,7 @@ static void report_held_growth(void **state)
 	assert_string_equal(buf, "{\"held_growth_bytes\": 0}\n");
 	feed(buf, &r);
 	assert_int_equal(ab_trial_report_growth(&r), 0);
-	parse("{\"held_growth_bytes\": 5}\n", &r); /* under the floor: none */
+	parse("{\"held_growth_bytes\": 5}\n", &r); /* under any floor: none */
 	assert_int_equal(ab_trial_report_growth(&r), 0);
 }
 

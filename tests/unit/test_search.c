@@ -729,6 +729,7 @@ static void helpers_noise(void **state)
 struct growing {
 	double grow_per_sample;
 	bool floor; /* a trial whose growth is under 1 MiB a step shows none, as the hook's */
+	bool exact; /* ... under 512 bytes: a device's live bytes */
 	int calls;
 };
 
@@ -743,7 +744,8 @@ static int growing_trial(void *ctx, long batch, struct ab_trial *out, char *e, s
 	out->has_peak = out->has_step = true;
 	out->peak_bytes = (uint64_t)growing_seen(batch);
 	out->growth_bytes = (uint64_t)(g->grow_per_sample * (double)batch);
-	if (g->floor && out->growth_bytes < AB_GROWTH_MIN_BYTES)
+	out->growth_floor = g->exact ? AB_GROWTH_EXACT_MIN_BYTES : 0;
+	if (g->floor && out->growth_bytes < (g->exact ? AB_GROWTH_EXACT_MIN_BYTES : AB_GROWTH_MIN_BYTES))
 		out->growth_bytes = 0;
 	out->steps = 4;
 	out->step_s = 0.1;
@@ -857,6 +859,25 @@ static void run_length(void **state)
 		assert_int_equal(three->growth_bytes, 0);
 		assert_int_equal(three->run_growth_step, 3 * 256 * 1024);
 		assert_false(three->peak_bytes <= limit);
+		ab_trials_free(&t);
+	}
+	/* growth under the resident set's floor at every batch (256 bytes a sample: 167 KiB at
+	 * 669), over 100000 steps: where the figures are a device's live bytes, it shows from
+	 * batch 2 and sizes the run, whose batch 669 would peak at 16 GiB; a resident set's show
+	 * none, and the choice is the unsized one (the host's noise floor, in design.md) */
+	for (int exact = 0; exact < 2; exact++) {
+		struct ab_search_params q = p;
+		struct growing tiny = {.grow_per_sample = 256, .floor = true, .exact = exact};
+
+		q.run_steps = 100000;
+		assert_int_equal(ab_search(&q, &t, growing_trial, &tiny, &d, err, sizeof(err)), 0);
+		if (!exact) {
+			assert_int_equal(d.batch, unsized);
+		} else {
+			assert_true(growing_last(&tiny, d.batch, 100000, 4) <= limit);
+			assert_true(growing_last(&tiny, d.batch + 2, 100000, 4) > limit);
+			assert_true(d.batch < unsized / 10);
+		}
 		ab_trials_free(&t);
 	}
 	/* the refusal says the growth it counted, also where batch 1's own was under the floor

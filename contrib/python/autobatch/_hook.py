@@ -70,20 +70,21 @@ def peak_bytes():
 
 
 def held_bytes():
-    """What the process holds now, between two steps: CUDA's live tensors when PyTorch used
-    a GPU (exact, not the allocator's cache), JAX's bytes in use, else the resident set. A
-    step that leaves more held than the one before keeps something of itself (a loss with
-    its graph, outputs collected on the device): the run's later steps hold more than the
-    trial's. 0 when unknown."""
+    """What the process holds now, between two steps, and whether the figure is exact:
+    CUDA's live tensors when PyTorch used a GPU (not the allocator's cache), JAX's bytes in
+    use (both exact: any rise is something kept), else the resident set (not exact: it moves
+    by pages and arenas). A step that leaves more held than the one before keeps something of
+    itself (a loss with its graph, outputs collected on the device): the run's later steps
+    hold more than the trial's. (0, False) when unknown."""
     held = _framework_bytes(lambda torch, i: torch.cuda.memory_allocated(i), "held_bytes")
     if held is not None:
-        return held
+        return held, True
     _trim()
     try:
         with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
+            return int(f.read().split()[1]) * resource.getpagesize(), False
     except (OSError, ValueError, IndexError):
-        return 0
+        return 0, False
 
 
 _malloc_trim = []  # glibc's malloc_trim, once looked up (none: another libc)
@@ -173,8 +174,11 @@ class Recorder:
     def step(self, samples=None):
         """Records a finished step; True once the warm-up and the measured steps are done."""
         now = time.perf_counter()
+        held, exact = held_bytes()
         record = {"step_s": now - self.last, "samples": samples or self.batch,
-                  "peak_bytes": peak_bytes(), "held_bytes": held_bytes()}
+                  "peak_bytes": peak_bytes(), "held_bytes": held}
+        if exact:  # a device's live bytes: a rise under the resident set's noise counts
+            record["held_exact"] = True
         if self.length:
             record["length"] = self.length
         retries = alloc_retries()
