@@ -138,15 +138,18 @@ static ssize_t srun_args(char *args, size_t len)
 
 /* srun -D DIR, resolved into dir: where the step's tasks start, and so where its relative
  * --autobatch-config lies and the probe runs its trials (srun's own directory otherwise); ""
- * for none, or an error where DIR does not resolve. */
+ * for none, or an error where DIR does not resolve. Without -D, srun takes DIR from its
+ * SLURM_WORKING_DIR (srun(1), INPUT ENVIRONMENT VARIABLES), and so does this. */
 static int step_dir(const struct ab_probe_job *job, const char *args, ssize_t n, char *dir,
 		    char *err, size_t errlen)
 {
 	const char *d = n > 0 ? ab_srun_chdir(args, (size_t)n, job->argc, job->argv) : NULL;
+	bool env = !d && (d = getenv("SLURM_WORKING_DIR")) && *d;
 
 	dir[0] = '\0';
-	if (d && !realpath(d, dir))
-		return ab_fail(err, errlen, errno, "srun -D %s: %s", d, strerror(errno));
+	if (d && *d && !realpath(d, dir))
+		return ab_fail(err, errlen, errno, "%s%s: %s", env ? "SLURM_WORKING_DIR=" : "srun -D ",
+			       d, strerror(errno));
 	return 0;
 }
 

@@ -118,6 +118,31 @@ config_rewritten() {
 	[ ! -e cfg.yaml ]
 }
 
+@test "SLURM_WORKING_DIR without -D: srun starts the tasks there, and so does autobatch; -D wins" {
+	mkdir sub other
+	mv cfg.yaml sub/cfg.yaml
+	SLURM_WORKING_DIR=sub run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	b=$(config_batch sub/cfg.yaml)
+	[ "$b" -gt 8 ]
+	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
+	[ -e sub/cfg.yaml.autobatch~ ]
+
+	# srun's own -D comes before the variable, as srun reads them
+	cp sub/cfg.yaml.autobatch~ other/cfg.yaml
+	SLURM_WORKING_DIR=nowhere run --separate-stderr srun_t -N1 -n1 --gpus=1 -D other \
+		--autobatch=0.8 --autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	[ "$(config_batch other/cfg.yaml)" -eq "$b" ]
+
+	# a directory that is not there: named as the variable, no probe
+	SLURM_WORKING_DIR=nowhere run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml true
+	assert_line_in "SLURM_WORKING_DIR=nowhere: No such file or directory" "$stderr"
+	refute grep -q "chose batch" <<<"$stderr"
+}
+
 @test "a NeMo config at tensor parallel 2: the global batch is divided among the data-parallel replicas, not the tasks" {
 	cat >nemo.yaml <<-'EOF'
 	trainer:
