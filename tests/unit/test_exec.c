@@ -1481,6 +1481,19 @@ static void feed(const char *text, struct ab_trial_report *r)
 	ab_trial_report_feed(text, strlen(text), r);
 }
 
+/* A warm-up, then 4 steps each holding rise bytes more, said to be a device's live bytes. */
+static void exact_steps(int rise, struct ab_trial_report *r)
+{
+	parse("{\"step_s\": 1, \"held_bytes\": 1}\n", r);
+	for (int i = 0; i < 4; i++) {
+		char line[128];
+
+		snprintf(line, sizeof(line), "{\"step_s\": 1, \"held_bytes\": %d, \"held_exact\": "
+					     "true}\n", 50000000 + rise * i);
+		feed(line, r);
+	}
+}
+
 /* What a step left held (the step hook's "held_bytes"): a rise at every measured step is
  * growth, the smallest rise; the warm-up's is not compared; a flat or missing one, or too
  * few steps, is none; a launcher's or the ranks' merge says its processes' largest. */
@@ -1514,14 +1527,7 @@ static void report_held_growth(void **state)
 	assert_int_equal(ab_trial_report_growth(&r), 0);
 	/* ... but not where every compared step said its figure is a device's live bytes: a
 	 * rise of 1 KiB a step is kept (a loss or a metric's state on the GPU) */
-	parse("{\"step_s\": 1, \"held_bytes\": 1}\n", &r);
-	for (int i = 0; i < 4; i++) {
-		char line[128];
-
-		snprintf(line, sizeof(line), "{\"step_s\": 1, \"held_bytes\": %d, \"held_exact\": "
-					     "true}\n", 50000000 + 1024 * i);
-		feed(line, &r);
-	}
+	exact_steps(1024, &r);
 	assert_int_equal(ab_trial_report_growth_floor(&r), AB_GROWTH_EXACT_MIN_BYTES);
 	assert_int_equal(ab_trial_report_growth(&r), 1024);
 	/* one compared step without it (a resident set): the resident floor, none */
@@ -1529,14 +1535,7 @@ static void report_held_growth(void **state)
 	assert_int_equal(ab_trial_report_growth_floor(&r), AB_GROWTH_MIN_BYTES);
 	assert_int_equal(ab_trial_report_growth(&r), 0);
 	/* exact, but under CUDA's granule: none */
-	parse("{\"step_s\": 1, \"held_bytes\": 1}\n", &r);
-	for (int i = 0; i < 4; i++) {
-		char line[128];
-
-		snprintf(line, sizeof(line), "{\"step_s\": 1, \"held_bytes\": %d, \"held_exact\": "
-					     "true}\n", 50000000 + 256 * i);
-		feed(line, &r);
-	}
+	exact_steps(256, &r);
 	assert_int_equal(ab_trial_report_growth(&r), 0);
 	/* "held_exact": anything but true is not said */
 	parse("{\"step_s\": 1}\n{\"step_s\": 1, \"held_bytes\": 1, \"held_exact\": 1}\n", &r);
