@@ -64,7 +64,7 @@ int run_usage(void)
 		"  --trial-cap N         past them, a best fit under 90%% of a failure goes on up to\n"
 		"                        N trials in all (default 12)\n"
 		"  --json FILE|-         --plot FILE.svg\n"
-		"  --keep-trials         keep each trial's directory (output, report, config)\n");
+		"  --keep-trials         keep each trial's directory (output, report, config); says where\n");
 	return 2;
 }
 

@@ -80,11 +80,21 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 	return 0;
 }
 
+static void note(const struct ab_exec *x, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 void ab_exec_cleanup(struct ab_exec *x)
 {
+	int rc;
+
 	ab_exec_stop_ahead(x);
 	if (x->workdir[0] && !x->keep)
 		ab_trial_tree_remove(x->workdir);
+	else if (x->workdir[0] && (rc = ab_workdir_keep(x->workdir)) < 0)
+		note(x, "the trials' files are in %s, but a later probe may remove them: %s",
+		     x->workdir, strerror(-rc));
+	else if (x->workdir[0])
+		note(x, "the trials' files are kept in %s (remove it when done)", x->workdir);
 	if (x->workdir[0] && x->workdir_lock >= 0)
 		close(x->workdir_lock);
 	x->workdir[0] = '\0';
@@ -211,8 +221,6 @@ struct outcome {
 	double window_s;     /* what a measured step was allowed */
 };
 
-static void note(const struct ab_exec *x, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 static void note(const struct ab_exec *x, const char *fmt, ...)
 {
 	char line[256];

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,30 @@ static void host_name(char *buf, size_t len)
 			*p = '_';
 }
 
+/* The mark of a work directory kept on purpose, which no probe removes. */
+#define KEPT_MARK "kept"
+
+static bool kept(int dir)
+{
+	struct stat st;
+
+	return fstatat(dir, KEPT_MARK, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+int ab_workdir_keep(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/" KEPT_MARK, dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
 /* Work directories of probes that were killed (nothing could remove them then): ours by
  * owner, host and name, and unlocked: a live probe holds its directory's lock for as long as
  * it runs. Not a pid: a probe in another PID namespace sharing this $TMPDIR (a container, a
@@ -118,8 +143,9 @@ static void remove_stale(const char *tmp, const char *what, const char *host)
 		if (sub < 0)
 			continue;
 		/* held while it is emptied: a probe that made it just now finds it gone, not half
-		 * empty, and makes another (make_locked) */
-		if (fstat(sub, &st) == 0 && st.st_uid == geteuid() && flock(sub, LOCK_EX | LOCK_NB) == 0)
+		 * empty, and makes another (make_locked); one kept on purpose stays */
+		if (fstat(sub, &st) == 0 && st.st_uid == geteuid() && !kept(sub) &&
+		    flock(sub, LOCK_EX | LOCK_NB) == 0)
 			remove_at(dirfd(d), e->d_name);
 		close(sub);
 	}

@@ -22,6 +22,10 @@ int ab_workdir_create(const char *parent, char *dir, size_t len, int *lock, char
 int ab_workdir_create_as(const char *parent, const char *what, char *dir, size_t len, int *lock,
 			 char *err, size_t errlen);
 
+/* Marks a work directory kept (--keep-trials): no later probe takes it for a killed one's.
+ * 0 or a negative errno. */
+int ab_workdir_keep(const char *dir);
+
 /* Removes a directory of ours and everything in it, never following a link. */
 void ab_trial_tree_remove(const char *path);
 

@@ -529,6 +529,39 @@ static void stale_workdirs_removed(void **state)
 	assert_int_equal(rmdir(tmp), 0); /* nothing else was left in it */
 }
 
+/* --keep-trials: the probe's directory marked kept, which the next probe leaves; a mark that
+ * is a link is none */
+static void kept_workdir_stays(void **state)
+{
+	char tmp[] = "/tmp/autobatch-test-kept.XXXXXX", kept[PATH_MAX], fake[PATH_MAX];
+	char mark[PATH_MAX + 8];
+	char *argv[] = {(char *)"true", NULL};
+	struct ab_exec x, y;
+
+	(void)state;
+	assert_non_null(mkdtemp(tmp));
+	setenv("TMPDIR", tmp, 1);
+	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 5);
+	x.keep = true;
+	snprintf(kept, sizeof(kept), "%s", x.workdir);
+	ab_exec_cleanup(&x);
+	snprintf(mark, sizeof(mark), "%s/kept", kept);
+	assert_int_equal(access(mark, F_OK), 0);
+	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 5);
+	snprintf(fake, sizeof(fake), "%s", x.workdir);
+	snprintf(mark, sizeof(mark), "%s/kept", fake);
+	assert_int_equal(symlink("/etc/passwd", mark), 0);
+	close(x.workdir_lock); /* killed: its lock gone, a link planted as its mark */
+	x.workdir_lock = -1;
+	exec_init(&y, argv, AB_PEAK_FROM_REPORT, GiB, 5);
+	unsetenv("TMPDIR");
+	assert_int_equal(access(kept, F_OK), 0);
+	assert_int_equal(access(fake, F_OK), -1);
+	ab_exec_cleanup(&y);
+	ab_trial_tree_remove(kept);
+	assert_int_equal(rmdir(tmp), 0); /* nothing else was left in it */
+}
+
 /* A trial of a shell script: steps as the script writes them, as slowly as it sleeps */
 static char **slow_argv(const char *script)
 {
@@ -1596,7 +1629,7 @@ int main(void)
 		cmocka_unit_test(short_peak_of_a_member),
 		cmocka_unit_test(gpu_memory_polled),
 		cmocka_unit_test(nvml_absent),
-		cmocka_unit_test(stale_workdirs_removed),
+		cmocka_unit_test(stale_workdirs_removed), cmocka_unit_test(kept_workdir_stays),
 		cmocka_unit_test(slow_steps_get_a_window),
 		cmocka_unit_test(steps_get_the_earlier_pace),
 		cmocka_unit_test(trials_accumulate_one),
