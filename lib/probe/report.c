@@ -280,10 +280,11 @@ char *ab_report_device_json(const char *kind, const char *name, uint64_t total,
 char *ab_report_json(const struct ab_report *r)
 {
 	struct json_object *o = json_object_new_object(), *trials = json_object_new_array(), *g;
-	/* "fits" as the search judged it: within the limit less the margin */
-	uint64_t limit = r->nfractions ? r->fractions[0].decision.limit_bytes -
-						 r->fractions[0].decision.margin_bytes
-				       : 0;
+	/* "fits" as the search judged it: within the first fraction's limit less the margin,
+	 * also where it failed (its limit is set as it starts; no rows of fractions then) */
+	uint64_t limit = r->fractions ? r->fractions[0].decision.limit_bytes -
+						r->fractions[0].decision.margin_bytes
+				      : 0;
 	char *text;
 
 	/* 0.8, not 0.80000000000000004: ten significant digits say all a reader needs */

@@ -174,6 +174,14 @@ static void failed_and_interrupted(void **state)
 	assert_false(res.nothing_fits);
 	assert_null(strstr(json, "nothing_fits"));
 	free(json);
+	/* a search that failed has no rows of fractions, and its trials are judged all the
+	 * same: 40 GiB within the 64 GiB limit fits, as its trial line said */
+	r.nfractions = 0;
+	json = ab_report_json(&r);
+	assert_contains(json, "{\"batch\":16,\"fits\":true,");
+	assert_null(strstr(json, "by_fraction"));
+	r.nfractions = 1;
+	free(json);
 	r.nothing_fits = true;
 	json = ab_report_json(&r);
 	assert_contains(json, "\"nothing_fits\":true");
