@@ -22,12 +22,17 @@ struct config_args {
 	char *rest[MAX_EDITS + 1];
 };
 
-static int usage(void)
+void config_usage(FILE *out)
 {
-	fprintf(stderr,
+	fprintf(out,
 		"Usage: autobatch-probe config get FILE KEY [--document N] [--format yaml|json]\n"
 		"       autobatch-probe config set FILE KEY=VALUE... [--document N] [--format F]\n"
 		"       autobatch-probe config detect FILE [--document N]\n");
+}
+
+static int usage(void)
+{
+	config_usage(stderr);
 	return 2;
 }
 

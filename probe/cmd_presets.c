@@ -6,11 +6,16 @@
 #include "commands.h"
 #include "presets.h"
 
+void presets_usage(FILE *out)
+{
+	fprintf(out, "Usage: autobatch-probe presets\n");
+}
+
 int cmd_presets(int argc, char **argv)
 {
 	(void)argv;
 	if (argc > 1) {
-		fprintf(stderr, "Usage: autobatch-probe presets\n");
+		presets_usage(stderr);
 		return 2;
 	}
 	for (size_t i = 0; i < ab_npresets; i++) {

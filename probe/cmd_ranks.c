@@ -308,12 +308,17 @@ static int poll_ranks(struct ranks *rs)
 	return live ? -1 : ranks_finish_ok(rs);
 }
 
-static int usage(void)
+void ranks_usage(FILE *out)
 {
-	fprintf(stderr, "usage: autobatch-probe ranks N [--capacity BYTES] [--gpu] [--node-memory TABLE] "
+	fprintf(out, "usage: autobatch-probe ranks N [--capacity BYTES] [--gpu] [--node-memory TABLE] "
 			"[--nodes LIST [--per-node T] [--srun-option OPT]...] -- COMMAND [ARGS...]\n"
 			"  (a trial's N ranks, on this node or as a step over LIST; run --ranks N "
 			"runs it)\n");
+}
+
+static int usage(void)
+{
+	ranks_usage(stderr);
 	return 2;
 }
 

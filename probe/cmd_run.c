@@ -293,7 +293,7 @@ int cmd_run(int argc, char **argv)
 	int rc;
 
 	if (run_parse_opts(argc, argv, &o) < 0)
-		return run_usage();
+		return run_usage(stderr), 2;
 	if (o.describe_device)
 		return describe_device(&o);
 	t0 = ab_now();

@@ -433,6 +433,13 @@ static int setup(struct task *t, char *err, size_t errlen)
 	return 0;
 }
 
+void task_usage(FILE *out)
+{
+	fprintf(out, "usage: autobatch-probe task [--capacity BYTES] [--gpu] [--node-memory TABLE] "
+		     "[--stop-on-eof] -- COMMAND [ARGS...]\n"
+		     "  (one task of a trial step; run --ranks N --step-nodes LIST runs it)\n");
+}
+
 int cmd_task(int argc, char **argv)
 {
 	struct task t = {.base.fd = -1, .lock = -1};
@@ -499,8 +506,6 @@ out:
 	ab_nvml_close(t.nv);
 	return linger(&t, rc);
 usage:
-	fprintf(stderr, "usage: autobatch-probe task [--capacity BYTES] [--gpu] [--node-memory TABLE] "
-			"[--stop-on-eof] -- COMMAND [ARGS...]\n"
-			"  (one task of a trial step; run --ranks N --step-nodes LIST runs it)\n");
+	task_usage(stderr);
 	return 2;
 }

@@ -232,6 +232,12 @@ static bool report_due(const struct watch *w, uint64_t peak)
 	return w->report && (!w->reported || (double)peak > REPORT_GROWTH * (double)w->reported_peak);
 }
 
+void watch_usage(FILE *out)
+{
+	fprintf(out, "usage: autobatch-probe watch --pid PID --limit BYTES --batch N "
+		     "[--task ID] [--gpu] [--entry NAME --cache-fd FD] [--report PATH]\n");
+}
+
 int cmd_watch(int argc, char **argv)
 {
 	struct watch w = {.cache_fd = -1};
@@ -243,8 +249,7 @@ int cmd_watch(int argc, char **argv)
 	int handle;
 
 	if (parse(argc, argv, &w, &gpu) < 0) {
-		fprintf(stderr, "usage: autobatch-probe watch --pid PID --limit BYTES --batch N "
-				"[--task ID] [--gpu] [--entry NAME --cache-fd FD] [--report PATH]\n");
+		watch_usage(stderr);
 		return 2;
 	}
 	w.node = node && *node ? node : "";

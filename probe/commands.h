@@ -1,8 +1,17 @@
 /* commands.h - the subcommands of autobatch-probe, one file each; each returns the
- * process exit status (0 ok, 1 refused or failed, 2 usage).
+ * process exit status (0 ok, 1 refused or failed, 2 usage), and prints its usage to out.
  */
 #ifndef AUTOBATCH_PROBE_COMMANDS_H
 #define AUTOBATCH_PROBE_COMMANDS_H
+
+#include <stdio.h>
+
+void config_usage(FILE *out);
+void presets_usage(FILE *out);
+void ranks_usage(FILE *out);
+void task_usage(FILE *out);
+void watch_usage(FILE *out);
+void run_usage(FILE *out);
 
 int cmd_config(int argc, char **argv);
 int cmd_presets(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* main.c - autobatch-probe: the program the probe step runs, also a standalone CLI.
  * Dispatches subcommands; each lives in its own file.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,25 @@ static void usage(FILE *out)
 		"picks one document of a multi-document YAML file.\n");
 }
 
+static const struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	void (*usage)(FILE *out);
+} commands[] = {
+	{"run", cmd_run, run_usage},	     {"config", cmd_config, config_usage},
+	{"ranks", cmd_ranks, ranks_usage},   {"task", cmd_task, task_usage},
+	{"watch", cmd_watch, watch_usage},   {"presets", cmd_presets, presets_usage},
+};
+
+/* -h or --help among a command's own words (before "--": the rest is the trial's) */
+static bool help_asked(int argc, char **argv)
+{
+	for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -50,18 +70,15 @@ int main(int argc, char **argv)
 		printf("autobatch-probe %s\n", PACKAGE_VERSION);
 		return 0;
 	}
-	if (!strcmp(argv[1], "run"))
-		return cmd_run(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "config"))
-		return cmd_config(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "ranks"))
-		return cmd_ranks(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "task"))
-		return cmd_task(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "watch"))
-		return cmd_watch(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "presets"))
-		return cmd_presets(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[1], commands[i].name))
+			continue;
+		if (help_asked(argc, argv)) {
+			commands[i].usage(stdout);
+			return 0;
+		}
+		return commands[i].run(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "autobatch-probe: unknown command '%s'; see 'autobatch-probe --help'\n",
 		argv[1]);
 	return 2;

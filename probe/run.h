@@ -95,7 +95,7 @@ extern volatile sig_atomic_t run_interrupted;
 
 /* run_opts.c: parses the options into o; 0, or -1 after one line on stderr. */
 int run_parse_opts(int argc, char **argv, struct run_opts *o);
-int run_usage(void); /* prints the usage, returns 2 */
+
 
 /* DIR when it holds the step hook (sitecustomize.py), else NULL with *missing = DIR. */
 const char *run_hook_dir(const char *dir, const char **missing);

@@ -12,13 +12,14 @@
 #include "error.h"
 #include "gpu_models.h"
 #include "input_limits.h"
+#include "commands.h"
 #include "run.h"
 #include "number.h"
 #include "size.h"
 
-int run_usage(void)
+void run_usage(FILE *out)
 {
-	fprintf(stderr,
+	fprintf(out,
 		"Usage: autobatch-probe run [OPTIONS] [-- COMMAND [ARGS...]]\n"
 		"  --fraction F[,F...]   memory target(s), 0 < F <= 1 (default 0.8)\n"
 		"  --objective memory|throughput\n"
@@ -65,7 +66,6 @@ int run_usage(void)
 		"                        N trials in all (default 12)\n"
 		"  --json FILE|-         --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config); says where\n");
-	return 2;
 }
 
 static int parse_long(const char *text, long min, long max, const char *name, long *out)

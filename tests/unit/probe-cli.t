@@ -7,12 +7,24 @@ trap 'rm -rf "$dir"' EXIT
 printf '# run\ntrain:\n  micro_batch_size: 4   # per GPU\n  gradient_accumulation_steps: 8\n' >"$dir/axo.yaml"
 cp "$dir/axo.yaml" "$dir/orig.yaml"
 
-echo "1..16"
+echo "1..18"
 check "--version prints the package version" \
 	sh -c "'$probe' --version | grep -qx 'autobatch-probe $PACKAGE_VERSION'"
 check "-V is --version" sh -c "'$probe' -V | grep -q '^autobatch-probe '"
 check "--help exits 0 and shows usage on stdout" \
 	sh -c "'$probe' --help | grep -q '^Usage: autobatch-probe'"
+# each command's own help: asked for, on stdout and exit 0 (a pager shows it); after "--" a
+# trial command's -h is its own
+cmd_help() {
+	for c in run config ranks task watch presets; do
+		"$probe" "$c" --help >"$dir/help.out" 2>"$dir/help.err" || return 1
+		grep -qi "^usage: autobatch-probe $c" "$dir/help.out" && test ! -s "$dir/help.err" || return 1
+	done
+	"$probe" run --device sim:total=1GiB -h >/dev/null 2>&1
+}
+check "each command's --help (or -h among its options): its usage on stdout, exit 0" cmd_help
+check "-h after -- is the trial command's, not the probe's" \
+	sh -c "'$probe' run --device sim:total=1GiB --bogus -- prog -h >/dev/null 2>&1; test \$? -eq 2"
 check "no arguments: usage on stderr, exit 2" \
 	sh -c "'$probe' >/dev/null 2>&1; test \$? -eq 2 && '$probe' 2>&1 >/dev/null | grep -q Usage"
 check "an unknown command is named, exit 2" \
