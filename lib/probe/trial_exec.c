@@ -446,10 +446,27 @@ static int crashed(const struct ab_exec *x, long batch, const struct outcome *o,
 		       x->count, batch, how, *tail ? tail : "(nothing)");
 }
 
+/* What a report said that is no protocol line, where a step was looked for: the lines the
+ * program meant as steps may be them ("0.01" for 0.01, a trailing comma) */
+static const char *unread_lines(const struct ab_trial_report *rep, char *buf, size_t len)
+{
+	if (!rep->bad_lines)
+		return "";
+	snprintf(buf, len, "; %zu line%s it wrote to $AUTOBATCH_TRIAL_REPORT %s none of the "
+			   "protocol's (JSON objects; a step is {\"step_s\": SECONDS}, a number), "
+			   "the first: %s",
+		 rep->bad_lines, rep->bad_lines == 1 ? "" : "s", rep->bad_lines == 1 ? "is" : "are",
+		 rep->bad_first);
+	return buf;
+}
+
 /* A trial that ended without a warm-up and a measured step: neither a fit nor an OOM. */
 static int no_evidence(const struct ab_exec *x, long batch, const struct outcome *o,
-		       size_t steps, char *err, size_t errlen)
+		       const struct ab_trial_report *rep, char *err, size_t errlen)
 {
+	size_t steps = rep->steps;
+	char unread[256];
+
 	/* a Python program training all along is never seen to step without the hook: say that
 	 * first, not only that the allowance was short */
 	if (o->ending == ENDED_STARTUP && x->hook_missing)
@@ -457,13 +474,16 @@ static int no_evidence(const struct ab_exec *x, long batch, const struct outcome
 			       "trial %d (batch %ld) was still starting after %.0f s: no training "
 			       "step was seen, and the Python step hook is not at %s, so a Python "
 			       "program's steps cannot be seen: give --hook-dir (or install the hook "
-			       "there); raise --startup-seconds only if the program was still loading",
-			       x->count, batch, x->startup_seconds, x->hook_missing);
+			       "there); raise --startup-seconds only if the program was still loading%s",
+			       x->count, batch, x->startup_seconds, x->hook_missing,
+			       unread_lines(rep, unread, sizeof(unread)));
 	if (o->ending == ENDED_STARTUP)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "trial %d (batch %ld) was still starting after %.0f s: no training "
-			       "step was seen; raise --startup-seconds",
-			       x->count, batch, x->startup_seconds);
+			       "step was seen%s%s",
+			       x->count, batch, x->startup_seconds,
+			       unread_lines(rep, unread, sizeof(unread)),
+			       rep->bad_lines ? "" : "; raise --startup-seconds");
 	if (o->ending == ENDED_STEPS)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "trial %d (batch %ld) did not finish its steps: after its warm-up "
@@ -492,9 +512,10 @@ static int no_evidence(const struct ab_exec *x, long batch, const struct outcome
 		snprintf(why, sizeof(why), "with --instrument off, the program");
 	return ab_fail(err, errlen, EPROTO,
 		       "trial %d (batch %ld) exited after %.0f s without a training step being "
-		       "seen, so it cannot count as fitting: %s must report each step by "
+		       "seen, so it cannot count as fitting%s%s: %s must report each step by "
 		       "appending {\"step_s\": SECONDS} to $AUTOBATCH_TRIAL_REPORT",
-		       x->count, batch, o->seconds, why);
+		       x->count, batch, o->seconds, unread_lines(rep, unread, sizeof(unread)),
+		       rep->bad_lines ? "; otherwise" : "", why);
 }
 
 /* The start-up: to the end of the warm-up step, as seen, else as the steps account for. */
@@ -565,7 +586,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	if (!stopped && !exited_ok)
 		return crashed(x, batch, o, log, len, err, errlen);
 	if (rep->steps < AB_TRIAL_MIN_STEPS)
-		return no_evidence(x, batch, o, rep->steps, err, errlen);
+		return no_evidence(x, batch, o, rep, err, errlen);
 	if (x->peak_source == AB_PEAK_FROM_GPU && !x->gpu_usage && !rep->has_peak)
 		return ab_fail(err, errlen, EPROTO,
 			       "trial %d (batch %ld) reported no peak memory and NVML is not "

@@ -179,6 +179,17 @@ uint64_t ab_trial_report_growth(const struct ab_trial_report *r)
 	return own > r->held_said ? own : r->held_said;
 }
 
+/* A line that is none of the protocol's: counted, the first kept to quote */
+static void bad_line(struct ab_trial_report *r, const char *line, size_t len)
+{
+	char text[sizeof(r->bad_first) + 1];
+
+	if (!r->bad_lines++) {
+		snprintf(text, sizeof(text), "%.*s", (int)len, line);
+		ab_printable(text, r->bad_first, sizeof(r->bad_first));
+	}
+}
+
 static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 {
 	struct json_tokener *tok = json_tokener_new_ex(8);
@@ -246,7 +257,8 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 		}
 	}
 	json_object_put(obj);
-	r->bad_lines += !used;
+	if (!used)
+		bad_line(r, line, len);
 }
 
 void ab_trial_report_parse(const char *buf, size_t len, struct ab_trial_report *r)
@@ -268,7 +280,7 @@ void ab_trial_report_feed(const char *buf, size_t len, struct ab_trial_report *r
 		while (n > 0 && strchr(" \t\r", buf[start + n - 1]))
 			n--;
 		if (n > AB_REPORT_MAX_LINE)
-			r->bad_lines++;
+			bad_line(r, buf + start, n);
 		else if (n > 0)
 			parse_line(buf + start, n, r);
 		start = end + 1;

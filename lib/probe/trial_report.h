@@ -55,6 +55,7 @@ struct ab_trial_report {
 	uint64_t held_first, held_last, held_rise, held_rise_max, held_said;
 	bool held_flat, held_rough;
 	size_t bad_lines;
+	char bad_first[64]; /* the first of them, printable (ab_printable), for the message */
 };
 
 /* A report read while its writer runs: whole lines only, each once (the probe's watch of a

@@ -572,6 +572,37 @@ static char **slow_argv(const char *script)
 	return argv;
 }
 
+/* Step lines a program meant but wrote wrong (a time as a string, a trailing comma): no step,
+ * and the verdict quotes the first so the program's author sees what to fix */
+static void unread_lines_said(void **state)
+{
+	static const struct {
+		const char *line, *first;
+	} cases[] = {
+		{"{\"step_s\": \"0.01\"}", "4 lines it wrote to $AUTOBATCH_TRIAL_REPORT are none of "
+					  "the protocol's (JSON objects; a step is {\"step_s\": "
+					  "SECONDS}, a number), the first: {\"step_s\": \"0.01\"}"},
+		{"{\"step_s\": 0.01, \"samples\": 1,}", "the first: {\"step_s\": 0.01, \"samples\": 1,}"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char script[256];
+		struct ab_exec x;
+		struct ab_trial tr;
+
+		snprintf(script, sizeof(script), "for i in 1 2 3 4; do echo '%s' "
+						 ">>\"$AUTOBATCH_TRIAL_REPORT\"; done",
+			 cases[i].line);
+		exec_init(&x, slow_argv(script), AB_PEAK_FROM_RSS, GiB, 30);
+		assert_int_equal(ab_exec_trial(&x, 8, &tr, err, sizeof(err)), -EPROTO);
+		assert_contains(err, "without a training step being seen, so it cannot count as "
+				     "fitting; ");
+		assert_contains(err, cases[i].first);
+		ab_exec_cleanup(&x);
+	}
+}
+
 static char noted[512];
 static void keep_note(void *arg, const char *line)
 {
@@ -1630,6 +1661,7 @@ int main(void)
 		cmocka_unit_test(gpu_memory_polled),
 		cmocka_unit_test(nvml_absent),
 		cmocka_unit_test(stale_workdirs_removed), cmocka_unit_test(kept_workdir_stays),
+		cmocka_unit_test(unread_lines_said),
 		cmocka_unit_test(slow_steps_get_a_window),
 		cmocka_unit_test(steps_get_the_earlier_pace),
 		cmocka_unit_test(trials_accumulate_one),
