@@ -1,5 +1,6 @@
-/* fingerprint.h - a 64-bit fingerprint (FNV-1a) of settings and of a config with the values
- * autobatch writes left out: the cache's key, and how a rewrite tells a user's edit apart.
+/* fingerprint.h - a 64-bit fingerprint (FNV-1a) of settings, of a config with the values
+ * autobatch writes left out, and of the program files a command names: the cache's key, and
+ * how a rewrite tells a user's edit apart.
  */
 #ifndef AUTOBATCH_FINGERPRINT_H
 #define AUTOBATCH_FINGERPRINT_H
@@ -22,5 +23,16 @@ void ab_hash_str(struct ab_hash *h, const char *s);
  * the fingerprint stays the same when only those values change. */
 int ab_hash_config(struct ab_hash *h, const struct ab_config *cfg, const char *const keys[],
 		   size_t nkeys);
+
+/* Adds the program files the command's words name (a word, or what follows '=' in one),
+ * relative to dir (NULL: here): regular files that are scripts (.py, .sh, .bash) or
+ * executable, other than the file skip names (the config, fingerprinted without its batch
+ * values). Each adds its word and its bytes, or, past AB_HASH_FILE_MAX, its identity (device,
+ * inode, size, modification time): an edited or another project's train.py is another
+ * program. At most AB_HASH_FILES files; a FIFO or device is never opened for reading. */
+#define AB_HASH_FILES 16
+#define AB_HASH_FILE_MAX (1 << 20)
+void ab_hash_command_files(struct ab_hash *h, int argc, char *const argv[], const char *dir,
+			   const char *skip);
 
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The decision cache: a second identical srun --autobatch decides without a probe step;
-# --autobatch-refresh, a changed config (other than its batch values), command or fraction
-# probe again; a corrupt entry is ignored and replaced.
+# --autobatch-refresh, a changed config (other than its batch values), command, fraction,
+# program file or directory probe again; a corrupt entry is ignored and replaced.
 
 load helpers
 
@@ -66,6 +66,26 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	probed
 	toy --autobatch=0.7 toy_train --config cfg.yaml
 	refute probed
+}
+
+@test "an edited program, or the same one in another directory, misses; a log it writes does not" {
+	printf '#!/bin/sh\n# v1\nexec toy_train "$@"\n' >train.sh
+	chmod +x train.sh
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	probed
+	echo "a line the run wrote" >>run.log
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	refute probed
+	sed -i 's/# v1/# v2/' train.sh
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	probed
+	# another project: the same line, config and program, another directory
+	mkdir other
+	cp train.sh other/
+	cp orig.yaml other/cfg.yaml
+	cd other
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	probed
 }
 
 @test "a corrupt entry is ignored and replaced" {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "fingerprint.h"
 
 static char err[1024], base[64], site[128], mine[160], entry[AB_CACHE_NAME_MAX];
 
@@ -198,6 +199,77 @@ static void planted_entries(void **state)
 
 /* A real run over its limit (autobatch-probe watch's NAME.over): written, read back, and
  * cleared; a mark that says no run over its limit, or is not JSON, is not one. */
+/* The program a command names is in the key: its script's bytes (an edit, another project's
+ * copy), never a log it writes, the config (fingerprinted apart) or a FIFO it names */
+static uint64_t command_key(int argc, char *const argv[], const char *dir, const char *skip)
+{
+	struct ab_hash h;
+
+	ab_hash_init(&h);
+	ab_hash_command_files(&h, argc, argv, dir, skip);
+	return h.h;
+}
+
+static void write_text(const char *dir, const char *name, const char *text, mode_t mode)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static void program_files(void **state)
+{
+	char a[128], b[128], cfg[160], fifo[160];
+	char *argv[] = {(char *)"python3", (char *)"train.py", (char *)"--log=run.log",
+			(char *)"--config", (char *)"cfg.yaml", (char *)"pipe", (char *)"./run.sh"};
+	int argc = sizeof(argv) / sizeof(argv[0]);
+	uint64_t k;
+
+	(void)state;
+	snprintf(a, sizeof(a), "%s/projA", base);
+	snprintf(b, sizeof(b), "%s/projB", base);
+	assert_int_equal(mkdir(a, 0700), 0);
+	assert_int_equal(mkdir(b, 0700), 0);
+	for (int i = 0; i < 2; i++) {
+		const char *d = i ? b : a;
+
+		write_text(d, "train.py", "x = 256\n", 0644);
+		write_text(d, "run.log", "step 1\n", 0644);
+		write_text(d, "cfg.yaml", "batch_size: 8\n", 0755); /* executable: still skipped */
+		write_text(d, "run.sh", "#!/bin/sh\n", 0755);
+	}
+	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", a);
+	snprintf(fifo, sizeof(fifo), "%s/pipe", a);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	k = command_key(argc, argv, a, cfg);
+	/* the same files elsewhere: the same bytes, the same key */
+	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", b);
+	assert_true(command_key(argc, argv, b, cfg) == k);
+	/* what the run writes and the config's values do not change it */
+	write_text(a, "run.log", "step 1\nstep 2\n", 0644);
+	write_text(a, "cfg.yaml", "batch_size: 512\n", 0755);
+	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", a);
+	assert_true(command_key(argc, argv, a, cfg) == k);
+	/* an edited program does, a script or an executable */
+	write_text(b, "train.py", "x = 512\n", 0644);
+	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", b);
+	assert_true(command_key(argc, argv, b, cfg) != k);
+	write_text(b, "train.py", "x = 256\n", 0644);
+	write_text(b, "run.sh", "#!/bin/bash\n", 0755);
+	assert_true(command_key(argc, argv, b, cfg) != k);
+	/* a log named as an option's value that is executable is a program too (a site's NFS
+	 * that marks all files so costs cache hits, never a wrong one) */
+	write_text(b, "run.sh", "#!/bin/sh\n", 0755);
+	assert_true(command_key(argc, argv, b, cfg) == k);
+	write_text(b, "run.log", "other\n", 0755);
+	assert_true(command_key(argc, argv, b, cfg) != k);
+}
+
 static void over_marks(void **state)
 {
 	struct ab_cache c;
@@ -253,6 +325,7 @@ int main(void)
 		cmocka_unit_test(open_subdirectory),
 		cmocka_unit_test(planted_entries),
 		cmocka_unit_test(over_marks),
+		cmocka_unit_test(program_files),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
