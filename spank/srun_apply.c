@@ -411,47 +411,36 @@ static int add_watch(struct ab_hold_answer *vars, double limit, const struct ab_
 	return add_var(vars, AB_ENV_WATCH, text);
 }
 
-int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batch,
-	     const char *json, struct ab_hold_answer *vars, char *err, size_t errlen)
+/* The config's batch values rewritten (by the name the user gave, in srun's directory or
+ * srun -D's, for messages they know; the backup lies beside the file really rewritten, a
+ * symlink's target), and what was done said into wrote. */
+static int rewrite_config(struct ab_plan *pl, const struct ab_result *res, long eval_batch,
+			  char *wrote, size_t wrotelen, char *err, size_t errlen)
+{
+	char values[4][32], note[AB_ERR_MAX], real[PATH_MAX];
+	struct ab_edit edits[4];
+	struct stat st;
+	size_t n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
+	int rc = ab_config_set_file_expect(pl->named, AB_FORMAT_AUTO, edits, n, -1, &pl->seen,
+					   note, sizeof(note), err, errlen);
+
+	if (rc == 0)
+		ab_format(wrote, wrotelen, "; %s already says so", pl->named);
+	else if (rc > 0)
+		ab_format(wrote, wrotelen, "; wrote %s (backup %s.autobatch~)%s%s", pl->named,
+			  lstat(pl->named, &st) == 0 && S_ISLNK(st.st_mode) && realpath(pl->named, real)
+				  ? real
+				  : pl->named,
+			  note[0] ? "; " : "", note);
+	return rc < 0 ? rc : 0;
+}
+
+/* The decision as the tasks' variables: -1 where one cannot be one (a control character) */
+static int export_vars(struct ab_plan *pl, const struct ab_result *res, long eval_batch,
+		       const char *report, struct ab_hold_answer *vars)
 {
 	const struct ab_request *req = &pl->ctx->req;
-	struct ab_result kept = *decided, *res = &kept;
-	char values[4][32], note[AB_ERR_MAX], report[PATH_MAX];
-	char wrote[2 * PATH_MAX] = "";
-	char *marked = NULL;
-	struct ab_edit edits[4];
-	size_t n;
-	int rc;
 
-	if (!pl->job.global_batch)
-		res->global_batch = 0; /* the report's product, not a batch the user keeps */
-	if (req->config[0]) {
-		char real[PATH_MAX];
-		struct stat st;
-
-		/* by the name the user gave (in srun's directory or srun -D's), for messages they
-		 * know; the backup lies beside the file really rewritten (a symlink's target) */
-		n = ab_plan_edits(&pl->keys, res, eval_batch, edits, values);
-		if ((rc = ab_config_set_file_expect(pl->named, AB_FORMAT_AUTO, edits, n, -1,
-						    &pl->seen, note, sizeof(note), err,
-						    errlen)) < 0)
-			return rc;
-		if (rc == 0)
-			ab_format(wrote, sizeof(wrote), "; %s already says so", pl->named);
-		else
-			ab_format(wrote, sizeof(wrote), "; wrote %s (backup %s.autobatch~)%s%s",
-				  pl->named,
-				  lstat(pl->named, &st) == 0 && S_ISLNK(st.st_mode) &&
-						  realpath(pl->named, real)
-					  ? real
-					  : pl->named,
-				  note[0] ? "; " : "", note);
-	}
-	if (pl->cached && (marked = ab_result_with_eval(json, 0, "hit")))
-		json = marked; /* the entry was the probe's report: it said "miss" then */
-	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
-	snprintf(pl->ctx->report, sizeof(pl->ctx->report), "%s", report);
-	pl->ctx->jobid = pl->job.jobid, pl->ctx->stepid = pl->stepid;
 	memset(vars, 0, sizeof(*vars));
 	if (add_long(vars, AB_ENV_BATCH_SIZE, res->batch) < 0 ||
 	    add_long(vars, AB_ENV_GRAD_ACCUM, res->grad_accum) < 0 ||
@@ -462,11 +451,42 @@ int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batc
 	    (report[0] && add_var(vars, AB_ENV_REPORT, report) < 0) ||
 	    (req->config[0] && add_var(vars, AB_ENV_CONFIG, pl->config) < 0) ||
 	    (res->total_bytes && add_watch(vars, res->fraction * (double)res->total_bytes, pl) < 0) ||
-	    (res->fraction > 0 && add_xla_pool(vars, res->fraction) < 0)) {
+	    (res->fraction > 0 && add_xla_pool(vars, res->fraction) < 0))
+		return -1;
+	return 0;
+}
+
+/* Applies a decision: the variables first, then the config, so that a decision that cannot
+ * reach the tasks leaves the config as it was (the job then runs with its original settings,
+ * or not at all); the report of a decision not applied is taken back. */
+int ab_apply(struct ab_plan *pl, const struct ab_result *decided, long eval_batch,
+	     const char *json, struct ab_hold_answer *vars, char *err, size_t errlen)
+{
+	const struct ab_request *req = &pl->ctx->req;
+	struct ab_result kept = *decided, *res = &kept;
+	char report[PATH_MAX], wrote[2 * PATH_MAX] = "";
+	char *marked = NULL;
+	int rc = 0;
+
+	if (!pl->job.global_batch)
+		res->global_batch = 0; /* the report's product, not a batch the user keeps */
+	if (pl->cached && (marked = ab_result_with_eval(json, 0, "hit")))
+		json = marked; /* the entry was the probe's report: it said "miss" then */
+	write_report(pl->job.jobid, pl->stepid, json, report, sizeof(report));
+	if (export_vars(pl, res, eval_batch, report, vars) < 0)
+		rc = ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
+					       "(a path with a control character?): nothing was changed");
+	if (rc == 0 && req->config[0])
+		rc = rewrite_config(pl, res, eval_batch, wrote, sizeof(wrote), err, errlen);
+	if (rc < 0) {
+		if (report[0])
+			unlink(report);
+		memset(vars, 0, sizeof(*vars));
 		free(marked);
-		return ab_fail(err, errlen, EIO, "the decision could not be exported to the tasks "
-						 "(a path with a control character?)");
+		return rc;
 	}
+	snprintf(pl->ctx->report, sizeof(pl->ctx->report), "%s", report);
+	pl->ctx->jobid = pl->job.jobid, pl->ctx->stepid = pl->stepid;
 	decision_line(pl, res, eval_batch, wrote);
 	ab_srun_comment(pl->ctx, json);
 	free(marked);

@@ -97,6 +97,17 @@ expect_failure() {
 	expect_failure abort "cfg.yaml is read-only: nothing was changed" --gpus=1
 }
 
+@test "a decision the tasks cannot be given (a control character in the directory) leaves the config unwritten" {
+	mkdir "ctl$(printf '\t')dir"
+	mv cfg.yaml orig.yaml "ctl$(printf '\t')dir/"
+	cd "ctl$(printf '\t')dir"
+	set_plugstack ""
+	expect_failure continue "the decision could not be exported to the tasks (a path with a control character?): nothing was changed" --gpus=1
+	ls autobatch-*.json 2>/dev/null && { echo "the report of a decision not applied is left" >&2; return 1; }
+	set_plugstack "on_failure=abort" required
+	expect_failure abort "the decision could not be exported to the tasks" --gpus=1
+}
+
 @test "a missing config is named before anything runs" {
 	set_plugstack ""
 	run --separate-stderr srun_t -N1 --gpus=1 --autobatch --autobatch-config=nope.yaml true
