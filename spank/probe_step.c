@@ -170,6 +170,7 @@ struct relay {
 	char cause[512]; /* the first of Slurm's lines that names why the probe could not run */
 	bool interrupted; /* the probe step's srun says it was interrupted */
 	char node_failure[512]; /* Slurm's line saying the job lost a node, or "" */
+	char cancel[512]; /* slurmstepd's "*** STEP|JOB ... CANCELLED AT ... ***", or "" */
 	bool quoting;     /* in the lines the probe's failure quotes ("  | ..."), said again */
 };
 
@@ -203,6 +204,10 @@ static void relay_line(void *arg, const char *line)
 	 * cancelled (slurmstepd-node1 for a failure of node2; their order varies) */
 	if (strstr(line, "Node failure on ") && !strstr(r->node_failure, "Node failure on "))
 		ab_printable(line, r->node_failure, sizeof(r->node_failure));
+	/* the job's time limit, or an scancel: the step's SIGTERM then reads as an interrupt */
+	if (!r->cancel[0] && strstr(line, " CANCELLED AT ") &&
+	    (strstr(line, "*** STEP ") || strstr(line, "*** JOB ")))
+		ab_printable(line, r->cancel, sizeof(r->cancel));
 }
 
 static int cancelled(char *err, size_t errlen)
@@ -238,6 +243,26 @@ static bool ended_by_ctrl_c(const struct ab_subprocess *p, const struct relay *r
 	       (!answered && r->interrupted);
 }
 
+/* Slurm cancelled the step, not a Ctrl-C of this srun (whose own lines say it): the job's
+ * time limit, or an scancel. Like an interrupt, nothing is launched: the job is ending. */
+static bool cancelled_by_slurm(const struct relay *r)
+{
+	return r->cancel[0] && !r->interrupted;
+}
+
+static int slurm_cancelled(const struct ab_site *site, const struct relay *r, char *err,
+			   size_t errlen)
+{
+	if (strstr(r->cancel, "DUE TO TIME LIMIT"))
+		return ab_fail(err, errlen, EINTR, "the job's time limit ran out while probing (%s): "
+						   "give the job time for the probe too (up to "
+						   "probe_timeout=%us)",
+			       r->cancel, site->probe_timeout);
+	return ab_fail(err, errlen, EINTR, "Slurm cancelled the probe step while probing (%s: "
+					   "scancel, or the job ended)",
+		       r->cancel);
+}
+
 int ab_probe_interrupted(char *err, size_t errlen)
 {
 	return ab_fail(err, errlen, EINTR, "probing was interrupted (Ctrl-C); the probe step was "
@@ -257,6 +282,8 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
 	if (r->node_failure[0] && !(parsed && res->ok))
 		return lost_node(r, err, errlen);
+	if (cancelled_by_slurm(r) && !(parsed && res->ok))
+		return slurm_cancelled(site, r, err, errlen);
 	/* a report wins over srun's "interrupt" lines (a trial step the probe stopped says them
 	 * too), not over the probe's own exit by SIGINT or its report saying so */
 	if ((parsed && res->interrupted) || ended_by_ctrl_c(p, r, parsed))
@@ -438,6 +465,8 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 		rc = timed_out(&job->ctx->site, err, errlen);
 	else if (relay.node_failure[0])
 		rc = lost_node(&relay, err, errlen);
+	else if (cancelled_by_slurm(&relay))
+		rc = slurm_cancelled(&job->ctx->site, &relay, err, errlen);
 	else if (ended_by_ctrl_c(&p, &relay, false))
 		rc = ab_probe_interrupted(err, errlen);
 	else if ((rc = ab_device_parse(p.out, p.out_len, name, namelen, total, err, errlen)) ==

@@ -163,6 +163,30 @@ expect_failure() {
 # prints its step's status on a first Ctrl-C: here, an srun waiting for an identical srun's
 # decision (the cache entry's lock). The plugin hears it itself (a child of srun in its
 # process group) and stops that srun; the other probes on and launches.
+# scancel_when STEP CMD...: runs CMD in the background and cancels its job once a step named
+# STEP runs, as an admin's scancel or the job's time limit does
+scancel_when() {
+	local step=$1 pid
+	shift
+	timeout 300 "$@" &
+	pid=$!
+	wait_for_step "$step"
+	sleep 1
+	scancel "$(squeue -h -s -o '%i %j' | awk -v s="$step" 'index($2, s) == 1 { split($1, a, "."); print a[1]; exit }')"
+	wait "$pid"
+}
+
+@test "a job cancelled while probing says so, not a Ctrl-C, and changes nothing" {
+	set_plugstack ""
+	run --separate-stderr scancel_when autobatch-probe srun -N1 -n1 --gpus=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
+	assert_line_in "autobatch: Slurm cancelled the probe step while probing (" "$stderr"
+	refute grep -q "Ctrl-C" <<<"$stderr"
+	refute grep -q "toy_train:" <<<"$output"
+	cmp -s cfg.yaml orig.yaml
+	no_probe_step_left
+}
+
 @test "Ctrl-C while waiting for an identical srun's decision stops that srun alone" {
 	set_plugstack ""
 	# each trial of the first srun takes 8 s: its probe outlasts the second srun's start
