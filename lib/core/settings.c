@@ -4,6 +4,7 @@
 #include "settings.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,18 +74,25 @@ int ab_settings_describe(const struct ab_site *site, const struct ab_request *re
 			 const struct ab_effective *eff, char *buf, size_t buflen)
 {
 	char shown[AB_FRACTION_TEXT_MAX + 4], s[AB_ERR_MAX * 4], r[AB_ERR_MAX * 2];
-	const char *from = site->force_fraction > 0	     ? "force_fraction"
-			   : req->source == AB_SOURCE_DEFAULT ? "default_fraction"
-							      : ab_source_name(req->source);
+	char from[AB_FRACTION_TEXT_MAX + 96];
+	bool asked = req->source != AB_SOURCE_DEFAULT;
 
 	ab_printable(req->fraction_text, shown, sizeof(shown));
+	/* the site's forced value, and what was asked beside it: the user's value is theirs */
+	if (site->force_fraction > 0)
+		snprintf(from, sizeof(from), "force_fraction=%g%s%s%s%s", site->force_fraction,
+			 asked ? ", not " : "", asked ? ab_source_name(req->source) : "",
+			 asked ? "=" : "", asked ? shown : "");
+	else
+		snprintf(from, sizeof(from), "%s%s%s",
+			 asked ? ab_source_name(req->source) : "default_fraction", asked ? "=" : "",
+			 asked ? shown : "");
 	if (ab_site_describe(site, s, sizeof(s)) < 0 || ab_request_describe(req, r, sizeof(r)) < 0)
 		return -ENAMETOOLONG;
 	/* the site's first line (its bounds) is the fraction's */
-	return ab_format(buf, buflen, "fraction=%g (from %s%s%s; %.*s)\n%s\n%s instrument=%s "
+	return ab_format(buf, buflen, "fraction=%g (from %s; %.*s)\n%s\n%s instrument=%s "
 				      "parallel=%s trial_shape=%s\n",
-			 eff->fraction, from, req->source != AB_SOURCE_DEFAULT ? "=" : "",
-			 req->source != AB_SOURCE_DEFAULT ? shown : "", (int)strcspn(s, "\n"), s, r,
-			 strchr(s, '\n') + 1, eff->instrument ? "on" : "off",
-			 site->parallel ? "on" : "off", ab_shape_names[eff->shape]);
+			 eff->fraction, from, (int)strcspn(s, "\n"), s, r, strchr(s, '\n') + 1,
+			 eff->instrument ? "on" : "off", site->parallel ? "on" : "off",
+			 ab_shape_names[eff->shape]);
 }

@@ -563,6 +563,16 @@ static void describe(void **state)
 	assert_contains(buf, "startup_seconds=600s max_trial_seconds=1800s trial_cap=12 instrument=on "
 			     "parallel=on trial_shape=step\n");
 	assert_int_equal(ab_settings_describe(&site, &r, &eff, tiny, sizeof(tiny)), -ENAMETOOLONG);
+	/* a forced fraction is the site's value, and the user's is named as theirs */
+	assert_int_equal(SITE("force_fraction=0.7"), 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.95", err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_resolve(&site, &r, &eff, err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_describe(&site, &r, &eff, buf, sizeof(buf)), 0);
+	assert_contains(buf, "fraction=0.7 (from force_fraction=0.7, not --autobatch=0.95; ");
+	ab_request_init(&r);
+	assert_int_equal(ab_settings_resolve(&site, &r, &eff, err, sizeof(err)), 0);
+	assert_int_equal(ab_settings_describe(&site, &r, &eff, buf, sizeof(buf)), 0);
+	assert_contains(buf, "fraction=0.7 (from force_fraction=0.7; ");
 }
 
 /* The one rule, as each context meets the request: srun records --autobatch=0.95; sbatch
