@@ -289,8 +289,8 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 	if ((parsed && res->interrupted) || ended_by_ctrl_c(p, r, parsed))
 		return ab_probe_interrupted(err, errlen);
 	if (parsed)
-		return res->ok ? 0 : ab_fail(err, errlen, ENOSPC, "the probe failed: %s",
-					    res->error);
+		return res->ok ? 0 : ab_fail(err, errlen, ENOSPC, "the probe failed: %s%s",
+					    res->error, ab_probe_option_note(res->error));
 	if (strstr(r->cause, "execve()") || strstr(r->cause, "No such file"))
 		return ab_fail(err, errlen, ENOENT,
 			       "the probe %s could not be run on the node (%s): check probe= in "

@@ -420,3 +420,17 @@ char *ab_result_with_eval(const char *json, long eval_batch, const char *cache)
 	json_object_put(o);
 	return text;
 }
+
+const char *ab_probe_option_note(const char *error)
+{
+	if (strstr(error, "--startup-seconds"))
+		return " (under srun, the probe's --startup-seconds is the site's startup_seconds= in "
+		       "plugstack.conf: ask your admin)";
+	if (strstr(error, "--trial-seconds"))
+		return " (under srun, the probe's --trial-seconds is set in the site's probe_args=, "
+		       "--max-trial-seconds by its max_trial_seconds=: ask your admin)";
+	if (strstr(error, "--hook-dir"))
+		return " (under srun, where the hook is installed, or the site's probe_args=\"--hook-dir "
+		       "DIR\": ask your admin)";
+	return "";
+}

@@ -111,6 +111,10 @@ char *ab_result_with_eval(const char *json, long eval_batch, const char *cache);
 char *ab_result_with_models(char *json, const struct ab_gpu_models *m,
 			    const struct ab_gpu_model *bound);
 
+/* Where a probe's error names one of its own options, which a user of srun cannot give:
+ * what it is under srun (the site's plugstack argument), as a note to add; "" otherwise. */
+const char *ab_probe_option_note(const char *error);
+
 /* Parses the probe's --json output. -EPROTO with a message when it is not a report. */
 int ab_result_parse(const char *json, size_t len, struct ab_result *out, char *err,
 		    size_t errlen);

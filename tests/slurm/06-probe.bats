@@ -419,7 +419,7 @@ EOF
 	run --separate-stderr srun_t --autobatch=0.8 --autobatch-config=cfg.yaml \
 		--autobatch-trial-command="sleep 30" toy_train --config cfg.yaml
 	[ "$status" -eq 0 ]
-	assert_line_in "was still starting after 2 s: no training step was seen; raise --startup-seconds" "$stderr"
+	assert_line_in "was still starting after 2 s: no training step was seen; raise --startup-seconds (under srun, the probe's --startup-seconds is the site's startup_seconds= in plugstack.conf: ask your admin)" "$stderr"
 	assert_line_in "launching with the original settings (on_failure=continue)" "$stderr"
 	[ "$(config_batch)" = 8 ]
 	# with the hook off, a program that reports no step is told so
