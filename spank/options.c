@@ -44,7 +44,7 @@ int ab_option_record(struct ab_ctx *c, int val, const char *value, int remote)
 	}
 	/* A denied fraction fails here, where srun stops on a refusal even for an
 	 * optional plugin; the clamp note is printed once, after all options. */
-	if (val == AB_OPT_AUTOBATCH)
+	if (val == AB_OPT_AUTOBATCH && c->req.enabled)
 		return ab_options_resolve(c, true);
 	return 0;
 }

@@ -12,9 +12,10 @@
 #include "number.h"
 
 const struct ab_option_info ab_options[AB_OPT_COUNT] = {
-	[AB_OPT_AUTOBATCH] = {"autobatch", "[FRACTION]", 2,
+	[AB_OPT_AUTOBATCH] = {"autobatch", "[FRACTION|off]", 2,
 			      "Probe the per-GPU batch size that peaks at FRACTION of GPU memory "
-			      "(0.8 or 80%; attach it with '=') before the step starts"},
+			      "(0.8 or 80%; attach it with '=') before the step starts; off: not "
+			      "this step, whatever the job's sbatch --autobatch says"},
 	[AB_OPT_CONFIG] = {"autobatch-config", "FILE", 1,
 			   "YAML/JSON training config whose batch keys autobatch rewrites"},
 	[AB_OPT_PRESET] = {"autobatch-preset", "NAME", 1,
@@ -76,6 +77,18 @@ static int set_fraction(struct ab_request *req, enum ab_source source, const cha
 	snprintf(req->fraction_text, sizeof(req->fraction_text), "%s", value);
 	req->source = source;
 	req->enabled = true;
+	req->off = false;
+	return 0;
+}
+
+/* off: this step is not one to size, though the job's sbatch --autobatch says so (a staging
+ * copy, a data check); its other autobatch options, the job's too, are then left unused */
+static int set_off(struct ab_request *req, enum ab_source source)
+{
+	snprintf(req->fraction_text, sizeof(req->fraction_text), "off");
+	req->source = source;
+	req->enabled = false;
+	req->off = true;
 	return 0;
 }
 
@@ -174,10 +187,13 @@ int ab_request_set(struct ab_request *req, enum ab_option opt, const char *value
 				       "or --autobatch alone for the site default");
 		if (!value) {
 			req->enabled = true;
+			req->off = false;
 			req->source = AB_SOURCE_DEFAULT;
 			req->fraction_text[0] = '\0';
 			return 0;
 		}
+		if (!strcmp(value, "off"))
+			return set_off(req, AB_SOURCE_OPTION);
 		return set_fraction(req, AB_SOURCE_OPTION, value, err, errlen);
 	case AB_OPT_CONFIG:
 		if ((rc = check_text(value, sizeof(req->config), false, name, err, errlen)) < 0)
@@ -236,8 +252,10 @@ int ab_request_set(struct ab_request *req, enum ab_option opt, const char *value
 
 int ab_request_from_env(struct ab_request *req, const char *value, char *err, size_t errlen)
 {
-	if (req->enabled || !value)
+	if (req->enabled || req->off || !value)
 		return 0;
+	if (!strcmp(value, "off"))
+		return set_off(req, AB_SOURCE_ENV);
 	if (!*value)
 		return ab_fail(err, errlen, EINVAL,
 			       "AUTOBATCH is set but empty: set a fraction such as AUTOBATCH=0.8, "
@@ -247,7 +265,7 @@ int ab_request_from_env(struct ab_request *req, const char *value, char *err, si
 
 int ab_request_check(const struct ab_request *req, char *err, size_t errlen)
 {
-	for (int opt = AB_OPT_AUTOBATCH + 1; opt < AB_OPT_COUNT && !req->enabled; opt++)
+	for (int opt = AB_OPT_AUTOBATCH + 1; opt < AB_OPT_COUNT && !req->enabled && !req->off; opt++)
 		if (req->given & (1u << opt))
 			return ab_fail(err, errlen, EINVAL,
 				       "--%s has no effect without --autobatch: add "

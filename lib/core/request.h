@@ -22,6 +22,7 @@ enum ab_source { AB_SOURCE_DEFAULT, AB_SOURCE_OPTION, AB_SOURCE_ENV };
 /* The user's request: srun/sbatch/salloc options, or AUTOBATCH= in the environment. */
 struct ab_request {
 	bool enabled;
+	bool off; /* --autobatch=off (AUTOBATCH=off): not for this step, whatever sbatch gave */
 	enum ab_source source;
 	char fraction_text[AB_FRACTION_TEXT_MAX + 1]; /* as typed, for messages */
 	double fraction;                              /* valid when source != DEFAULT */

@@ -36,6 +36,16 @@ batch() {
 	[ "$out" = "0.5" ]
 }
 
+@test "srun --autobatch=off in the job: that step is not probed nor sized, the others are" {
+	printf '#!/bin/bash\nsrun --autobatch=off sh -c '"'"'echo "off [${AUTOBATCH_FRACTION:-none}]"'"'"'\nsrun printenv AUTOBATCH_FRACTION\n' >"$BATS_TEST_TMPDIR/job.sh"
+	out=$(batch --autobatch=0.7 --autobatch-config=none.yaml "$BATS_TEST_TMPDIR/job.sh")
+	[ "$out" = $'off [none]\n0.7' ] || { cat "$BATS_TEST_TMPDIR/job.err" >&2; return 1; }
+	# the off step said nothing of autobatch (no probe, no word on the job's config); the
+	# other one did
+	[ "$(grep -c "autobatch" "$BATS_TEST_TMPDIR/job.err")" -eq 1 ]
+	grep -q "cannot read --autobatch-config=none.yaml" "$BATS_TEST_TMPDIR/job.err"
+}
+
 @test "sbatch --autobatch=2 is refused at submission" {
 	run timeout 30 sbatch --autobatch=2 --wrap true
 	[ "$status" -ne 0 ]

@@ -475,6 +475,23 @@ static void request_check(void **state)
 	assert_contains(err, "--autobatch-config has no effect without --autobatch");
 	assert_int_equal(ab_request_from_env(&r, "0.8", err, sizeof(err)), 0);
 	assert_int_equal(ab_request_check(&r, err, sizeof(err)), 0);
+	/* off, after what sbatch passed on (its --autobatch and --autobatch-config): this step
+	 * is not sized, the others are unused without a complaint, and AUTOBATCH does not
+	 * switch it back on; a later --autobatch does */
+	ab_request_init(&r);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.8", err, sizeof(err)), 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_CONFIG, "exp.yaml", err, sizeof(err)), 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "off", err, sizeof(err)), 0);
+	assert_false(r.enabled);
+	assert_int_equal(ab_request_from_env(&r, "0.8", err, sizeof(err)), 0);
+	assert_false(r.enabled);
+	assert_int_equal(ab_request_check(&r, err, sizeof(err)), 0);
+	assert_int_equal(ab_request_set(&r, AB_OPT_AUTOBATCH, "0.7", err, sizeof(err)), 0);
+	assert_true(r.enabled);
+	ab_request_init(&r);
+	assert_int_equal(ab_request_from_env(&r, "off", err, sizeof(err)), 0);
+	assert_false(r.enabled);
+	assert_true(r.off);
 }
 
 /* ---- policy ------------------------------------------------------------------------ */
