@@ -70,7 +70,7 @@ static void run_child(void *arg)
 }
 
 /* Waits for the child within the deadline; SIGKILL on timeout or interrupt. */
-static int wait_child(const struct ab_model_host *h, struct ab_proc *proc, char *err,
+static int wait_child(const struct ab_model_host *h, long batch, struct ab_proc *proc, char *err,
 		      size_t errlen)
 {
 	enum ab_stop why = ab_proc_wait(proc, &(struct ab_proc_watch){
@@ -85,10 +85,11 @@ static int wait_child(const struct ab_model_host *h, struct ab_proc *proc, char 
 		return ab_fail(err, errlen, EINTR, "interrupted during a model trial");
 	if (why == AB_STOP_DEADLINE)
 		return ab_fail(err, errlen, ETIMEDOUT,
-			       "the CPU reference step did not finish in %.0f s: the model is too "
-			       "large for model mode on the host; use a GPU (--device cuda:N) or "
-			       "raise --trial-seconds",
-			       h->trial_seconds);
+			       "batch %ld: the CPU reference steps (its warm-up and --steps) did not "
+			       "finish in %.0f s (--trial-seconds): on the host, model mode trains the "
+			       "proxy on the CPU, slower the larger the batch; bound it with --max, "
+			       "use a GPU (--device cuda:N), or raise --trial-seconds",
+			       batch, h->trial_seconds);
 	return 0;
 }
 
@@ -110,7 +111,7 @@ int ab_model_host_trial(void *ctx, long batch, struct ab_trial *out, char *err, 
 		return rc;
 	}
 	close(fds[1]);
-	rc = wait_child(h, &proc, err, errlen);
+	rc = wait_child(h, batch, &proc, err, errlen);
 	status = proc.status;
 	if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 	    read(fds[0], &step, sizeof(step)) != sizeof(step))

@@ -8,7 +8,7 @@ trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 num() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..7"
+echo "1..8"
 
 tiny=layers=1,hidden=32,heads=2,seq=8,vocab=50
 "$probe" run --mode model --device host:capacity=256MiB --model $tiny --steps 1 \
@@ -55,4 +55,9 @@ check "refusals: no dimensions, a simulated device, a bad field" \
 	sh -c "'$probe' run --mode model --device host 2>&1 | grep -q 'needs the model.s dimensions: --config FILE' &&
 	       '$probe' run --mode model --device sim:total=1GiB --model $tiny 2>&1 | grep -q 'runs the proxy step for real' &&
 	       '$probe' run --mode model --device host --model layers=2,hidden=30,heads=4,seq=8,vocab=9 2>&1 | grep -q 'hidden size 30 is not a multiple of its 4 heads'"
+# a trial whose CPU steps outlast --trial-seconds: the batch named, and what bounds it
+"$probe" run --mode model --device host:capacity=8GiB --model layers=2,hidden=64,heads=4,seq=64,vocab=1000 \
+	--start 1024 --min 1024 --trial-seconds 1 --json "$dir/slow.json" 2>"$dir/slow.err"
+check "a trial slower than --trial-seconds names its batch and the ways round it" \
+	grep -q "batch 1024: the CPU reference steps (its warm-up and --steps) did not finish in 1 s (--trial-seconds): on the host, model mode trains the proxy on the CPU, slower the larger the batch; bound it with --max" "$dir/slow.err"
 exit $failed
