@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "number.h"
@@ -62,14 +63,16 @@ static int read_point(struct json_object *p, struct ab_sim_point *out)
 
 static int load_curve(struct ab_sim *sim, const char *path, char *err, size_t errlen)
 {
-	struct json_object *root = json_object_from_file(path), *total, *pts;
+	struct json_object *root, *total, *pts;
 	struct ab_sim_point *points = NULL;
 	size_t n = 0;
 	int rc = -EINVAL;
 
-	if (!root)
-		return ab_fail(err, errlen, EINVAL, "sim curve %s: %s", path,
-			       json_util_get_last_err() ? json_util_get_last_err() : "unreadable");
+	/* said as one sentence: json-c's own error names its function and ends in a newline */
+	if (access(path, R_OK) < 0)
+		return ab_fail(err, errlen, errno, "sim curve %s: %s", path, strerror(errno));
+	if (!(root = json_object_from_file(path)))
+		return ab_fail(err, errlen, EINVAL, "sim curve %s: not a JSON file", path);
 	if (json_object_object_get_ex(root, "total_bytes", &total) && !sim->total_bytes)
 		sim->total_bytes = (uint64_t)json_object_get_int64(total);
 	if (!json_object_object_get_ex(root, "points", &pts) ||
@@ -122,8 +125,11 @@ static int set_key(struct ab_sim *sim, const char *key, const char *v, char *err
 	}
 	if (!strcmp(key, "curve"))
 		return load_curve(sim, v, err, errlen);
-	/* a plain decimal; 16 digits hold every seed below 2^53 */
-	if (ab_parse_decimal(v, 16, 0, 1e16, &num) < 0)
+	/* a plain decimal; 16 digits hold every seed below 2^53; a misspelt key is named as one */
+	if (strcmp(key, "step_s") && strcmp(key, "saturate") && strcmp(key, "jitter") &&
+	    strcmp(key, "oom_floor") && strcmp(key, "seed"))
+		num = -1;
+	else if (ab_parse_decimal(v, 16, 0, 1e16, &num) < 0)
 		return ab_fail(err, errlen, EINVAL, "sim: %s=%s is not a number", key, v);
 	if (!strcmp(key, "step_s"))
 		sim->step_s = num;
@@ -133,7 +139,7 @@ static int set_key(struct ab_sim *sim, const char *key, const char *v, char *err
 		sim->jitter = num;
 	else if (!strcmp(key, "oom_floor") && num <= 1)
 		sim->oom_floor = num;
-	else if (!strcmp(key, "seed") && num < 9007199254740992.0) /* 2^53: exact, castable */
+	else if (!strcmp(key, "seed") && num >= 0 && num < 9007199254740992.0) /* 2^53: exact */
 		sim->seed = (uint64_t)num;
 	else
 		return ab_fail(err, errlen, EINVAL,

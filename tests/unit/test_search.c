@@ -1020,8 +1020,11 @@ static void sim_specs(void **state)
 	assert_contains(err, "seed (< 2^53)");
 	assert_int_equal(ab_sim_parse("total=1GiB,curve=/nonexistent.json", &s, err,
 				      sizeof(err)),
-			 -EINVAL);
-	assert_contains(err, "sim curve /nonexistent.json");
+			 -ENOENT);
+	assert_string_equal(err, "sim curve /nonexistent.json: No such file or directory");
+	/* a misspelt key is named as unknown, whatever its value */
+	assert_int_equal(ab_sim_parse("total=8GiB,persample=10MiB", &s, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "unknown key 'persample'");
 }
 
 static void sim_curve_file(void **state)
