@@ -91,6 +91,12 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 		free(json);
 		return rc;
 	}
+	/* a config the probe's decision could not be written to is said before the probe */
+	if ((*pl)->ctx->req.config[0] &&
+	    (rc = ab_config_file_writable((*pl)->named, err, errlen)) < 0) {
+		ab_cache_close(&cache);
+		return rc;
+	}
 	if ((rc = ab_srun_defer(c, *pl, &cache, err, errlen)) == 0)
 		*pl = NULL; /* the thread's now */
 	else

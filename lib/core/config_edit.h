@@ -100,6 +100,11 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 		       size_t n, int document, char *note, size_t notelen, char *err,
 		       size_t errlen);
 
+/* 0 where ab_config_set_file could rewrite path now (the file, its directory, its owner and
+ * group: the rules config_file.c holds), else the error it would give: said before minutes
+ * of probing, not after. */
+int ab_config_file_writable(const char *path, char *err, size_t errlen);
+
 /* What the file must still be for a rewrite: its fingerprint with the values of keys left
  * out (see fingerprint.h), so another autobatch writing those values is no change. */
 struct ab_expect {

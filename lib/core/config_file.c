@@ -359,6 +359,22 @@ done:
 	return rc;
 }
 
+int ab_config_file_writable(const char *path, char *err, size_t errlen)
+{
+	struct target t = {.dirfd = -1};
+	struct stat st;
+	int rc;
+
+	if ((rc = open_target(path, &t, err, errlen)) < 0)
+		return rc;
+	if (fstatat(t.dirfd, t.base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = ab_fail(err, errlen, errno, "cannot open %s: %s", path, strerror(errno));
+	else
+		rc = check_writable(&t, path, &st, err, errlen);
+	close(t.dirfd);
+	return rc;
+}
+
 int ab_config_set_file(const char *path, enum ab_format format, const struct ab_edit *edits,
 		       size_t n, int document, char *note, size_t notelen, char *err,
 		       size_t errlen)

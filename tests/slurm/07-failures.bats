@@ -93,8 +93,15 @@ expect_failure() {
 	set_plugstack ""
 	chmod 0444 cfg.yaml
 	expect_failure continue "cfg.yaml is read-only: nothing was changed; make it writable (chmod u+w) or give a copy; launching with the original settings" --gpus=1
+	# said before any trial: minutes of probing are not spent on a decision it cannot write
+	refute grep -q "autobatch: trial 1:" <<<"$stderr"
 	set_plugstack "on_failure=abort" required
 	expect_failure abort "cfg.yaml is read-only: nothing was changed" --gpus=1
+	chmod 0644 cfg.yaml
+	chmod 0555 .
+	expect_failure abort "is read-only: nothing was changed; autobatch writes the new file and a backup beside the config" --gpus=1
+	refute grep -q "autobatch: trial 1:" <<<"$stderr"
+	chmod 0755 .
 }
 
 @test "a decision the tasks cannot be given (a control character in the directory) leaves the config unwritten" {

@@ -746,6 +746,11 @@ static void file_read_only(void **state)
 	assert_int_equal(set1(path, "bs", "16"), -EACCES);
 	assert_contains(err, "ro.yaml is read-only: nothing was changed");
 	assert_string_equal(read_file(path), "bs: 8\n");
+	/* the same, asked before a probe (the plugin's check), and none once it is writable */
+	assert_int_equal(ab_config_file_writable(path, err, sizeof(err)), -EACCES);
+	assert_contains(err, "ro.yaml is read-only: nothing was changed");
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(ab_config_file_writable(path, err, sizeof(err)), 0);
 	unlink(path);
 
 	/* A read-only directory: refused by its mode bits even for root (as a read-only file
@@ -759,6 +764,8 @@ static void file_read_only(void **state)
 	assert_contains(err, "rodir of ");
 	assert_contains(err, "c.yaml is read-only: nothing was changed");
 	assert_string_equal(read_file(path), "bs: 8\n");
+	assert_int_equal(ab_config_file_writable(path, err, sizeof(err)), -EACCES);
+	assert_contains(err, "rodir of ");
 	/* nobody owns the directory above: only the mode bits of rodir stand in the way */
 	assert_int_equal(geteuid() != 0 || chown(dir, NOBODY, NOBODY) == 0, true);
 	assert_int_equal(refused_as_nobody(path, -EACCES, "is read-only: nothing was changed"), 0);
