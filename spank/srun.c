@@ -62,6 +62,26 @@ int ab_srun_post_opt(struct ab_ctx *c)
 
 /* ---- deciding ------------------------------------------------------------------------ */
 
+/* A global batch the replicas cannot share evenly is said before a probe step is allocated
+ * (the probe would refuse it too), with the two nearest that can be. */
+static int global_splits(const struct ab_probe_job *job, char *err, size_t errlen)
+{
+	long g = job->global_batch, w = job->dp_width, below;
+
+	if (g <= 0 || w <= 1 || g % w == 0)
+		return 0;
+	below = g - g % w;
+	if (below == 0)
+		return ab_fail(err, errlen, EINVAL, "--autobatch-global-batch=%ld does not split "
+						    "evenly over the step's %ld data-parallel "
+						    "replicas: give a multiple of %ld",
+			       g, w, w);
+	return ab_fail(err, errlen, EINVAL, "--autobatch-global-batch=%ld does not split evenly "
+					    "over the step's %ld data-parallel replicas: give a "
+					    "multiple of %ld, as %ld or %ld",
+		       g, w, w, below, below + w);
+}
+
 /* A cached decision is applied here, before the launch. Anything else needs the probe, which
  * runs after the launch while the tasks wait (srun_hold.c): slurmd refuses a step credential
  * older than cred_expire, and srun created this step's before calling this hook. pl is taken
@@ -81,6 +101,8 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 	/* the step's GPU request shapes its trials and a per-device batch's replicas: the cache
 	 * keys on it, and a hit's accumulation is computed from it */
 	if ((rc = ab_probe_read_step(&(*pl)->job, err, errlen)) < 0)
+		return rc;
+	if ((rc = global_splits(&(*pl)->job, err, errlen)) < 0)
 		return rc;
 	ab_srun_cache_open(&c->site, &cache);
 	if (ab_srun_cache_lookup(*pl, &cache, &res, &json) == 0) {

@@ -122,6 +122,16 @@ expect_failure() {
 	no_probe_step_left
 }
 
+@test "a global batch the replicas cannot share evenly is named before any probe step" {
+	set_plugstack ""
+	run --separate-stderr srun_t -N1 -n3 --gpus=3 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-global-batch=1000 toy_train --config cfg.yaml
+	assert_line_in "autobatch: --autobatch-global-batch=1000 does not split evenly over the step's 3 data-parallel replicas: give a multiple of 3, as 999 or 1002" "$stderr"
+	refute grep -q "autobatch: trial 1:" <<<"$stderr"
+	cmp -s cfg.yaml orig.yaml
+	no_probe_step_left
+}
+
 @test "a global batch for a Hugging Face config with no accumulation key is named before anything runs" {
 	set_plugstack ""
 	echo '{"per_device_train_batch_size": 8, "max_steps": 10}' >hf.json
