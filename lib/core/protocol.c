@@ -82,22 +82,44 @@ long ab_global_batch(long requested, long batch, long grad_accum, long devices)
 	return global;
 }
 
-const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[])
+/* srun's own words (srun itself first) into words, up to the step's command (argc words of
+ * argv, which must end the line); their count, or -1 where the line cannot tell (too long,
+ * cut short, or not ending with the command) */
+static int srun_words(const char *args, size_t len, int argc, char *const argv[],
+		      const char *words[512])
 {
-	const char *words[512], *dir = NULL;
 	int n = 0;
 
 	for (size_t i = 0; i < len && n < 512; i += strnlen(args + i, len - i) + 1)
 		words[n++] = args + i;
 	if (len == 0 || n >= 512 || args[len - 1] != '\0' || argc < 0 || argc >= n)
-		return NULL; /* a command line too long to tell, or cut short */
-	for (int i = 0; i < argc; i++) /* srun's line ends with the step's command, or no telling */
+		return -1;
+	for (int i = 0; i < argc; i++)
 		if (strcmp(words[n - argc + i], argv[i]))
-			return NULL;
+			return -1;
+	return n - argc;
+}
+
+bool ab_srun_multi_prog(const char *args, size_t len, int argc, char *const argv[])
+{
+	const char *words[512];
+	int n = srun_words(args, len, argc, argv, words);
+
+	for (int i = 1; i < n; i++)
+		if (!strcmp(words[i], "--multi-prog"))
+			return true;
+	return false;
+}
+
+const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[])
+{
+	const char *words[512], *dir = NULL;
+	int n = srun_words(args, len, argc, argv, words);
+
 	/* srun's options: after srun itself, before the command; the last one given counts */
-	for (int i = 1; i < n - argc; i++) {
+	for (int i = 1; i < n; i++) {
 		if (!strcmp(words[i], "-D") || !strcmp(words[i], "--chdir"))
-			dir = i + 1 < n - argc ? words[++i] : NULL;
+			dir = i + 1 < n ? words[++i] : NULL;
 		else if (!strncmp(words[i], "--chdir=", 8))
 			dir = words[i] + 8;
 		else if (!strncmp(words[i], "-D", 2))

@@ -239,6 +239,10 @@ bool ab_srun_het_step(const char *args, size_t len);
  * (argc words of argv, which must end the line); NULL where none. Points into args. */
 const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[]);
 
+/* True when srun's options (read as ab_srun_chdir does) hold --multi-prog: each task runs
+ * its own line of the command's file, and the command is no program to run as a trial. */
+bool ab_srun_multi_prog(const char *args, size_t len, int argc, char *const argv[]);
+
 /* path as the step's tasks see it: in dir (srun -D's, NULL or "": none) when relative. 0, or
  * -ENAMETOOLONG when it does not fit buf. */
 int ab_step_path(const char *dir, const char *path, char *buf, size_t len);

@@ -122,6 +122,17 @@ expect_failure() {
 	no_probe_step_left
 }
 
+@test "srun --multi-prog is refused before any probe step, naming its file" {
+	set_plugstack ""
+	printf '0 toy_train --config cfg.yaml\n1 toy_train --config cfg.yaml\n' >mp.conf
+	run --separate-stderr srun_t -N1 -n2 --gpus=2 --multi-prog --autobatch=0.8 \
+		--autobatch-config=cfg.yaml mp.conf
+	assert_line_in "autobatch: srun --multi-prog is not probed: each task runs its own line of mp.conf" "$stderr"
+	refute grep -q "autobatch: trial 1:" <<<"$stderr"
+	cmp -s cfg.yaml orig.yaml
+	no_probe_step_left
+}
+
 @test "a global batch the replicas cannot share evenly is named before any probe step" {
 	set_plugstack ""
 	run --separate-stderr srun_t -N1 -n3 --gpus=3 --autobatch=0.8 --autobatch-config=cfg.yaml \

@@ -860,6 +860,15 @@ static void srun_chdir(void **state)
 	assert_null(ab_srun_chdir(sep, sizeof(sep), 1, ARGV("other")));
 	assert_null(ab_srun_chdir("srun\0-D", 7, 0, ARGV(NULL))); /* cut short */
 	assert_null(ab_srun_chdir("", 0, 0, ARGV(NULL)));
+	/* --multi-prog among srun's options, never the command's own */
+	{
+		static const char mp[] = "srun\0-n2\0--multi-prog\0--autobatch\0mp.conf";
+		static const char own[] = "srun\0-n2\0prog\0--multi-prog";
+
+		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 1, ARGV("mp.conf")));
+		assert_false(ab_srun_multi_prog(own, sizeof(own), 2, ARGV("prog", "--multi-prog")));
+		assert_false(ab_srun_multi_prog("", 0, 0, ARGV(NULL)));
+	}
 }
 
 /* A path as the step's tasks see it: in srun -D's directory when relative. */
