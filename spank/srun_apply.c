@@ -215,12 +215,13 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 						    "it the count",
 			       req->global_batch, ab_launcher_name(pl->job.argc, pl->job.argv));
 	pl->stepid = stepid;
-	if (nargs > 0 && ab_srun_multi_prog(args, (size_t)nargs, pl->job.argc, pl->job.argv))
+	if (nargs > 0 && pl->job.argc > 0 &&
+	    ab_srun_multi_prog(args, (size_t)nargs, pl->job.argc, pl->job.argv))
 		return ab_fail(err, errlen, EINVAL,
 			       "srun --multi-prog is not probed: each task runs its own line of %s, "
 			       "and no one command is the training program; give --autobatch to an "
 			       "srun of the training program alone",
-			       pl->job.argc > 0 ? pl->job.argv[0] : "the file");
+			       pl->job.argv[0]);
 	if (het)
 		return ab_fail(err, errlen, EINVAL,
 			       "a heterogeneous step (srun ... : ...) is not probed: its components "
