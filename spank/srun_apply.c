@@ -19,6 +19,7 @@
 #include "presets.h"
 #include "file_replace.h"
 #include "fingerprint.h"
+#include "number.h"
 #include "size.h"
 
 /* setenv(3): srun merges its environment into the launch after this hook (spank_setenv is
@@ -174,6 +175,23 @@ static unsigned step_workers(const struct ab_probe_job *job, bool *by_launcher, 
 	return world ? (unsigned)n : (unsigned)n * job->ntasks;
 }
 
+/* --autobatch 0.8, with a space: the value is optional, so 0.8 became the step's command,
+ * which no probe can run; said before one is tried (a file so named is a command) */
+static int fraction_as_command(const struct ab_probe_job *job, char *err, size_t errlen)
+{
+	double f;
+	char shown[32];
+
+	if (job->argc < 1 || ab_parse_fraction(job->argv[0], &f, NULL, 0) < 0 ||
+	    access(job->argv[0], F_OK) == 0)
+		return 0;
+	ab_printable(job->argv[0], shown, sizeof(shown));
+	return ab_fail(err, errlen, EINVAL, "the step's command is '%s': write --autobatch=%s with "
+					    "'=' (with a space, the optional value is taken as the "
+					    "command)",
+		       shown, shown);
+}
+
 int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		size_t errlen)
 {
@@ -215,6 +233,8 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 						    "it the count",
 			       req->global_batch, ab_launcher_name(pl->job.argc, pl->job.argv));
 	pl->stepid = stepid;
+	if ((rc = fraction_as_command(&pl->job, err, errlen)) < 0)
+		return rc;
 	if (nargs > 0 && pl->job.argc > 0 &&
 	    ab_srun_multi_prog(args, (size_t)nargs, pl->job.argc, pl->job.argv))
 		return ab_fail(err, errlen, EINVAL,

@@ -177,11 +177,16 @@ int ab_parse_fraction(const char *text, double *out, char *err, size_t errlen)
 	    (*end && strcmp(end, "%") != 0))
 		return ab_fail(err, errlen, EINVAL, "invalid fraction '%s': %s", shown,
 			       FRACTION_HINT);
-	if (*end == '%')
-		v /= 100.0;
 	if (!(v > 0.0))
 		return ab_fail(err, errlen, ERANGE, "fraction '%s' must be greater than 0: %s",
 			       shown, FRACTION_HINT);
+	/* 0.8% is a fraction of a percent of the GPU: a slip for 0.8 or 80%, never a limit */
+	if (*end == '%' && v < 1.0)
+		return ab_fail(err, errlen, ERANGE, "fraction '%s' is under 1%% of the GPU's memory: "
+						    "%s",
+			       shown, FRACTION_HINT);
+	if (*end == '%')
+		v /= 100.0;
 	if (v > 1.0)
 		return ab_fail(err, errlen, ERANGE,
 			       "fraction '%s' is more than the whole GPU memory: %s", shown,

@@ -278,6 +278,11 @@ int ab_site_parse(struct ab_site *site, int argc, char *const argv[], char *err,
 			return rc;
 		eq = strchr(word, '=');
 		a = eq ? find_site_arg(word, (size_t)(eq - word)) : NULL;
+		if (!a && !eq && i > 0) /* the second word of a value with a space */
+			return ab_fail(err, errlen, EINVAL,
+				       "plugstack argument '%s' is no key=value: a value with spaces is "
+				       "quoted, as probe_args=\"--device host\"",
+				       ab_printable(word, shown, sizeof(shown)));
 		if (!a) {
 			list_site_keys(keys, sizeof(keys));
 			return ab_fail(err, errlen, EINVAL,

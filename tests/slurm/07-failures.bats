@@ -122,6 +122,14 @@ expect_failure() {
 	no_probe_step_left
 }
 
+@test "--autobatch 0.8 with a space: the fraction taken as the command is said before any trial" {
+	set_plugstack ""
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch 0.8 --config cfg.yaml
+	assert_line_in "autobatch: the step's command is '0.8': write --autobatch=0.8 with '='" "$stderr"
+	refute grep -q "autobatch: trial 1:" <<<"$stderr"
+	no_probe_step_left
+}
+
 @test "srun --multi-prog is refused before any probe step, naming its file" {
 	set_plugstack ""
 	printf '0 toy_train --config cfg.yaml\n1 toy_train --config cfg.yaml\n' >mp.conf

@@ -146,7 +146,7 @@ static void fraction_accepts(void **state)
 {
 	static const struct { const char *text; double want; } ok[] = {
 		{"0.8", 0.8}, {".8", 0.8}, {"1", 1.0}, {"1.0", 1.0}, {"0.05", 0.05},
-		{"80%", 0.8}, {"100%", 1.0}, {"0.5%", 0.005}, {"0.999999", 0.999999},
+		{"80%", 0.8}, {"100%", 1.0}, {"1%", 0.01}, {"0.999999", 0.999999},
 		{"00.25", 0.25}, {"1.", 1.0},
 	};
 	(void)state;
@@ -171,6 +171,7 @@ static void fraction_refuses(void **state)
 		{"0", "must be greater than 0"},
 		{"0.0", "must be greater than 0"},
 		{"0%", "must be greater than 0"},
+		{"0.8%", "fraction '0.8%' is under 1% of the GPU's memory"}, /* a slip for 0.8 */
 		{"", "empty fraction"},
 		{"8e-1", "invalid fraction"},
 		{"0x1p-1", "invalid fraction"},
@@ -259,6 +260,10 @@ static void site_quoted_probe_args(void **state)
 	assert_string_equal(site.probe_args, "--device sim:total=8GiB");
 	assert_int_equal(SITE("probe_args=\"--device", "host"), -EINVAL);
 	assert_contains(err, "probe_args has an opening quote but no closing one");
+	/* no quotes at all: the value's second word is named, with the quoting */
+	assert_int_equal(SITE("probe_args=--device", "host"), -EINVAL);
+	assert_string_equal(err, "plugstack argument 'host' is no key=value: a value with spaces is "
+				 "quoted, as probe_args=\"--device host\"");
 }
 
 static void site_refusals(void **state)
