@@ -78,8 +78,10 @@ static bool hash_file(struct ab_hash *h, const char *word, const char *dir, cons
 	if (!*word || snprintf(path, sizeof(path), "%s%s%s", word[0] != '/' && dir ? dir : "",
 			       word[0] != '/' && dir ? "/" : "", word) >= (int)sizeof(path))
 		return false;
-	/* O_NONBLOCK: a FIFO named on the line opens without a writer, and is then no file */
-	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) < 0)
+	/* only a regular file is opened (a device's open can act: a tape rewinds); O_NONBLOCK:
+	 * one replaced by a FIFO meanwhile opens without a writer, and is then no file */
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) < 0)
 		return false;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (skip && st.st_dev == skip->st_dev && st.st_ino == skip->st_ino) ||
