@@ -82,6 +82,19 @@ long ab_global_batch(long requested, long batch, long grad_accum, long devices)
 	return global;
 }
 
+/* srun hands the plugin its command with the program found: train.sh as /home/u/train.sh,
+ * python as /usr/bin/python (srun's search_path); the word typed is its tail */
+static bool same_program(const char *typed, const char *found)
+{
+	size_t t, f = strlen(found);
+
+	while (!strncmp(typed, "./", 2))
+		typed += 2;
+	t = strlen(typed);
+
+	return t < f && found[f - t - 1] == '/' && !strcmp(found + f - t, typed);
+}
+
 /* srun's own words (srun itself first) into words, up to the step's command (argc words of
  * argv, which must end the line); their count, or -1 where the line cannot tell (too long,
  * cut short, or not ending with the command) */
@@ -95,19 +108,24 @@ static int srun_words(const char *args, size_t len, int argc, char *const argv[]
 	if (len == 0 || n >= 512 || args[len - 1] != '\0' || argc < 0 || argc >= n)
 		return -1;
 	for (int i = 0; i < argc; i++)
-		if (strcmp(words[n - argc + i], argv[i]))
+		if (strcmp(words[n - argc + i], argv[i]) && (i > 0 || !same_program(words[n - argc],
+									       argv[0])))
 			return -1;
 	return n - argc;
 }
 
+/* Not by srun_words: srun hands a --multi-prog step's command as the file and its text (two
+ * words, the second on no line of srun's), so srun's options are those before the file */
 bool ab_srun_multi_prog(const char *args, size_t len, int argc, char *const argv[])
 {
-	const char *words[512];
-	int n = srun_words(args, len, argc, argv, words);
+	size_t i = len ? strnlen(args, len) + 1 : len;
 
-	for (int i = 1; i < n; i++)
-		if (!strcmp(words[i], "--multi-prog"))
+	for (; argc > 0 && i < len; i += strnlen(args + i, len - i) + 1) {
+		if (!strcmp(args + i, argv[0]) || same_program(args + i, argv[0]))
+			return false;
+		if (!strcmp(args + i, "--multi-prog"))
 			return true;
+	}
 	return false;
 }
 

@@ -8,7 +8,7 @@ setup_file() { require_testbed; reset_plugstack; }
 @test "srun --help lists every autobatch option" {
 	run srun --help
 	[ "$status" -eq 0 ]
-	for opt in autobatch=\[FRACTION\] autobatch-config=FILE autobatch-preset=NAME \
+	for opt in autobatch=\[FRACTION\|off\] autobatch-config=FILE autobatch-preset=NAME \
 		autobatch-key=KEY autobatch-global-batch=G autobatch-objective=memory\|throughput \
 		autobatch-mode=exec\|model autobatch-eval autobatch-trial-command=CMD autobatch-refresh; do
 		assert_line_in "--$opt" "$output"
@@ -19,10 +19,10 @@ setup_file() { require_testbed; reset_plugstack; }
 @test "sbatch and salloc --help list --autobatch too, so #SBATCH lines work" {
 	run sbatch --help
 	[ "$status" -eq 0 ]
-	assert_line_in "--autobatch=[FRACTION]" "$output"
+	assert_line_in "--autobatch=[FRACTION|off]" "$output"
 	run salloc --help
 	[ "$status" -eq 0 ]
-	assert_line_in "--autobatch=[FRACTION]" "$output"
+	assert_line_in "--autobatch=[FRACTION|off]" "$output"
 }
 
 @test "only plugin_* and slurm_spank_* symbols leave the plugin" {

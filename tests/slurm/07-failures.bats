@@ -99,7 +99,7 @@ expect_failure() {
 	expect_failure abort "cfg.yaml is read-only: nothing was changed" --gpus=1
 	chmod 0644 cfg.yaml
 	chmod 0555 .
-	expect_failure abort "is read-only: nothing was changed; autobatch writes the new file and a backup beside the config" --gpus=1
+	expect_failure abort "the directory . of cfg.yaml is read-only: nothing was changed; autobatch writes the new file and a backup beside the config" --gpus=1
 	refute grep -q "autobatch: trial 1:" <<<"$stderr"
 	chmod 0755 .
 }

@@ -858,6 +858,8 @@ static void srun_chdir(void **state)
 	assert_string_equal(ab_srun_chdir(sep, sizeof(sep), 3, ARGV("train", "-D", "x")),
 			    "/scratch/a");
 	assert_string_equal(ab_srun_chdir(glued, sizeof(glued), 1, ARGV("train")), "/scratch/b");
+	assert_string_equal(ab_srun_chdir(glued, sizeof(glued), 1, ARGV("/scratch/b/train")),
+			    "/scratch/b");
 	assert_string_equal(ab_srun_chdir(eq, sizeof(eq), 1, ARGV("train")), "/scratch/d");
 	assert_null(ab_srun_chdir(none, sizeof(none), 3, ARGV("python", "-D", "y")));
 	/* its value is the command; a command that does not end the line: no telling */
@@ -871,6 +873,10 @@ static void srun_chdir(void **state)
 		static const char own[] = "srun\0-n2\0prog\0--multi-prog";
 
 		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 1, ARGV("mp.conf")));
+		/* as srun hands it: the file, then its text */
+		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 2, ARGV("mp.conf", "0 a\n1 b\n")));
+		/* srun hands on the program it found: the typed word is its tail */
+		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 1, ARGV("/home/u/mp.conf")));
 		assert_false(ab_srun_multi_prog(own, sizeof(own), 2, ARGV("prog", "--multi-prog")));
 		assert_false(ab_srun_multi_prog("", 0, 0, ARGV(NULL)));
 	}
