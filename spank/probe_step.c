@@ -204,8 +204,11 @@ static void relay_line(void *arg, const char *line)
 	 * cancelled (slurmstepd-node1 for a failure of node2; their order varies) */
 	if (strstr(line, "Node failure on ") && !strstr(r->node_failure, "Node failure on "))
 		ab_printable(line, r->node_failure, sizeof(r->node_failure));
-	/* the job's time limit, or an scancel: the step's SIGTERM then reads as an interrupt */
-	if (!r->cancel[0] && strstr(line, " CANCELLED AT ") &&
+	/* the job's time limit, or an scancel: the step's SIGTERM then reads as an interrupt.
+	 * slurmstepd's own line, never one the probe quotes from a trial (a trial step that
+	 * srun --kill-on-bad-exit cancelled says the same words) */
+	if (!r->cancel[0] && !r->quoting && !strncmp(line, "slurmstepd", 10) &&
+	    strstr(line, " CANCELLED AT ") &&
 	    (strstr(line, "*** STEP ") || strstr(line, "*** JOB ")))
 		ab_printable(line, r->cancel, sizeof(r->cancel));
 }

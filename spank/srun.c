@@ -64,22 +64,28 @@ int ab_srun_post_opt(struct ab_ctx *c)
 
 /* A global batch the replicas cannot share evenly is said before a probe step is allocated
  * (the probe would refuse it too), with the two nearest that can be. */
-static int global_splits(const struct ab_probe_job *job, char *err, size_t errlen)
+static int global_splits(const struct ab_plan *pl, char *err, size_t errlen)
 {
-	long g = job->global_batch, w = job->dp_width, below;
+	long g = pl->job.global_batch, w = pl->job.dp_width, below;
+	char named[AB_PATH_MAX + 64];
 
 	if (g <= 0 || w <= 1 || g % w == 0)
 		return 0;
+	/* the user's option, or the config's own global batch (DeepSpeed's train_batch_size) */
+	if (pl->ctx->req.global_batch)
+		snprintf(named, sizeof(named), "--autobatch-global-batch=%ld", g);
+	else
+		snprintf(named, sizeof(named), "the global batch %ld (%s in %s)", g,
+			 pl->keys.global ? pl->keys.global : "?", pl->ctx->req.config);
 	below = g - g % w;
 	if (below == 0)
-		return ab_fail(err, errlen, EINVAL, "--autobatch-global-batch=%ld does not split "
-						    "evenly over the step's %ld data-parallel "
-						    "replicas: give a multiple of %ld",
-			       g, w, w);
-	return ab_fail(err, errlen, EINVAL, "--autobatch-global-batch=%ld does not split evenly "
-					    "over the step's %ld data-parallel replicas: give a "
-					    "multiple of %ld, as %ld or %ld",
-		       g, w, w, below, below + w);
+		return ab_fail(err, errlen, EINVAL, "%s does not split evenly over the step's %ld "
+						    "data-parallel replicas: give a multiple of %ld",
+			       named, w, w);
+	return ab_fail(err, errlen, EINVAL, "%s does not split evenly over the step's %ld "
+					    "data-parallel replicas: give a multiple of %ld, as %ld "
+					    "or %ld",
+		       named, w, w, below, below + w);
 }
 
 /* A cached decision is applied here, before the launch. Anything else needs the probe, which
@@ -102,7 +108,7 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
 	 * keys on it, and a hit's accumulation is computed from it */
 	if ((rc = ab_probe_read_step(&(*pl)->job, err, errlen)) < 0)
 		return rc;
-	if ((rc = global_splits(&(*pl)->job, err, errlen)) < 0)
+	if ((rc = global_splits(*pl, err, errlen)) < 0)
 		return rc;
 	ab_srun_cache_open(&c->site, &cache);
 	if (ab_srun_cache_lookup(*pl, &cache, &res, &json) == 0) {

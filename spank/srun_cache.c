@@ -59,16 +59,12 @@ static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 		ab_hash_add(h, &pl->warm_fingerprint, sizeof(pl->warm_fingerprint));
 	else if (req->config[0])
 		ab_hash_add(h, &pl->seen.fingerprint, sizeof(pl->seen.fingerprint));
-	/* the program itself, and where it runs: an edited train.py, or another project's
-	 * with the same line and config, is not the program the entry's trials ran (a warm
-	 * start is verified by its trial: it may come from either) */
-	if (!warm) {
-		char here[PATH_MAX];
-
-		ab_hash_str(h, pl->job.chdir ? pl->job.chdir : getcwd(here, sizeof(here)));
+	/* the program itself: an edited train.py is not the program the entry's trials ran
+	 * (a warm start is verified by its trial: it may come from either). Not the directory:
+	 * a job in a directory of its own ($SLURM_TMPDIR) is the same job */
+	if (!warm)
 		ab_hash_command_files(h, pl->job.argc, pl->job.argv, pl->job.chdir,
 				      req->config[0] ? pl->config : NULL);
-	}
 }
 
 /* The user's cache, open; c->fd -1 when there is none. An unsafe site directory is the

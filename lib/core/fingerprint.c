@@ -66,13 +66,28 @@ static bool script_name(const char *path)
 	return dot && (!strcmp(dot, ".py") || !strcmp(dot, ".sh") || !strcmp(dot, ".bash"));
 }
 
-/* One word's file, if it is a program's: its word and its bytes (or identity); true if added */
+/* Up to len bytes of fd from off into h */
+static void hash_bytes(struct ab_hash *h, int fd, off_t off, size_t len)
+{
+	char buf[65536];
+	ssize_t n;
+
+	for (; len > 0; len -= (size_t)n, off += n) {
+		n = pread(fd, buf, sizeof(buf) < len ? sizeof(buf) : len, off);
+		if (n <= 0)
+			break;
+		ab_hash_add(h, buf, (size_t)n);
+	}
+}
+
+/* One word's file, if it is a program's: its word and its bytes, or past AB_HASH_FILE_MAX its
+ * size, modification time and first and last AB_HASH_FILE_MAX / 2 (an interpreter, an image:
+ * the same on every node that installed the same one, where a device and inode number are
+ * not); true if added */
 static bool hash_file(struct ab_hash *h, const char *word, const char *dir, const struct stat *skip)
 {
-	char path[PATH_MAX], buf[65536];
+	char path[PATH_MAX];
 	struct stat st;
-	size_t left;
-	ssize_t n;
 	int fd;
 
 	if (!*word || snprintf(path, sizeof(path), "%s%s%s", word[0] != '/' && dir ? dir : "",
@@ -81,26 +96,17 @@ static bool hash_file(struct ab_hash *h, const char *word, const char *dir, cons
 	/* only a regular file is opened (a device's open can act: a tape rewinds); O_NONBLOCK:
 	 * one replaced by a FIFO meanwhile opens without a writer, and is then no file */
 	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (skip && st.st_dev == skip->st_dev && st.st_ino == skip->st_ino) ||
 	    (fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) < 0)
 		return false;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (skip && st.st_dev == skip->st_dev && st.st_ino == skip->st_ino) ||
-	    !(script_name(path) || (st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)))) {
-		close(fd);
-		return false;
-	}
 	ab_hash_str(h, word);
-	if (st.st_size > AB_HASH_FILE_MAX) {
-		ab_hash_add(h, &st.st_dev, sizeof(st.st_dev));
-		ab_hash_add(h, &st.st_ino, sizeof(st.st_ino));
+	if (st.st_size <= AB_HASH_FILE_MAX) {
+		hash_bytes(h, fd, 0, AB_HASH_FILE_MAX);
+	} else {
 		ab_hash_add(h, &st.st_size, sizeof(st.st_size));
-		ab_hash_add(h, &st.st_mtim, sizeof(st.st_mtim));
-	}
-	for (left = AB_HASH_FILE_MAX; st.st_size <= AB_HASH_FILE_MAX && left > 0; left -= (size_t)n) {
-		n = read(fd, buf, sizeof(buf) < left ? sizeof(buf) : left);
-		if (n <= 0)
-			break;
-		ab_hash_add(h, buf, (size_t)n);
+		ab_hash_add(h, &st.st_mtim.tv_sec, sizeof(st.st_mtim.tv_sec));
+		hash_bytes(h, fd, 0, AB_HASH_FILE_MAX / 2);
+		hash_bytes(h, fd, st.st_size - AB_HASH_FILE_MAX / 2, AB_HASH_FILE_MAX / 2);
 	}
 	close(fd);
 	return true;
@@ -113,9 +119,13 @@ void ab_hash_command_files(struct ab_hash *h, int argc, char *const argv[], cons
 	const struct stat *sk = skip && stat(skip, &skip_st) == 0 ? &skip_st : NULL;
 	int files = 0;
 
+	/* the program srun runs, and the scripts it is given: no other word's path is looked
+	 * at (a dataset on a mount that hangs, a log the run rewrites) */
 	for (int i = 0; i < argc && files < AB_HASH_FILES; i++) {
 		const char *eq = argv[i][0] == '-' ? strchr(argv[i], '=') : NULL;
+		const char *word = eq ? eq + 1 : argv[i];
 
-		files += hash_file(h, eq ? eq + 1 : argv[i], dir, sk);
+		if (i == 0 || script_name(word))
+			files += hash_file(h, word, dir, sk);
 	}
 }

@@ -24,14 +24,14 @@ void ab_hash_str(struct ab_hash *h, const char *s);
 int ab_hash_config(struct ab_hash *h, const struct ab_config *cfg, const char *const keys[],
 		   size_t nkeys);
 
-/* Adds the program files the command's words name (a word, or what follows '=' in one),
- * relative to dir (NULL: here): regular files that are scripts (.py, .sh, .bash) or
- * executable, other than the file skip names (the config, fingerprinted without its batch
- * values). Each adds its word and its bytes, or, past AB_HASH_FILE_MAX, its identity (device,
- * inode, size, modification time): an edited or another project's train.py is another
- * program. At most AB_HASH_FILES files; a FIFO or device is never opened for reading. */
+/* Adds the program files the command names, relative to dir (NULL: here): its program
+ * (argv[0], as srun found it) and each word, or what follows '=' in one, naming a script
+ * (.py, .sh, .bash), other than the file skip names (the config, fingerprinted without its
+ * batch values). Each adds its word and its bytes, or past AB_HASH_FILE_MAX its size,
+ * modification time, head and tail: an edited train.py is another program. At most
+ * AB_HASH_FILES files; only regular files are opened. */
 #define AB_HASH_FILES 16
-#define AB_HASH_FILE_MAX (1 << 20)
+#define AB_HASH_FILE_MAX (128 << 10)
 void ab_hash_command_files(struct ab_hash *h, int argc, char *const argv[], const char *dir,
 			   const char *skip);
 

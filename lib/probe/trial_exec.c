@@ -74,6 +74,10 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 	if ((rc = ab_workdir_create(x->workdir_parent, x->workdir, sizeof(x->workdir),
 				    &x->workdir_lock, err, errlen)) < 0)
 		return rc;
+	/* kept from the start: a probe killed (probe_timeout, scancel) is the one to look at */
+	if (x->keep && (rc = ab_workdir_keep(x->workdir)) < 0)
+		return ab_fail(err, errlen, -rc, "--keep-trials: cannot mark %s kept: %s",
+			       x->workdir, strerror(-rc));
 	/* A trial's children that leave its process group (setsid) are re-parented to us,
 	 * not to init, so none outlives its trial. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -85,14 +89,9 @@ static void note(const struct ab_exec *x, const char *fmt, ...)
 
 void ab_exec_cleanup(struct ab_exec *x)
 {
-	int rc;
-
 	ab_exec_stop_ahead(x);
 	if (x->workdir[0] && !x->keep)
 		ab_trial_tree_remove(x->workdir);
-	else if (x->workdir[0] && (rc = ab_workdir_keep(x->workdir)) < 0)
-		note(x, "the trials' files are in %s, but a later probe may remove them: %s",
-		     x->workdir, strerror(-rc));
 	else if (x->workdir[0])
 		note(x, "the trials' files are kept in %s (remove it when done)", x->workdir);
 	if (x->workdir[0] && x->workdir_lock >= 0)

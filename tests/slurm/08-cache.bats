@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The decision cache: a second identical srun --autobatch decides without a probe step;
-# --autobatch-refresh, a changed config (other than its batch values), command, fraction,
-# program file or directory probe again; a corrupt entry is ignored and replaced.
+# --autobatch-refresh, a changed config (other than its batch values), command, fraction or
+# program file probe again; a corrupt entry is ignored and replaced.
 
 load helpers
 
@@ -68,23 +68,24 @@ cached() { grep -q "autobatch: cached decision: batch $(config_batch) " <<<"$std
 	refute probed
 }
 
-@test "an edited program, or the same one in another directory, misses; a log it writes does not" {
+@test "an edited program or script misses; a log it writes, executable or not, does not" {
 	printf '#!/bin/sh\n# v1\nexec toy_train "$@"\n' >train.sh
+	printf '# helper v1\n' >aux.py
 	chmod +x train.sh
-	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	touch run.log
+	chmod +x run.log # a file system that marks every file executable
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log --aux=aux.py
 	probed
 	echo "a line the run wrote" >>run.log
-	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log --aux=aux.py
 	refute probed
 	sed -i 's/# v1/# v2/' train.sh
-	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log --aux=aux.py
 	probed
-	# another project: the same line, config and program, another directory
-	mkdir other
-	cp train.sh other/
-	cp orig.yaml other/cfg.yaml
-	cd other
-	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log --aux=aux.py
+	refute probed
+	sed -i 's/v1/v2/' aux.py
+	toy --autobatch=0.8 ./train.sh --config cfg.yaml --log=run.log --aux=aux.py
 	probed
 }
 

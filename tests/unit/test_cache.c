@@ -224,10 +224,12 @@ static void write_text(const char *dir, const char *name, const char *text, mode
 
 static void program_files(void **state)
 {
-	char a[128], b[128], cfg[160], fifo[160];
-	char *argv[] = {(char *)"python3", (char *)"train.py", (char *)"--log=run.log",
-			(char *)"--config", (char *)"cfg.yaml", (char *)"pipe", (char *)"./run.sh"};
+	char a[128], b[128], cfg[160], fifo[160], big[160];
+	char *argv[] = {(char *)"run.sh", (char *)"train.py", (char *)"--log=run.log",
+			(char *)"--config", (char *)"cfg.yaml", (char *)"pipe", (char *)"--aux=aux.py"};
 	int argc = sizeof(argv) / sizeof(argv[0]);
+	struct timespec same[2] = {{1000000000, 0}, {1000000000, 0}};
+	static char blob[200 << 10];
 	uint64_t k;
 
 	(void)state;
@@ -235,39 +237,49 @@ static void program_files(void **state)
 	snprintf(b, sizeof(b), "%s/projB", base);
 	assert_int_equal(mkdir(a, 0700), 0);
 	assert_int_equal(mkdir(b, 0700), 0);
+	memset(blob, 'x', sizeof(blob) - 1);
 	for (int i = 0; i < 2; i++) {
 		const char *d = i ? b : a;
 
 		write_text(d, "train.py", "x = 256\n", 0644);
-		write_text(d, "run.log", "step 1\n", 0644);
-		write_text(d, "cfg.yaml", "batch_size: 8\n", 0755); /* executable: still skipped */
-		write_text(d, "run.sh", "#!/bin/sh\n", 0755);
+		write_text(d, "aux.py", "y = 1\n", 0644);
+		write_text(d, "run.log", "step 1\n", 0755); /* executable, yet no program */
+		write_text(d, "cfg.yaml", "batch_size: 8\n", 0644);
+		write_text(d, "run.sh", blob, 0755); /* past AB_HASH_FILE_MAX: head, tail, size */
+		snprintf(big, sizeof(big), "%s/run.sh", d);
+		assert_int_equal(utimensat(AT_FDCWD, big, same, 0), 0);
 	}
 	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", a);
 	snprintf(fifo, sizeof(fifo), "%s/pipe", a);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	k = command_key(argc, argv, a, cfg);
-	/* the same files elsewhere: the same bytes, the same key */
+	/* the same files elsewhere (other inodes, the same bytes and times): the same key, as
+	 * on another node */
 	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", b);
 	assert_true(command_key(argc, argv, b, cfg) == k);
 	/* what the run writes and the config's values do not change it */
-	write_text(a, "run.log", "step 1\nstep 2\n", 0644);
-	write_text(a, "cfg.yaml", "batch_size: 512\n", 0755);
-	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", a);
-	assert_true(command_key(argc, argv, a, cfg) == k);
-	/* an edited program does, a script or an executable */
+	write_text(b, "run.log", "step 1\nstep 2\n", 0755);
+	write_text(b, "cfg.yaml", "batch_size: 512\n", 0644);
+	assert_true(command_key(argc, argv, b, cfg) == k);
+	/* an edited script does, named as a word or as an option's value */
 	write_text(b, "train.py", "x = 512\n", 0644);
-	snprintf(cfg, sizeof(cfg), "%s/cfg.yaml", b);
 	assert_true(command_key(argc, argv, b, cfg) != k);
 	write_text(b, "train.py", "x = 256\n", 0644);
-	write_text(b, "run.sh", "#!/bin/bash\n", 0755);
+	write_text(b, "aux.py", "y = 2\n", 0644);
 	assert_true(command_key(argc, argv, b, cfg) != k);
-	/* a log named as an option's value that is executable is a program too (a site's NFS
-	 * that marks all files so costs cache hits, never a wrong one) */
-	write_text(b, "run.sh", "#!/bin/sh\n", 0755);
+	write_text(b, "aux.py", "y = 1\n", 0644);
 	assert_true(command_key(argc, argv, b, cfg) == k);
-	write_text(b, "run.log", "other\n", 0755);
+	/* and so does the program's tail past the head, or its time */
+	blob[sizeof(blob) - 2] = 'y';
+	write_text(b, "run.sh", blob, 0755);
+	snprintf(big, sizeof(big), "%s/run.sh", b);
+	assert_int_equal(utimensat(AT_FDCWD, big, same, 0), 0);
 	assert_true(command_key(argc, argv, b, cfg) != k);
+	blob[sizeof(blob) - 2] = 'x';
+	write_text(b, "run.sh", blob, 0755);
+	assert_true(command_key(argc, argv, b, cfg) != k); /* now's time */
+	assert_int_equal(utimensat(AT_FDCWD, big, same, 0), 0);
+	assert_true(command_key(argc, argv, b, cfg) == k);
 }
 
 static void over_marks(void **state)

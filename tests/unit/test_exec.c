@@ -542,11 +542,14 @@ static void kept_workdir_stays(void **state)
 	(void)state;
 	assert_non_null(mkdtemp(tmp));
 	setenv("TMPDIR", tmp, 1);
-	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 5);
-	x.keep = true;
+	x = (struct ab_exec){.argv = argv, .document = -1, .phase = "train", .steps = 3,
+			     .trial_seconds = 5, .peak_source = AB_PEAK_FROM_REPORT,
+			     .capacity = GiB, .keep = true};
+	assert_int_equal(ab_exec_init(&x, err, sizeof(err)), 0);
 	snprintf(kept, sizeof(kept), "%s", x.workdir);
-	ab_exec_cleanup(&x);
 	snprintf(mark, sizeof(mark), "%s/kept", kept);
+	assert_int_equal(access(mark, F_OK), 0); /* from the start: a killed probe's stays */
+	ab_exec_cleanup(&x);
 	assert_int_equal(access(mark, F_OK), 0);
 	exec_init(&x, argv, AB_PEAK_FROM_REPORT, GiB, 5);
 	snprintf(fake, sizeof(fake), "%s", x.workdir);
