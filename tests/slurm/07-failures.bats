@@ -122,33 +122,33 @@ expect_failure() {
 	no_probe_step_left
 }
 
-@test "--autobatch 0.8 with a space: the fraction taken as the command is said before any trial" {
+# refused_up_front MESSAGE SRUN-ARGS...: srun says MESSAGE before any trial, and nothing changed
+refused_up_front() {
+	local msg=$1
+	shift
 	set_plugstack ""
-	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch 0.8 --config cfg.yaml
-	assert_line_in "autobatch: the step's command is '0.8': write --autobatch=0.8 with '='" "$stderr"
+	run --separate-stderr srun_t "$@"
+	assert_line_in "autobatch: $msg" "$stderr"
 	refute grep -q "autobatch: trial 1:" <<<"$stderr"
+	cmp -s cfg.yaml orig.yaml
 	no_probe_step_left
+}
+
+@test "--autobatch 0.8 with a space: the fraction taken as the command is said before any trial" {
+	refused_up_front "the step's command is '0.8': write --autobatch=0.8 with '='" \
+		-N1 -n1 --gpus=1 --autobatch 0.8 --config cfg.yaml
 }
 
 @test "srun --multi-prog is refused before any probe step, naming its file" {
-	set_plugstack ""
 	printf '0 toy_train --config cfg.yaml\n1 toy_train --config cfg.yaml\n' >mp.conf
-	run --separate-stderr srun_t -N1 -n2 --gpus=2 --multi-prog --autobatch=0.8 \
-		--autobatch-config=cfg.yaml mp.conf
-	assert_line_in "autobatch: srun --multi-prog is not probed: each task runs its own line of mp.conf" "$stderr"
-	refute grep -q "autobatch: trial 1:" <<<"$stderr"
-	cmp -s cfg.yaml orig.yaml
-	no_probe_step_left
+	refused_up_front "srun --multi-prog is not probed: each task runs its own line of mp.conf" \
+		-N1 -n2 --gpus=2 --multi-prog --autobatch=0.8 --autobatch-config=cfg.yaml mp.conf
 }
 
 @test "a global batch the replicas cannot share evenly is named before any probe step" {
-	set_plugstack ""
-	run --separate-stderr srun_t -N1 -n3 --gpus=3 --autobatch=0.8 --autobatch-config=cfg.yaml \
+	refused_up_front "--autobatch-global-batch=1000 does not split evenly over the step's 3 data-parallel replicas: give a multiple of 3, as 999 or 1002" \
+		-N1 -n3 --gpus=3 --autobatch=0.8 --autobatch-config=cfg.yaml \
 		--autobatch-global-batch=1000 toy_train --config cfg.yaml
-	assert_line_in "autobatch: --autobatch-global-batch=1000 does not split evenly over the step's 3 data-parallel replicas: give a multiple of 3, as 999 or 1002" "$stderr"
-	refute grep -q "autobatch: trial 1:" <<<"$stderr"
-	cmp -s cfg.yaml orig.yaml
-	no_probe_step_left
 }
 
 @test "a global batch for a Hugging Face config with no accumulation key is named before anything runs" {
@@ -181,24 +181,6 @@ expect_failure() {
 	done
 }
 
-@test "Ctrl-C while probing cancels the probe step and changes nothing" {
-	set_plugstack ""
-	run --separate-stderr ctrl_c_when autobatch-probe srun -N1 -n1 --gpus=1 --autobatch=0.8 \
-		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
-	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$stderr"
-	# never a launch after a Ctrl-C, whatever srun does with the probe step's exit status
-	refute grep -q "toy_train:" <<<"$output"
-	refute grep -q "launching with the original settings" <<<"$stderr"
-	[ "$status" -ne 0 ]
-	cmp -s cfg.yaml orig.yaml
-	[ ! -e cfg.yaml.autobatch~ ]
-	no_probe_step_left
-}
-
-# A Ctrl-C while no step of the probe runs reaches no srun of ours but the user's, which only
-# prints its step's status on a first Ctrl-C: here, an srun waiting for an identical srun's
-# decision (the cache entry's lock). The plugin hears it itself (a child of srun in its
-# process group) and stops that srun; the other probes on and launches.
 # scancel_when STEP CMD...: runs CMD in the background and cancels its job once a step named
 # STEP runs, as an admin's scancel or the job's time limit does
 scancel_when() {
@@ -212,16 +194,36 @@ scancel_when() {
 	wait "$pid"
 }
 
-@test "a job cancelled while probing says so, not a Ctrl-C, and changes nothing" {
+# stopped_while_probing HOW MESSAGE: a probe whose trial never ends, stopped by HOW
+# (ctrl_c_when, scancel_when): MESSAGE said, nothing launched nor changed, no step left
+stopped_while_probing() {
+	local how=$1 msg=$2
 	set_plugstack ""
-	run --separate-stderr scancel_when autobatch-probe srun -N1 -n1 --gpus=1 --autobatch=0.8 \
+	run --separate-stderr "$how" autobatch-probe srun -N1 -n1 --gpus=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml
-	assert_line_in "autobatch: Slurm cancelled the probe step while probing (" "$stderr"
-	refute grep -q "Ctrl-C" <<<"$stderr"
+	assert_line_in "autobatch: $msg" "$stderr"
+	# never a launch after it, whatever srun does with the probe step's exit status
 	refute grep -q "toy_train:" <<<"$output"
+	refute grep -q "launching with the original settings" <<<"$stderr"
+	[ "$status" -ne 0 ]
 	cmp -s cfg.yaml orig.yaml
+	[ ! -e cfg.yaml.autobatch~ ]
 	no_probe_step_left
 }
+
+@test "Ctrl-C while probing cancels the probe step and changes nothing" {
+	stopped_while_probing ctrl_c_when "probing was interrupted (Ctrl-C); the probe step was cancelled"
+}
+
+@test "a job cancelled while probing says so, not a Ctrl-C, and changes nothing" {
+	stopped_while_probing scancel_when "Slurm cancelled the probe step while probing ("
+	refute grep -q "Ctrl-C" <<<"$stderr"
+}
+
+# A Ctrl-C while no step of the probe runs reaches no srun of ours but the user's, which only
+# prints its step's status on a first Ctrl-C: here, an srun waiting for an identical srun's
+# decision (the cache entry's lock). The plugin hears it itself (a child of srun in its
+# process group) and stops that srun; the other probes on and launches.
 
 @test "Ctrl-C while waiting for an identical srun's decision stops that srun alone" {
 	set_plugstack ""
