@@ -205,11 +205,12 @@ static void relay_line(void *arg, const char *line)
 	if (strstr(line, "Node failure on ") && !strstr(r->node_failure, "Node failure on "))
 		ab_printable(line, r->node_failure, sizeof(r->node_failure));
 	/* the job's time limit, or an scancel: the step's SIGTERM then reads as an interrupt.
-	 * slurmstepd's own line, never one the probe quotes from a trial (a trial step that
+	 * slurmstepd's own line ("slurmstepd-node1: error: *** STEP ...", 26.05: "[time]
+	 * error: *** STEP ..."), never one the probe quotes from a trial (a trial step that
 	 * srun --kill-on-bad-exit cancelled says the same words) */
-	if (!r->cancel[0] && !r->quoting && !strncmp(line, "slurmstepd", 10) &&
+	if (!r->cancel[0] && !r->quoting && strncmp(line, "  | ", 4) &&
 	    strstr(line, " CANCELLED AT ") &&
-	    (strstr(line, "*** STEP ") || strstr(line, "*** JOB ")))
+	    (strstr(line, "error: *** STEP ") || strstr(line, "error: *** JOB ")))
 		ab_printable(line, r->cancel, sizeof(r->cancel));
 }
 
@@ -256,7 +257,7 @@ static bool cancelled_by_slurm(const struct relay *r)
 static int slurm_cancelled(const struct ab_site *site, const struct relay *r, char *err,
 			   size_t errlen)
 {
-	if (strstr(r->cancel, "DUE TO TIME LIMIT"))
+	if (strstr(r->cancel, "TIME LIMIT"))
 		return ab_fail(err, errlen, EINTR, "the job's time limit ran out while probing (%s): "
 						   "give the job time for the probe too (up to "
 						   "probe_timeout=%us)",
