@@ -212,13 +212,10 @@ static uint64_t command_key(int argc, char *const argv[], const char *dir, const
 
 static void write_text(const char *dir, const char *name, const char *text, mode_t mode)
 {
-	char path[256];
-	FILE *f;
+	char path[PATH_MAX + NAME_MAX + 2];
 
+	unit_put(dir, name, text);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	assert_non_null(f = fopen(path, "w"));
-	fputs(text, f);
-	fclose(f);
 	assert_int_equal(chmod(path, mode), 0);
 }
 

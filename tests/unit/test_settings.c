@@ -725,17 +725,8 @@ static void trial_shapes(void **state)
 	assert_int_equal(ab_launcher_workers(2, ARGV("python3", "t.py"), &world), -1);
 }
 
-/* Writes text to dir/name (a real file the config reader parses). */
-static void put(const char *dir, const char *name, const char *text)
-{
-	char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	assert_non_null(f = fopen(path, "w"));
-	fputs(text, f);
-	fclose(f);
-}
+/* a real file the config reader parses */
+#define put unit_put
 
 /* accelerate launch without --num_processes: its config file's num_processes, named by
  * --config_file or accelerate's default under $HF_HOME, $XDG_CACHE_HOME or ~/.cache */

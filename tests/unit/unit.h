@@ -4,6 +4,7 @@
 #ifndef AUTOBATCH_TEST_UNIT_H
 #define AUTOBATCH_TEST_UNIT_H
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,5 +24,17 @@
 		if (!strstr(haystack_, needle_))                                               \
 			fail_msg("expected \"%s\" in \"%s\"", needle_, haystack_);           \
 	} while (0)
+
+/* Writes text to dir/name: a real file for the code under test to read. */
+static inline void unit_put(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX + NAME_MAX + 2];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+}
 
 #endif
