@@ -292,8 +292,10 @@ int cmd_run(int argc, char **argv)
 	long start = 0, run_steps;
 	int rc;
 
+	/* The message above names the option; 50 lines of options after it would bury it. */
 	if (run_parse_opts(argc, argv, &o) < 0)
-		return run_usage(stderr), 2;
+		return fputs("usage: autobatch-probe run [OPTIONS] [-- COMMAND [ARGS...]] "
+			     "('autobatch-probe run --help' lists the options)\n", stderr), 2;
 	if (o.describe_device)
 		return describe_device(&o);
 	t0 = ab_now();

@@ -172,6 +172,9 @@ check "bad arguments are usage errors (exit 2) naming the option" \
 	       '$probe' run --device sim:total=1GiB 2>&1 | grep -q 'nothing to measure: give the command' &&
 	       '$probe' run --fraction 0.1,0.2,0.3,0.4,0.5,0.6,0.7,1.5 2>&1 | grep -q \"fraction '1.5' is more than\" &&
 	       '$probe' run --fraction 0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 2>&1 | grep -q 'at most 8 fractions'"
+"$probe" run --fraction 2 -- true 2>"$dir/badopt.err"
+check "a bad option's message is not buried: two lines, the second pointing at --help" \
+	sh -c "[ $? -eq 2 ] && [ \$(wc -l <'$dir/badopt.err') -eq 2 ] && tail -n1 '$dir/badopt.err' | grep -q \"^usage: autobatch-probe run .*'autobatch-probe run --help' lists the options\""
 # a second fraction where nothing fits says so, not "batch 0"
 "$probe" run --device sim:total=80GiB,base=30GiB,per_sample=1GiB --fraction 0.8,0.3 \
 	--json "$dir/two.json" 2>"$dir/two.err"
