@@ -247,7 +247,9 @@ int ab_cache_read_over(const struct ab_cache *c, const char *name, struct ab_cac
 	batch = ab_json_int(j, "batch", -1), task = ab_json_int(j, "task", -1);
 	peak = ab_json_int(j, "peak_bytes", -1), limit = ab_json_int(j, "limit_bytes", -1);
 	memset(o, 0, sizeof(*o));
-	snprintf(o->node, sizeof(o->node), "%s", ab_json_text(j, "node"));
+	/* printed in srun's line: a node name of plain characters, or none */
+	if (ab_plain_name(ab_json_text(j, "node")))
+		snprintf(o->node, sizeof(o->node), "%s", ab_json_text(j, "node"));
 	json_object_put(j);
 	if (batch < 1 || task < 0 || limit < 1 || peak <= limit)
 		return -EPROTO;

@@ -116,6 +116,8 @@ int ab_hold_proof(const char *token, const char *role, const char *nonce, unsign
 	for (size_t i = 0; i < sizeof(key); i++)
 		key[i] = (unsigned char)(nibble(token[2 * i]) << 4 | nibble(token[2 * i + 1]));
 	len = snprintf(msg, sizeof(msg), "%s %s %u", role, nonce, task);
+	if (len < 0 || (size_t)len >= sizeof(msg)) /* a nonce not of the channel's shape */
+		return -EINVAL;
 	snprintf(proof, AB_HOLD_PROOF_HEX + 1, "%016llx",
 		 (unsigned long long)ab_siphash24(key, msg, (size_t)len));
 	return 0;

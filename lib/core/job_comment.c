@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,14 +21,25 @@ static int64_t field(struct json_object *o, const char *key)
 /* The user's part of a comment, byte for byte: all of it but the part an earlier step of
  * ours appended, at its end (" | autobatch: step ...", or the whole comment where the user
  * had none). Their own "autobatch:" anywhere else is theirs. */
+/* Ours: "autobatch: step " and a step number, as we write it; "autobatch: step" of the
+ * user's own (no number) stays theirs. */
+static bool ours_at(const char *p)
+{
+	size_t n = strlen(AB_COMMENT_TAG " step ");
+
+	return !strncmp(p, AB_COMMENT_TAG " step ", n) && p[n] >= '0' && p[n] <= '9';
+}
+
 static size_t user_part(const char *old)
 {
-	const char *ours = AB_COMMENT_SEPARATOR AB_COMMENT_TAG " step ", *at, *last = NULL;
+	const char *at, *last = NULL;
+	size_t sep = strlen(AB_COMMENT_SEPARATOR);
 
-	if (!old || !strncmp(old, AB_COMMENT_TAG " step ", strlen(AB_COMMENT_TAG " step ")))
+	if (!old || ours_at(old))
 		return 0;
-	for (at = strstr(old, ours); at; at = strstr(at + 1, ours))
-		last = at;
+	for (at = strstr(old, AB_COMMENT_SEPARATOR); at; at = strstr(at + 1, AB_COMMENT_SEPARATOR))
+		if (ours_at(at + sep))
+			last = at;
 	return last ? (size_t)(last - old) : strlen(old);
 }
 

@@ -120,6 +120,9 @@ bool ab_srun_multi_prog(const char *args, size_t len, int argc, char *const argv
 {
 	size_t i = len ? strnlen(args, len) + 1 : len;
 
+	if (len == 0 || args[len - 1] != '\0') /* cut short: its last word has no end */
+		return false;
+
 	for (; argc > 0 && i < len; i += strnlen(args + i, len - i) + 1) {
 		if (!strcmp(args + i, argv[0]) || same_program(args + i, argv[0]))
 			return false;

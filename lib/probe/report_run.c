@@ -71,14 +71,23 @@ static void set_int(struct json_object *o, const char *key, int64_t v)
 	json_object_object_add(o, key, json_object_new_int64(v));
 }
 
+/* A count the file holds, as the user's to edit: one out of any task count's range (json-c
+ * reads a huge one as INT64_MAX, where adding one is undefined) starts again from 0. */
+static int64_t count(struct json_object *run, const char *key)
+{
+	int64_t n = ab_json_int(run, key, 0);
+
+	return n >= 0 && n < (int64_t)1 << 32 ? n : 0;
+}
+
 /* The task's figure merged into run: counts once per task, the largest peak kept. */
 static void merge(struct json_object *run, const struct ab_run_figure *f)
 {
 	set_int(run, "limit_bytes", (int64_t)f->limit_bytes);
 	set_int(run, "batch", f->batch);
 	json_object_object_add(run, "measured", json_object_new_string(f->measured));
-	set_int(run, "tasks", ab_json_int(run, "tasks", 0) + (f->first ? 1 : 0));
-	set_int(run, "over", ab_json_int(run, "over", 0) + (f->first_over ? 1 : 0));
+	set_int(run, "tasks", count(run, "tasks") + (f->first ? 1 : 0));
+	set_int(run, "over", count(run, "over") + (f->first_over ? 1 : 0));
 	if ((int64_t)f->peak_bytes < ab_json_int(run, "peak_bytes", 0))
 		return;
 	set_int(run, "peak_bytes", (int64_t)f->peak_bytes);

@@ -321,6 +321,11 @@ static void over_marks(void **state)
 	snprintf(over, sizeof(over), "%s.over", entry);
 	assert_int_equal(ab_cache_store(&c, over, "not json", err, sizeof(err)), 0);
 	assert_int_equal(ab_cache_read_over(&c, entry, &back), -EPROTO);
+	/* the node is printed in srun's line: one of odd characters is none */
+	assert_int_equal(ab_cache_store(&c, over, "{\"batch\": 8, \"task\": 1, \"peak_bytes\": 9, "
+				       "\"limit_bytes\": 8, \"node\": \"n\\u001b[2J\"}", err, sizeof(err)), 0);
+	assert_int_equal(ab_cache_read_over(&c, entry, &back), 0);
+	assert_string_equal(back.node, "");
 	ab_cache_clear_over(&c, entry);
 	assert_int_equal(ab_cache_read_over(&c, entry, &back), -ENOENT);
 	ab_cache_close(&c);

@@ -296,6 +296,13 @@ static void rogue_answer_sets_nothing_else(void **state)
 	assert_int_equal(strncmp(hello, "AUTOBATCH-HOLD 2 ", 17), 0);
 	hello[17 + AB_HOLD_TOKEN_HEX] = '\0'; /* the task's nonce */
 	assert_int_equal(ab_hold_proof(s.server_token, "srun", hello + 17, 0, proof), 0);
+	{ /* a nonce too long to prove over whole is refused, not hashed past its buffer */
+		char nonce[80];
+
+		memset(nonce, 'a', sizeof(nonce) - 1);
+		nonce[sizeof(nonce) - 1] = '\0';
+		assert_int_equal(ab_hold_proof(s.server_token, "srun", nonce, 0, reply), -EINVAL);
+	}
 	snprintf(reply, sizeof(reply), "AUTOBATCH-HOLD 2 %s\nDECIDED\nLD_PRELOAD=/tmp/x.so\nEND\n",
 		 proof);
 	assert_true(write(c, reply, strlen(reply)) > 0);

@@ -273,6 +273,16 @@ static void job_comment_theirs(void)
 	assert_int_equal(ab_job_comment(rep, "autobatch: step 1 batch 4, limit 1.0 MiB", 3, out,
 					sizeof(out)), 0);
 	assert_string_equal(out, ours);
+	/* the user's own "autobatch: step" (no step number) is theirs, kept on a second step */
+	assert_int_equal(ab_job_comment(rep, "autobatch: step", 3, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "autobatch: step | %s", ours);
+	assert_string_equal(out, want);
+	snprintf(old, sizeof(old), "%s", out);
+	assert_int_equal(ab_job_comment(rep, old, 3, out, sizeof(out)), 0);
+	assert_string_equal(out, want);
+	assert_int_equal(ab_job_comment(rep, "x | autobatch: step one", 3, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "x | autobatch: step one | %s", ours);
+	assert_string_equal(out, want);
 	memset(old, 'c', 600);
 	old[600] = '\0';
 	assert_int_equal(ab_job_comment(rep, old, 3, out, sizeof(out)), 0);
@@ -317,6 +327,19 @@ static void job_comment(void **state)
 				 "run peak 65.0 GiB (task 5 on node7), 2 tasks, 1 over");
 	assert_int_equal(ab_job_comment("{\"status\": \"failed\"}", "mine", 0, out, sizeof(out)),
 			 -EINVAL);
+	free(json);
+	/* counts past any task count in the user's file start again (no overflow: UBSan) */
+	assert_true((fp = fopen(path, "w")) != NULL);
+	fputs("{\"real_run\": {\"tasks\": 9223372036854775807, \"over\": 1e300}}", fp);
+	fclose(fp);
+	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
+	assert_non_null(fp = fopen(path, "r"));
+	json = calloc(1, 1 << 16);
+	n = fread(json, 1, (1 << 16) - 1, fp);
+	fclose(fp);
+	unlink(path);
+	assert_true(n > 0);
+	assert_contains(json, "\"tasks\":1,\"over\":1");
 	free(json);
 	job_comment_theirs();
 }

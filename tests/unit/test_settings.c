@@ -870,6 +870,10 @@ static void srun_chdir(void **state)
 		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 1, ARGV("/home/u/mp.conf")));
 		assert_false(ab_srun_multi_prog(own, sizeof(own), 2, ARGV("prog", "--multi-prog")));
 		assert_false(ab_srun_multi_prog("", 0, 0, ARGV(NULL)));
+		/* a block cut short (srun's options past the buffer): its last word has no end,
+		 * and is not read past (ASan) */
+		assert_false(ab_srun_multi_prog("srun\0x", 6, 1, ARGV("x")));
+		assert_false(ab_srun_multi_prog(mp, sizeof(mp) - 1, 1, ARGV("mp.conf")));
 	}
 }
 
