@@ -1602,8 +1602,12 @@ static void report_held_growth(void **state)
 	feed("{\"step_s\": 1, \"held_bytes\": 50004096}\n", &r);
 	assert_int_equal(ab_trial_report_growth_floor(&r), AB_GROWTH_MIN_BYTES);
 	assert_int_equal(ab_trial_report_growth(&r), 0);
-	/* exact, but under CUDA's granule: none */
+	/* exact, but under CUDA's granule: none; at the granule itself, growth */
 	exact_steps(256, &r);
+	assert_int_equal(ab_trial_report_growth(&r), 0);
+	exact_steps(AB_GROWTH_EXACT_MIN_BYTES, &r);
+	assert_int_equal(ab_trial_report_growth(&r), AB_GROWTH_EXACT_MIN_BYTES);
+	exact_steps(AB_GROWTH_EXACT_MIN_BYTES - 1, &r);
 	assert_int_equal(ab_trial_report_growth(&r), 0);
 	/* "held_exact": anything but true is not said */
 	parse("{\"step_s\": 1}\n{\"step_s\": 1, \"held_bytes\": 1, \"held_exact\": 1}\n", &r);

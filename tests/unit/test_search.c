@@ -1231,6 +1231,24 @@ static void search_findings(void **state)
  * its constraints and every trial's outcome drawn from bytes; the fuzzer (tests/fuzz) runs
  * the same check on inputs it grows. AUTOBATCH_SEARCH_RUNS sets how many: by default a
  * million (3 s), 100000 in the quick passes (AUTOBATCH_QUICK_CHECK: ASan, distcheck). */
+/* The one rule at its edges: a peak at the limit fits, a byte over does not; a warm-up
+ * alone (one step) never fits, whatever its peak; an OOM or no peak never fits. */
+static void fit_rule_edges(void **state)
+{
+	struct ab_trial t = {.batch = 8, .has_peak = true, .peak_bytes = 100, .steps = 2};
+
+	(void)state;
+	assert_true(ab_trial_fits(&t, 100, 0));
+	assert_false(ab_trial_fits(&t, 99, 0));
+	assert_false(ab_trial_fits(&t, 100, 99));
+	t.steps = 1;
+	assert_false(ab_trial_fits(&t, 1000, 0));
+	t.steps = 2, t.oom = true;
+	assert_false(ab_trial_fits(&t, 1000, 0));
+	t.oom = false, t.has_peak = false;
+	assert_false(ab_trial_fits(&t, 1000, 0));
+}
+
 static void any_evidence(void **state)
 {
 	const char *env = getenv("AUTOBATCH_SEARCH_RUNS");
@@ -1268,6 +1286,7 @@ int main(void)
 		cmocka_unit_test(several_fractions), cmocka_unit_test(sim_specs),
 		cmocka_unit_test(sim_curve_file),   cmocka_unit_test(sizes),
 		cmocka_unit_test(oom_floor_below_a_fit), cmocka_unit_test(any_evidence),
+		cmocka_unit_test(fit_rule_edges),
 		cmocka_unit_test(search_findings),
 		cmocka_unit_test(fixed_under_jitter),
 		cmocka_unit_test(contradicting_trials),
