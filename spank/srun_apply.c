@@ -278,7 +278,10 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		pl->written[2] = pl->keys.global, pl->written[3] = pl->keys.eval;
 		ab_hash_init(&h);
 		ab_hash_config(&h, cfg, pl->written, 4);
-		pl->seen = (struct ab_expect){pl->written, 4, h.h};
+		pl->seen = (struct ab_expect){pl->written, 4, h.h, 0};
+		ab_hash_init(&h);
+		ab_hash_config_values(&h, cfg, pl->written, 4);
+		pl->seen.values = h.h;
 		pl->warm_fingerprint = warm_fingerprint(cfg, pl);
 	}
 	ab_config_free(cfg);

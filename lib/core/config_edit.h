@@ -110,7 +110,8 @@ int ab_config_file_writable(const char *path, char *err, size_t errlen);
 struct ab_expect {
 	const char *const *keys;
 	size_t nkeys;
-	uint64_t fingerprint;
+	uint64_t fingerprint; /* the file without the keys' values (ab_hash_config) */
+	uint64_t values;      /* the keys' values (ab_hash_config_values) */
 };
 
 /* The same, but only when the file still matches expect (what the decision was made for): a

@@ -309,6 +309,15 @@ static bool still_expected(const struct ab_config *cfg, const struct ab_expect *
 	return h.h == expect->fingerprint;
 }
 
+static bool values_expected(const struct ab_config *cfg, const struct ab_expect *expect)
+{
+	struct ab_hash h;
+
+	ab_hash_init(&h);
+	ab_hash_config_values(&h, cfg, expect->keys, expect->nkeys);
+	return h.h == expect->values;
+}
+
 static int rewrite(const struct target *t, const char *path, enum ab_format format,
 		   const struct ab_edit *edits, size_t n, int document,
 		   const struct ab_expect *expect, char *note, size_t notelen, char *err,
@@ -340,6 +349,16 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 				     errlen);
 	if (rc < 0 || (newlen == oldlen && memcmp(new, old, oldlen) == 0))
 		goto done; /* same bytes: no write, no backup */
+	/* an identical srun's decision is ours (same bytes, above); another value written
+	 * meanwhile is another step's, whose tasks may be reading it now */
+	if (expect && !values_expected(cfg, expect)) {
+		rc = ab_fail(err, errlen, ESTALE, "%s's batch was rewritten by another srun while "
+						  "autobatch was probing (a step sizing the same file "
+						  "for another command?): nothing was written; give "
+						  "each such step its own config file",
+			     path);
+		goto done;
+	}
 	if ((rc = check_writable(t, path, &st, err, errlen)) < 0)
 		goto done;
 	if (snprintf(backup, sizeof(backup), "%s%s", t->base, BACKUP_SUFFIX) >=

@@ -58,6 +58,17 @@ int ab_hash_config(struct ab_hash *h, const struct ab_config *cfg, const char *c
 	return 0;
 }
 
+void ab_hash_config_values(struct ab_hash *h, const struct ab_config *cfg,
+			   const char *const keys[], size_t nkeys)
+{
+	const struct ab_node *n;
+
+	for (size_t i = 0; i < nkeys; i++) {
+		if (keys[i] && ab_config_find(cfg, keys[i], -1, &n, NULL, 0) == 0)
+			ab_hash_add(h, cfg->buf + n->start, n->end - n->start);
+		ab_hash_add(h, "", 1); /* absent and empty differ from the next key's value */
+	}
+}
 
 static bool script_name(const char *path)
 {

@@ -660,18 +660,22 @@ static void file_rewrite(void **state)
 	assert_int_equal(set1(path, "bs", "32"), 0);
 	assert_string_equal(read_file(backup), "bs: 8 # keep\nlr: 1\n");
 
-	/* A file changed since the decision was made is not overwritten; a change of the value
-	 * autobatch itself writes (another srun's decision) is no change. */
+	/* A file changed since the decision was made is not overwritten; nor is a batch another
+	 * srun wrote meanwhile (an array's step sizing the same file for another command, whose
+	 * tasks may read it now), unless it is the value this one writes. */
 	{
 		const char *keys[] = {"bs"};
 		struct ab_config *seen = parse("exp.yaml", "bs: 32 # keep\nlr: 1\n");
 		struct ab_edit e = {"bs", "40"};
 		struct ab_hash h;
-		struct ab_expect expect = {keys, 1, 0};
+		struct ab_expect expect = {keys, 1, 0, 0};
 
 		ab_hash_init(&h);
 		ab_hash_config(&h, seen, keys, 1);
 		expect.fingerprint = h.h;
+		ab_hash_init(&h);
+		ab_hash_config_values(&h, seen, keys, 1);
+		expect.values = h.h;
 		ab_config_free(seen);
 		write_file(path, "bs: 32 # keep\nlr: 2\n", 0640);
 		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, &expect,
@@ -680,6 +684,13 @@ static void file_rewrite(void **state)
 		assert_contains(err, "exp.yaml changed while autobatch was probing");
 		assert_string_equal(read_file(path), "bs: 32 # keep\nlr: 2\n");
 		write_file(path, "bs: 36 # keep\nlr: 1\n", 0640);
+		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, &expect,
+							   note, sizeof(note), err, sizeof(err)),
+				 -ESTALE);
+		assert_contains(err, "exp.yaml's batch was rewritten by another srun while autobatch "
+				     "was probing");
+		assert_string_equal(read_file(path), "bs: 36 # keep\nlr: 1\n");
+		write_file(path, "bs: 32 # keep\nlr: 1\n", 0640);
 		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, &expect,
 							   note, sizeof(note), err, sizeof(err)),
 				 1); /* written */
