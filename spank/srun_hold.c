@@ -40,6 +40,7 @@ struct ab_deferred {
 	volatile sig_atomic_t stopping; /* srun is ending: stop probing, stop serving */
 	volatile sig_atomic_t halt;     /* stop probing: srun is ending, or a task is gone */
 	volatile sig_atomic_t ctrl_c;   /* the user's Ctrl-C reached srun's process group */
+	volatile sig_atomic_t sigterm;  /* so did a SIGTERM: a batch job's time limit, scancel */
 	struct ab_proc sentinel;        /* the process that hears it (ctrl_c_watch) */
 	pthread_t watcher;
 	struct ab_plan *pl;
@@ -165,6 +166,12 @@ static void *ctrl_c_watch(void *arg)
 		;
 	if (si.si_pid == d->sentinel.pid && si.si_code == CLD_KILLED && si.si_status == SIGINT) {
 		d->ctrl_c = 1;
+		d->halt = 1;
+	}
+	/* slurmstepd ends a batch job's processes so: srun's probe step then reads as
+	 * interrupted, and no cancel line reaches it (the batch step's stderr has it) */
+	if (si.si_pid == d->sentinel.pid && si.si_code == CLD_KILLED && si.si_status == SIGTERM) {
+		d->sigterm = 1;
 		d->halt = 1;
 	}
 	return NULL;
@@ -293,6 +300,12 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	ctrl_c_end(d);
 	if (d->ctrl_c)
 		rc = ab_probe_interrupted(err, errlen);
+	else if (d->sigterm && rc < 0)
+		rc = ab_fail(err, errlen, EINTR, "the job was ended while probing (SIGTERM: its time "
+						 "limit, an scancel or a requeue; the job's output "
+						 "says which); for a time limit, give the job time for "
+						 "the probe too (up to probe_timeout=%us)",
+			     pl->ctx->site.probe_timeout);
 	if (rc == 0 && (rc = ab_apply(pl, &res, eval_batch, json, vars, err, errlen)) == 0 && !hit)
 		ab_srun_cache_store(pl, &d->cache, json, eval_batch);
 	ab_cache_unlock(lock);

@@ -220,6 +220,25 @@ stopped_while_probing() {
 	refute grep -q "Ctrl-C" <<<"$stderr"
 }
 
+@test "a batch job cancelled while probing says so, not a Ctrl-C, and changes nothing" {
+	set_plugstack ""
+	# the batch step's SIGTERM ends srun and its probe step alike; the cancel line goes to
+	# the job's own output, so srun tells it by the signal
+	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml\n' >job.sh
+	local job
+	job=$(sbatch --parsable -N1 -n1 --gpus=1 -o job.out -e job.err job.sh)
+	wait_for_step autobatch-probe
+	sleep 1
+	scancel "$job"
+	for _ in $(seq 100); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.3; done
+	assert_line_in "autobatch: the job was ended while probing (SIGTERM: its time limit, an scancel or a requeue; the job's output says which)" "$(cat job.err)"
+	refute grep -q "interrupted (Ctrl-C)" job.err
+	refute grep -q "toy_train:" job.out
+	cmp -s cfg.yaml orig.yaml
+	[ ! -e cfg.yaml.autobatch~ ]
+	no_probe_step_left
+}
+
 # A Ctrl-C while no step of the probe runs reaches no srun of ours but the user's, which only
 # prints its step's status on a first Ctrl-C: here, an srun waiting for an identical srun's
 # decision (the cache entry's lock). The plugin hears it itself (a child of srun in its
