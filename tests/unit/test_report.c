@@ -293,6 +293,20 @@ static void job_comment_theirs(void)
 	assert_string_equal(out, "");
 }
 
+/* The report at path, as the watches left it; path removed. */
+static char *read_back(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char *text = calloc(1, 1 << 16);
+
+	assert_non_null(fp);
+	assert_non_null(text);
+	assert_true(fread(text, 1, (1 << 16) - 1, fp) > 0);
+	fclose(fp);
+	unlink(path);
+	return text;
+}
+
 /* The job's Comment (comment=on) from the report the probe wrote and the tasks' watches
  * added to (report_run.c): the user's own comment kept, an earlier autobatch part replaced,
  * "not reported" before any task reported. */
@@ -303,7 +317,6 @@ static void job_comment(void **state)
 	struct ab_run_figure f = {64 * GiB, 63 * GiB, 3, 24, "node7", "gpu", true, false};
 	FILE *fp;
 	int fd = mkstemp(path);
-	size_t n;
 
 	(void)state;
 	assert_true(fd >= 0 && json);
@@ -315,12 +328,7 @@ static void job_comment(void **state)
 	f.task = 5, f.peak_bytes = 65 * GiB, f.first_over = true;
 	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
 	free(json);
-	assert_non_null(fp = fopen(path, "r"));
-	json = calloc(1, 1 << 16);
-	n = fread(json, 1, (1 << 16) - 1, fp);
-	fclose(fp);
-	unlink(path);
-	assert_true(n > 0);
+	json = read_back(path);
 	assert_int_equal(ab_job_comment(json, "my run | autobatch: step 1 batch 9, limit 1 GiB", 2,
 					out, sizeof(out)), 0);
 	assert_string_equal(out, "my run | autobatch: step 2 batch 24, limit 64.0 GiB of 80.0 GiB; "
@@ -333,12 +341,7 @@ static void job_comment(void **state)
 	fputs("{\"real_run\": {\"tasks\": 9223372036854775807, \"over\": 1e300}}", fp);
 	fclose(fp);
 	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
-	assert_non_null(fp = fopen(path, "r"));
-	json = calloc(1, 1 << 16);
-	n = fread(json, 1, (1 << 16) - 1, fp);
-	fclose(fp);
-	unlink(path);
-	assert_true(n > 0);
+	json = read_back(path);
 	assert_contains(json, "\"tasks\":1,\"over\":1");
 	free(json);
 	job_comment_theirs();
