@@ -272,16 +272,9 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					  errlen);
 	/* what the decision is made for: apply refuses a file the user changed meanwhile */
 	if (rc == 0) {
-		struct ab_hash h;
-
 		pl->written[0] = pl->keys.micro, pl->written[1] = pl->keys.accum;
 		pl->written[2] = pl->keys.global, pl->written[3] = pl->keys.eval;
-		ab_hash_init(&h);
-		ab_hash_config(&h, cfg, pl->written, 4);
-		pl->seen = (struct ab_expect){pl->written, 4, h.h, 0};
-		ab_hash_init(&h);
-		ab_hash_config_values(&h, cfg, pl->written, 4);
-		pl->seen.values = h.h;
+		ab_config_expect(cfg, pl->written, 4, &pl->seen);
 		pl->warm_fingerprint = warm_fingerprint(cfg, pl);
 	}
 	ab_config_free(cfg);

@@ -164,16 +164,17 @@ static void *ctrl_c_watch(void *arg)
 	/* not reaped here: its pid stays ours until ctrl_c_end, which kills it */
 	while (waitid(P_PID, (id_t)d->sentinel.pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
 		;
-	if (si.si_pid == d->sentinel.pid && si.si_code == CLD_KILLED && si.si_status == SIGINT) {
-		d->ctrl_c = 1;
-		d->halt = 1;
-	}
-	/* slurmstepd ends a batch job's processes so: srun's probe step then reads as
+	if (si.si_pid != d->sentinel.pid || si.si_code != CLD_KILLED)
+		return NULL;
+	/* SIGTERM: slurmstepd ends a batch job's processes so; srun's probe step then reads as
 	 * interrupted, and no cancel line reaches it (the batch step's stderr has it) */
-	if (si.si_pid == d->sentinel.pid && si.si_code == CLD_KILLED && si.si_status == SIGTERM) {
+	if (si.si_status == SIGINT)
+		d->ctrl_c = 1;
+	else if (si.si_status == SIGTERM)
 		d->sigterm = 1;
-		d->halt = 1;
-	}
+	else
+		return NULL; /* ctrl_c_end's SIGKILL: nothing heard */
+	d->halt = 1; /* set only: srun's end sets it too */
 	return NULL;
 }
 

@@ -114,6 +114,10 @@ struct ab_expect {
 	uint64_t values;      /* the keys' values (ab_hash_config_values) */
 };
 
+/* What a decision is made for: cfg's fingerprint without the keys' values, and the values. */
+void ab_config_expect(const struct ab_config *cfg, const char *const *keys, size_t nkeys,
+		      struct ab_expect *out);
+
 /* The same, but only when the file still matches expect (what the decision was made for): a
  * file the user changed meanwhile is refused with -ESTALE, their edit kept. Returns 1 when it
  * wrote the file (the backup is beside the file it rewrote, a symlink's target), 0 when the

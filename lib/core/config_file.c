@@ -300,22 +300,18 @@ static void lost_on_rename(const char *path, const struct stat *st, bool xattrs,
 			  len ? "; " : "", path);
 }
 
-static bool still_expected(const struct ab_config *cfg, const struct ab_expect *expect)
+void ab_config_expect(const struct ab_config *cfg, const char *const *keys, size_t nkeys,
+		      struct ab_expect *out)
 {
 	struct ab_hash h;
 
+	*out = (struct ab_expect){.keys = keys, .nkeys = nkeys};
 	ab_hash_init(&h);
-	ab_hash_config(&h, cfg, expect->keys, expect->nkeys);
-	return h.h == expect->fingerprint;
-}
-
-static bool values_expected(const struct ab_config *cfg, const struct ab_expect *expect)
-{
-	struct ab_hash h;
-
+	ab_hash_config(&h, cfg, keys, nkeys);
+	out->fingerprint = h.h;
 	ab_hash_init(&h);
-	ab_hash_config_values(&h, cfg, expect->keys, expect->nkeys);
-	return h.h == expect->values;
+	ab_hash_config_values(&h, cfg, keys, nkeys);
+	out->values = h.h;
 }
 
 static int rewrite(const struct target *t, const char *path, enum ab_format format,
@@ -324,6 +320,7 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 		   size_t errlen)
 {
 	struct ab_config *cfg = NULL;
+	struct ab_expect now = {0};
 	char *old = NULL, *new = NULL, backup[NAME_MAX + 1];
 	size_t oldlen = 0, newlen = 0;
 	struct stat st;
@@ -339,7 +336,9 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	close(fd);
 	if (rc == 0)
 		rc = ab_config_parse(path, old, oldlen, format, &cfg, err, errlen);
-	if (rc == 0 && expect && !still_expected(cfg, expect))
+	if (rc == 0 && expect)
+		ab_config_expect(cfg, expect->keys, expect->nkeys, &now);
+	if (rc == 0 && expect && now.fingerprint != expect->fingerprint)
 		rc = ab_fail(err, errlen, ESTALE, "%s changed while autobatch was probing: nothing "
 						  "was written and your edit is kept; run again to probe "
 						  "the new file",
@@ -351,7 +350,7 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 		goto done; /* same bytes: no write, no backup */
 	/* an identical srun's decision is ours (same bytes, above); another value written
 	 * meanwhile is another step's, whose tasks may be reading it now */
-	if (expect && !values_expected(cfg, expect)) {
+	if (expect && now.values != expect->values) {
 		rc = ab_fail(err, errlen, ESTALE, "%s's batch was rewritten by another srun while "
 						  "autobatch was probing (a step sizing the same file "
 						  "for another command?): nothing was written; give "

@@ -21,11 +21,11 @@ void ab_hash_str(struct ab_hash *h, const char *s);
 
 /* Adds the config's bytes with the values of keys (those the plugin rewrites) left out:
  * the fingerprint stays the same when only those values change. */
+int ab_hash_config(struct ab_hash *h, const struct ab_config *cfg, const char *const keys[],
+		   size_t nkeys);
 /* Only the values of keys (absent ones too), in keys' order: what ab_hash_config skips. */
 void ab_hash_config_values(struct ab_hash *h, const struct ab_config *cfg,
 			   const char *const keys[], size_t nkeys);
-int ab_hash_config(struct ab_hash *h, const struct ab_config *cfg, const char *const keys[],
-		   size_t nkeys);
 
 /* Adds the program files the command names, relative to dir (NULL: here): its program
  * (argv[0], as srun found it) and each word, or what follows '=' in one, naming a script

@@ -18,9 +18,6 @@ static int64_t field(struct json_object *o, const char *key)
 	return ab_json_int(o, key, -1);
 }
 
-/* The user's part of a comment, byte for byte: all of it but the part an earlier step of
- * ours appended, at its end (" | autobatch: step ...", or the whole comment where the user
- * had none). Their own "autobatch:" anywhere else is theirs. */
 /* Ours: "autobatch: step " and a step number, as we write it; "autobatch: step" of the
  * user's own (no number) stays theirs. */
 static bool ours_at(const char *p)
@@ -30,6 +27,9 @@ static bool ours_at(const char *p)
 	return !strncmp(p, AB_COMMENT_TAG " step ", n) && p[n] >= '0' && p[n] <= '9';
 }
 
+/* The user's part of a comment, byte for byte: all of it but the part an earlier step of
+ * ours appended, at its end (" | autobatch: step N ...", or the whole comment where the user
+ * had none). Their own "autobatch:" anywhere else is theirs. */
 static size_t user_part(const char *old)
 {
 	const char *at, *last = NULL;

@@ -118,12 +118,11 @@ static int srun_words(const char *args, size_t len, int argc, char *const argv[]
  * words, the second on no line of srun's), so srun's options are those before the file */
 bool ab_srun_multi_prog(const char *args, size_t len, int argc, char *const argv[])
 {
-	size_t i = len ? strnlen(args, len) + 1 : len;
+	size_t i;
 
 	if (len == 0 || args[len - 1] != '\0') /* cut short: its last word has no end */
 		return false;
-
-	for (; argc > 0 && i < len; i += strnlen(args + i, len - i) + 1) {
+	for (i = strnlen(args, len) + 1; argc > 0 && i < len; i += strnlen(args + i, len - i) + 1) {
 		if (!strcmp(args + i, argv[0]) || same_program(args + i, argv[0]))
 			return false;
 		if (!strcmp(args + i, "--multi-prog"))

@@ -334,12 +334,18 @@ stopped_while_probing() {
 	! grep -q "task not started" <<<"$stderr"
 }
 
+# edited_while_probing SED: a probe whose trials edit the original cfg.yaml with SED first,
+# as someone else does while the probe runs
+edited_while_probing() {
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		--autobatch-trial-command="sed -i '$1' $PWD/cfg.yaml; toy_train --config cfg.yaml" \
+		toy_train --config cfg.yaml
+}
+
 @test "a batch another srun wrote while probing is not overwritten (an array's other command)" {
 	# the trial plays another element of the array: it writes its own decision, 77, into
 	# the shared file during the probe; this srun's decision would overwrite it
-	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
-		--autobatch-trial-command="sed -i 's/^  batch_size: 8/  batch_size: 77/' $PWD/cfg.yaml; toy_train --config cfg.yaml" \
-		toy_train --config cfg.yaml
+	edited_while_probing 's/^  batch_size: 8/  batch_size: 77/'
 	[ "$status" -eq 0 ]
 	assert_line_in "autobatch: cfg.yaml's batch was rewritten by another srun while autobatch was probing (a step sizing the same file for another command?): nothing was written; give each such step its own config file" "$stderr"
 	[ "$(config_batch)" = 77 ]
@@ -349,9 +355,7 @@ stopped_while_probing() {
 
 @test "a config the user changes while probing is not overwritten" {
 	# the trial itself plays the user: it edits the original file during the probe
-	run --separate-stderr srun_t -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
-		--autobatch-trial-command="sed -i 's/max_steps: 3/max_steps: 5/' $PWD/cfg.yaml; toy_train --config cfg.yaml" \
-		toy_train --config cfg.yaml
+	edited_while_probing 's/max_steps: 3/max_steps: 5/'
 	[ "$status" -eq 0 ]
 	assert_line_in "autobatch: cfg.yaml changed while autobatch was probing: nothing was written and your edit is kept" "$stderr"
 	grep -q 'max_steps: 5' cfg.yaml

@@ -23,7 +23,6 @@
 #include "config_check.h"
 #include "config_keys.h"
 #include "config_path.h"
-#include "fingerprint.h"
 #include "presets.h"
 
 #define NOBODY 65534
@@ -667,15 +666,9 @@ static void file_rewrite(void **state)
 		const char *keys[] = {"bs"};
 		struct ab_config *seen = parse("exp.yaml", "bs: 32 # keep\nlr: 1\n");
 		struct ab_edit e = {"bs", "40"};
-		struct ab_hash h;
-		struct ab_expect expect = {keys, 1, 0, 0};
+		struct ab_expect expect;
 
-		ab_hash_init(&h);
-		ab_hash_config(&h, seen, keys, 1);
-		expect.fingerprint = h.h;
-		ab_hash_init(&h);
-		ab_hash_config_values(&h, seen, keys, 1);
-		expect.values = h.h;
+		ab_config_expect(seen, keys, 1, &expect);
 		ab_config_free(seen);
 		write_file(path, "bs: 32 # keep\nlr: 2\n", 0640);
 		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, &expect,

@@ -1227,10 +1227,6 @@ static void search_findings(void **state)
 	}
 }
 
-/* Any evidence at all (tests/unit/search_check.c): generated inputs, each a search with
- * its constraints and every trial's outcome drawn from bytes; the fuzzer (tests/fuzz) runs
- * the same check on inputs it grows. AUTOBATCH_SEARCH_RUNS sets how many: by default a
- * million (3 s), 100000 in the quick passes (AUTOBATCH_QUICK_CHECK: ASan, distcheck). */
 /* The one rule at its edges: a peak at the limit fits, a byte over does not; a warm-up
  * alone (one step) never fits, whatever its peak; an OOM or no peak never fits. */
 static void fit_rule_edges(void **state)
@@ -1249,6 +1245,10 @@ static void fit_rule_edges(void **state)
 	assert_false(ab_trial_fits(&t, 1000, 0));
 }
 
+/* Any evidence at all (tests/unit/search_check.c): generated inputs, each a search with
+ * its constraints and every trial's outcome drawn from bytes; the fuzzer (tests/fuzz) runs
+ * the same check on inputs it grows. AUTOBATCH_SEARCH_RUNS sets how many: by default a
+ * million (3 s), 100000 in the quick passes (AUTOBATCH_QUICK_CHECK: ASan, distcheck). */
 static void any_evidence(void **state)
 {
 	const char *env = getenv("AUTOBATCH_SEARCH_RUNS");
