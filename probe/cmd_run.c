@@ -324,6 +324,7 @@ int cmd_run(int argc, char **argv)
 			.run_steps = run_steps, .run_accum = o.config_accum,
 			.trial_accum = s.exec.accum_key ? 1 : o.config_accum,
 			.trial_cap = o.trial_cap,
+			.deadline = o.time_limit > 0 ? t0 + o.time_limit : 0,
 			.progress = run_print_trial, .progress_arg = &prog, .note = run_print_note,
 			.parallel = (int)s.round.nslots,
 			.warm_batch = i == 0 ? o.warm_start : 0,

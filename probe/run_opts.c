@@ -64,6 +64,9 @@ void run_usage(FILE *out)
 		"  --max-trials N        trials the search plans for (default 6)\n"
 		"  --trial-cap N         past them, a best fit under 90%% of a failure goes on up to\n"
 		"                        N trials in all (default 12)\n"
+		"  --time-limit S        no trial round is started that would end past S seconds\n"
+		"                        from the start (by the longest round so far); the best\n"
+		"                        fit seen then stands (\"time limit reached\")\n"
 		"  --json FILE|-         --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config); says where\n");
 }
@@ -152,6 +155,11 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 			return -1;
 		o->max_trial_seconds = (double)v;
 		return 0;
+	case 'l':
+		if (parse_long(arg, 1, 7 * 86400, "time-limit", &v) < 0)
+			return -1;
+		o->time_limit = (double)v;
+		return 0;
 	}
 	return -1;
 }
@@ -193,6 +201,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
 		{"node-memory", 1, 0, 'E'},  {"step-option", 1, 0, 'V'},
 		{"start-ahead", 1, 0, 'J'},  {"run-steps", 1, 0, 'r'},
+		{"time-limit", 1, 0, 'l'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];

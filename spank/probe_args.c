@@ -185,8 +185,20 @@ static int add_shape(const struct ab_probe_job *job, struct ab_argv *b, char *er
 	return 1;
 }
 
-int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
-		  struct ab_argv *b, char *err, size_t errlen)
+/* The probe's own time limit inside the step's: no trial round is started that would end
+ * past it, so a probe near its end keeps the best fit it saw where the step's cancellation
+ * would lose every trial. The slack is for the step's start and the report's writing; a step
+ * too short for any (a test's probe_timeout=3) has none. */
+static void add_time_limit(struct ab_argv *b, unsigned budget_s)
+{
+	unsigned slack = budget_s / 10 > 10 ? budget_s / 10 : 10;
+
+	if (budget_s >= 40)
+		ab_argv_addf(b, "--time-limit=%u", budget_s - slack);
+}
+
+int ab_probe_argv(const struct ab_probe_job *job, const char *phase, unsigned budget_s,
+		  char *probe_args_copy, struct ab_argv *b, char *err, size_t errlen)
 {
 	const struct ab_site *site = &job->ctx->site;
 	const struct ab_request *req = &job->ctx->req;
@@ -208,6 +220,7 @@ int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe
 	ab_argv_addf(b, "--startup-seconds=%u", site->startup_seconds);
 	ab_argv_addf(b, "--max-trial-seconds=%u", site->max_trial_seconds);
 	ab_argv_addf(b, "--trial-cap=%u", site->trial_cap);
+	add_time_limit(b, budget_s);
 	if (!job->ctx->eff.instrument)
 		ab_argv_add(b, "--instrument=off");
 	if (job->config) {

@@ -9,10 +9,11 @@
 #include "argv.h"
 #include "probe_step.h"
 
-/* The probe step's argv into b: the probe of the job's command, in phase; probe_args_copy is
- * the site's probe_args, split in place. 0, or a negative errno with err. */
-int ab_probe_argv(const struct ab_probe_job *job, const char *phase, char *probe_args_copy,
-		  struct ab_argv *b, char *err, size_t errlen);
+/* The probe step's argv into b: the probe of the job's command, in phase, in a step that is
+ * cancelled after budget_s; probe_args_copy is the site's probe_args, split in place. 0, or a
+ * negative errno with err. */
+int ab_probe_argv(const struct ab_probe_job *job, const char *phase, unsigned budget_s,
+		  char *probe_args_copy, struct ab_argv *b, char *err, size_t errlen);
 
 /* The argv of the short step that names the device on node. */
 int ab_probe_device_argv(const struct ab_probe_job *job, const char *node, char *probe_args_copy,

@@ -21,6 +21,9 @@
 #include "subprocess.h"
 
 #define GRACE_S 10.0
+/* The least time a probe step is started with, where the job's time limit bounds it: a
+ * trial alone takes seconds to start. */
+#define AB_PROBE_MIN_S 60
 
 /* The job's steps, and one killed (a step ends with its tasks): the calls' forms changed in
  * Slurm 26.05. */
@@ -62,28 +65,22 @@ int ab_load_job(uint32_t jobid, job_info_msg_t **msg)
  * a job over fewer nodes than it holds gets GPUs only as --gpus=K: with --gres=gpu:1, or no
  * GPU option, it is "Invalid generic resource (gres) specification" and no probe ran
  * (measured on 22.05). */
-static uint32_t gpus_per_job_nodes(uint32_t jobid)
+static uint32_t gpus_per_job_nodes(const slurm_job_info_t *j)
 {
-	job_info_msg_t *msg = NULL;
-	uint32_t nodes = 0;
-	int rc = ab_load_job(jobid, &msg);
-
-	if (rc == SLURM_SUCCESS && msg && msg->record_count > 0 && msg->job_array[0].tres_per_job &&
-	    strstr(msg->job_array[0].tres_per_job, "gpu"))
-		nodes = msg->job_array[0].num_nodes ? msg->job_array[0].num_nodes : 1;
-	slurm_free_job_info_msg(msg);
-	return nodes;
+	if (!j || !j->tres_per_job || !strstr(j->tres_per_job, "gpu"))
+		return 0;
+	return j->num_nodes ? j->num_nodes : 1;
 }
 
 /* The probe step's GPUs: one (--gres=gpu:1), or for parallel trials none named, which gives
  * a step all of the job's GPUs on the node (srun(1), --gres) and the probe one trial per GPU.
  * In a job of --gpus=N, --gpus=1; there the parallel rounds keep all of the node's GPUs only
  * when the job holds that node alone (a step of one node of several must name a count). */
-static const char *probe_step_gpus(const struct ab_probe_job *job)
+static const char *probe_step_gpus(const struct ab_probe_job *job, const slurm_job_info_t *j)
 {
 	const struct ab_site *site = &job->ctx->site;
 	bool gpu = ab_probe_args_gpu(site->probe_args);
-	uint32_t per_job = gpus_per_job_nodes(job->jobid);
+	uint32_t per_job = gpus_per_job_nodes(j);
 
 	if (per_job > 1 || (per_job && gpu && !site->parallel))
 		return "--gpus=1";
@@ -220,11 +217,31 @@ static int cancelled(char *err, size_t errlen)
 					       "cancelled");
 }
 
-static int timed_out(const struct ab_site *site, char *err, size_t errlen)
+static int timed_out(const struct ab_probe_job *job, unsigned budget, char *err,
+		     size_t errlen)
 {
+	const struct ab_site *site = &job->ctx->site;
+
+	if (budget < site->probe_timeout)
+		return ab_fail(err, errlen, ETIMEDOUT,
+			       "the probe step did not finish within %u s, half of what was left of "
+			       "the %s's time limit (probe_timeout=%us), and was cancelled: give "
+			       "the %s more time",
+			       budget, job->ends_by, site->probe_timeout, job->ends_by);
 	return ab_fail(err, errlen, ETIMEDOUT,
 		       "the probe step did not finish within probe_timeout=%us and was cancelled",
 		       site->probe_timeout);
+}
+
+/* Less than AB_PROBE_MIN_S would be half of what is left: no probe step is started. */
+static int no_time(const struct ab_probe_job *job, char *err, size_t errlen)
+{
+	return ab_fail(err, errlen, ETIME,
+		       "the %s's time limit leaves %.0f s, too little to probe (a probe step "
+		       "takes at most half of what is left, and needs %d s): give the %s more "
+		       "time (--time), or run this step without --autobatch",
+		       job->ends_by, difftime(job->ends_at, time(NULL)), AB_PROBE_MIN_S,
+		       job->ends_by);
 }
 
 static int lost_node(const struct relay *r, char *err, size_t errlen)
@@ -273,16 +290,18 @@ int ab_probe_interrupted(char *err, size_t errlen)
 					   "cancelled");
 }
 
-static int judge(const struct ab_site *site, const struct ab_subprocess *p,
-		 const struct relay *r, struct ab_result *res, char *err, size_t errlen)
+static int judge(const struct ab_probe_job *job, unsigned budget,
+		 const struct ab_subprocess *p, const struct relay *r, struct ab_result *res,
+		 char *err, size_t errlen)
 {
+	const struct ab_site *site = &job->ctx->site;
 	char why[512];
 	bool parsed;
 
 	if (p->stopped)
 		return cancelled(err, errlen);
 	if (p->timed_out)
-		return timed_out(site, err, errlen);
+		return timed_out(job, budget, err, errlen);
 	parsed = ab_result_parse(p->out, p->out_len, res, why, sizeof(why)) == 0;
 	if (r->node_failure[0] && !(parsed && res->ok))
 		return lost_node(r, err, errlen);
@@ -310,8 +329,9 @@ static int judge(const struct ab_site *site, const struct ab_subprocess *p,
 		       r->last[0] ? "; it said: " : "", r->last);
 }
 
-/* Runs the step argv b (the probe's stdout kept in p->out, its stderr relayed). */
-static int run_step(const struct ab_probe_job *job, struct ab_argv *b,
+/* Runs the step argv b for at most timeout_s (the probe's stdout kept in p->out, its stderr
+ * relayed). */
+static int run_step(const struct ab_probe_job *job, struct ab_argv *b, unsigned timeout_s,
 		    const volatile sig_atomic_t *stop, struct ab_subprocess *p, struct relay *relay,
 		    char *err, size_t errlen)
 {
@@ -325,7 +345,7 @@ static int run_step(const struct ab_probe_job *job, struct ab_argv *b,
 		return ab_fail(err, errlen, ENOMEM, "out of memory");
 	/* it dies with srun: its own srun's shepherd then cancels the probe step */
 	*p = (struct ab_subprocess){.argv = b->v, .envp = env, .on_line = relay_line,
-				    .arg = relay, .timeout_s = job->ctx->site.probe_timeout,
+				    .arg = relay, .timeout_s = timeout_s,
 				    .interrupted = stop, .die_with_parent = true,
 				    .tick = job->tick, .tick_arg = job->tick_arg};
 	rc = ab_subprocess_run(p, GRACE_S, err, errlen);
@@ -367,7 +387,9 @@ static void remove_trial_container(const struct ab_probe_job *job)
 	char err[256];
 
 	if (ab_probe_cleanup_argv(job, &b, err, sizeof(err)) < 0 ||
-	    run_step(job, &b, NULL, &p, &relay, err, sizeof(err)) < 0 || p.status != 0)
+	    run_step(job, &b, job->ctx->site.probe_timeout, NULL, &p, &relay, err,
+		     sizeof(err)) < 0 ||
+	    p.status != 0)
 		slurm_spank_log(AB_LOG_PREFIX "could not remove the trials' container: %s",
 				err[0] ? err : relay.last);
 	ab_subprocess_free(&p);
@@ -391,9 +413,78 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 							      : "--autobatch-trial-shape=gpu");
 }
 
+/* What a probe step may take: probe_timeout, or half of what is left of the job's time where
+ * that is less. The run needs the rest: a probe that the time limit ends leaves it nothing,
+ * where one cut short leaves it its original settings (on_failure=continue). 0: too little
+ * left to probe. */
+static unsigned budget_s(const struct ab_probe_job *job)
+{
+	unsigned timeout = job->ctx->site.probe_timeout;
+	double half;
+
+	if (!job->ends_at)
+		return timeout;
+	half = difftime(job->ends_at, time(NULL)) / 2;
+	if (half >= timeout)
+		return timeout;
+	return half >= AB_PROBE_MIN_S ? (unsigned)half : 0;
+}
+
+/* Where the job's time limit bounds the probe below probe_timeout: said once, before. */
+static void tell_budget(const struct ab_probe_job *job)
+{
+	unsigned budget = budget_s(job);
+
+	if (!job->ends_at || budget == job->ctx->site.probe_timeout || !budget)
+		return;
+	slurm_spank_log(AB_LOG_PREFIX "the %s's time limit leaves %.0f s: a probe step takes at "
+				      "most half of it, %u s (probe_timeout=%us)",
+			job->ends_by, difftime(job->ends_at, time(NULL)), budget,
+			job->ctx->site.probe_timeout);
+}
+
+static bool limited(uint32_t minutes)
+{
+	return minutes != INFINITE && minutes != NO_VAL && minutes != 0;
+}
+
+/* The real step's own time limit (srun -t inside an allocation), counted from its launch:
+ * its tasks wait while srun probes. Unreadable: the job's alone. */
+static void step_end(struct ab_probe_job *job)
+{
+	job_step_info_response_msg_t *steps = NULL;
+
+	if (list_steps(job->jobid, &steps) != SLURM_SUCCESS || !steps)
+		return;
+	for (uint32_t i = 0; i < steps->job_step_count; i++) {
+		const job_step_info_t *s = &steps->job_steps[i];
+		time_t end = s->start_time + (time_t)s->time_limit * 60;
+
+		if (s->step_id.step_id == job->stepid && limited(s->time_limit) && s->start_time &&
+		    (!job->ends_at || end < job->ends_at)) {
+			job->ends_at = end;
+			job->ends_by = "step";
+		}
+	}
+	slurm_free_job_step_info_response_msg(steps);
+}
+
 void ab_probe_read_job(struct ab_probe_job *job)
 {
-	job->probe_gpus = probe_step_gpus(job);
+	job_info_msg_t *msg = NULL;
+	const slurm_job_info_t *j = NULL;
+
+	if (ab_load_job(job->jobid, &msg) == SLURM_SUCCESS && msg && msg->record_count > 0)
+		j = &msg->job_array[0];
+	job->probe_gpus = probe_step_gpus(job, j);
+	job->ends_at = 0;
+	job->ends_by = "job";
+	/* a job without a time limit has none (INFINITE), or an end_time years away */
+	if (j && limited(j->time_limit))
+		job->ends_at = j->end_time;
+	slurm_free_job_info_msg(msg);
+	step_end(job);
+	tell_budget(job);
 }
 
 int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen)
@@ -423,13 +514,16 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	struct relay relay = {.last = ""};
 	struct ab_subprocess p = {0};
 	char args[AB_ARGS_MAX];
+	unsigned budget = budget_s(job);
 	int rc;
 
+	if (!budget)
+		return no_time(job, err, errlen);
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
-	if ((rc = ab_probe_argv(job, phase, args, &b, err, errlen)) < 0 ||
-	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
+	if ((rc = ab_probe_argv(job, phase, budget, args, &b, err, errlen)) < 0 ||
+	    (rc = run_step(job, &b, budget, stop, &p, &relay, err, errlen)) < 0)
 		goto done;
-	if ((rc = judge(&job->ctx->site, &p, &relay, res, err, errlen)) == 0 && json) {
+	if ((rc = judge(job, budget, &p, &relay, res, err, errlen)) == 0 && json) {
 		*json = p.out;
 		p.out = NULL;
 	}
@@ -455,18 +549,21 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 	struct relay relay = {.last = ""};
 	struct ab_subprocess p = {0};
 	char args[AB_ARGS_MAX];
+	unsigned budget = budget_s(job);
 	int rc;
 
+	if (!budget)
+		return no_time(job, err, errlen);
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = ab_probe_device_argv(job, node, args, &b, err, errlen)) < 0 ||
-	    (rc = run_step(job, &b, stop, &p, &relay, err, errlen)) < 0)
+	    (rc = run_step(job, &b, budget, stop, &p, &relay, err, errlen)) < 0)
 		goto done;
 	/* the same ends as the probe step's: a Ctrl-C here stops the probing, whatever the
 	 * step printed before it */
 	if (p.stopped)
 		rc = cancelled(err, errlen);
 	else if (p.timed_out)
-		rc = timed_out(&job->ctx->site, err, errlen);
+		rc = timed_out(job, budget, err, errlen);
 	else if (relay.node_failure[0])
 		rc = lost_node(&relay, err, errlen);
 	else if (cancelled_by_slurm(&relay))

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <slurm/slurm.h>
 
@@ -24,6 +25,9 @@ struct ab_probe_job {
 	unsigned stepid;        /* the real step's: its GPU request shapes the trial steps */
 	/* what ab_probe_read_job read of the job from slurmctld, once per probing */
 	const char *probe_gpus; /* the probe step's GPU option, or NULL */
+	time_t ends_at;         /* the end by the job's time limit or the step's (srun -t in an
+				 * allocation), the sooner; 0: none */
+	const char *ends_by;    /* "job" or "step": whose limit that is */
 	/* what ab_probe_read_step read, before the cache is looked up (the key holds it) */
 	struct ab_step_gpus step_gpus; /* the real step's GPU request, for its trial steps */
 	unsigned ntasks;        /* the step's tasks */
@@ -69,8 +73,9 @@ int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen);
  * and *msg for slurm_free_job_info_msg, or an error. */
 int ab_load_job(uint32_t jobid, job_info_msg_t **msg);
 
-/* Reads from slurmctld the job's GPU request, which the probe step's own option comes from:
- * only when probing, before ab_probe_run and ab_probe_device (a cache hit needs none). */
+/* Reads from slurmctld the job's GPU request, which the probe step's own option comes from,
+ * and its end by its time limit, which bounds the probe's time (said when it does): only when
+ * probing, before ab_probe_run and ab_probe_device (a cache hit needs none). */
 void ab_probe_read_job(struct ab_probe_job *job);
 
 /* Runs the probe step; 0 with the result (and its JSON in *json, malloc'ed, when json is not

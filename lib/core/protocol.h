@@ -177,6 +177,8 @@ int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen);
 #define AB_FIELD_EVAL_BATCH_SIZE "eval_batch_size"
 #define AB_FIELD_FRACTION "fraction"
 #define AB_FIELD_CONFIDENCE "confidence"
+/* its tier where the probe's time limit ended the search (search.h): the plugin says so */
+#define AB_CONFIDENCE_TIME_LIMIT 65
 #define AB_FIELD_ELAPSED_S "elapsed_s"
 #define AB_FIELD_TRIALS "trials"
 /* a trial that ran out of memory: its peak was at least this many bytes (the trial protocol's

@@ -36,7 +36,7 @@ const char *ab_confidence_tier(int confidence)
 	} tiers[] = {{99, "largest allowed"}, {98, "next size fails"}, {95, "bracketed"},
 		     {85, "extrapolated"},    {75, "extrapolated from two trials"},
 		     {90, "warm start"},      {70, "trial budget spent"},
-		     {71, "trial cap spent"}};
+		     {71, "trial cap spent"}, {AB_CONFIDENCE_TIME_LIMIT, "time limit reached"}};
 
 	for (size_t i = 0; i < sizeof(tiers) / sizeof(tiers[0]); i++)
 		if (tiers[i].code == confidence)
@@ -249,6 +249,32 @@ static void contradiction(const struct run *r, const struct bracket *k)
 	}
 }
 
+/* The probe's time limit leaves no room for another round: the best fit seen stands. */
+static void time_up(const struct run *r, const struct ab_trial *best)
+{
+	char line[AB_ERR_MAX + 64];
+
+	if (r->p->note) {
+		snprintf(line, sizeof(line), "%s: the best fit seen, batch %ld, stands", r->err,
+			 best->batch);
+		r->p->note(r->p->progress_arg, line);
+	}
+	r->err[0] = '\0';
+}
+
+/* ... and none was seen to fit yet. */
+static int no_fit_in_time(struct run *r)
+{
+	char why[AB_ERR_MAX];
+
+	snprintf(why, sizeof(why), "%s", r->err);
+	return ab_fail(r->err, r->errlen, ETIME,
+		       "no batch was seen to fit before the probe's time ran out (%s, after %zu "
+		       "trials): give the probe more time (--time-limit; under srun, "
+		       "probe_timeout= or the job's time limit)",
+		       why, r->trials->n);
+}
+
 static int memory_search(struct run *r, struct ab_decision *out)
 {
 	int rc;
@@ -257,7 +283,7 @@ static int memory_search(struct run *r, struct ab_decision *out)
 	long *v = calloc(cap, sizeof(*v));
 	int trial_cap = r->p->trial_cap > 0 ? r->p->trial_cap : DEFAULT_TRIAL_CAP;
 	struct bracket k;
-	bool spent = false, told = false;
+	bool spent = false, told = false, timed = false;
 
 	if (!v)
 		return ab_fail(r->err, r->errlen, ENOMEM, "out of memory");
@@ -299,17 +325,22 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			}
 		}
 		n = search_plan_round(r, &k, pred, v, cap);
-		if ((rc = search_measure_round(r, v, n)) < 0) {
+		if ((rc = search_measure_round(r, v, n)) == -ETIME && k.lo) {
+			timed = true;
+			time_up(r, k.lo);
+			break;
+		}
+		if (rc < 0) {
 			free(v);
-			return rc;
+			return rc == -ETIME ? no_fit_in_time(r) : rc;
 		}
 	}
 	free(v);
 	contradiction(r, &k);
 	out->batch = k.lo->batch;
 	out->chosen = (size_t)(k.lo - r->trials->v);
-	/* past the budget the best fit seen stands, not shown to be the best */
-	out->confidence = spent ? (told ? 71 : 70) : confidence(r, &k);
+	/* past the budget or the time the best fit seen stands, not shown to be the best */
+	out->confidence = timed ? AB_CONFIDENCE_TIME_LIMIT : spent ? (told ? 71 : 70) : confidence(r, &k);
 	out->past_budget = told ? r->new_rounds - (size_t)r->budget : 0;
 	if (search_partner(r, k.lo)) /* the line a later warm start of this job extrapolates */
 		out->per_sample = (search_line_peak(r, &k, (double)k.lo->batch + 1) -
@@ -345,7 +376,12 @@ static int warm_start(struct run *r, struct ab_decision *out)
 	if (!c_next(&r->c, b) || next <= b ||
 	    (double)b >= (1 - AB_SEARCH_TOLERANCE) * crossing)
 		return 0; /* no larger batch within the tolerance: b is the answer */
-	if ((rc = search_measure(r, next)) < 0)
+	if ((rc = search_measure(r, next)) == -ETIME) {
+		time_up(r, t);
+		out->confidence = AB_CONFIDENCE_TIME_LIMIT;
+		return 0;
+	}
+	if (rc < 0)
 		return rc;
 	t = search_find(r, next);
 	if (search_fits(r, t)) {
@@ -494,7 +530,11 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 		next = c_ceil(&r->c, target);
 		if (!next || next <= below->batch || next >= best->batch || search_find(r, next))
 			break;
-		if ((rc = search_measure(r, next)) < 0)
+		if ((rc = search_measure(r, next)) == -ETIME) {
+			time_up(r, best);
+			break;
+		}
+		if (rc < 0)
 			return rc;
 	}
 	const struct ab_trial *best = fastest(r);
@@ -571,8 +611,8 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	rc = p->warm_batch > 0 ? warm_start(&r, out) : 1;
 	if (rc == 1)
 		rc = memory_search(&r, out);
-	if (rc == 0)
-		rc = settle_noise(&r, out);
+	if (rc == 0 && (rc = settle_noise(&r, out)) == -ETIME)
+		rc = no_fit_in_time(&r); /* none under the margin the helpers' noise needs */
 	if (rc == 0)
 		rc = check_grows(&r, out, err, errlen);
 	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)

@@ -40,6 +40,11 @@ struct ab_search_params {
 	 * until within the tolerance or the bracket is closed, up to this many (0: 12); a hard
 	 * cap: max_trials above it is lowered to it. */
 	int trial_cap;
+	/* The probe's time limit on clock's seconds (0: none): a round that the longest round so
+	 * far says would end past it is not started. The best fit seen then stands (65 "time
+	 * limit reached"); with none yet the search fails with -ETIME. clock NULL: ab_now. */
+	double deadline;
+	double (*clock)(void);
 	/* A warm start: the batch a cached decision of a job that differs only in values that
 	 * do not move memory chose, and that decision's memory per sample (0: unknown). It is
 	 * run first; if it fits, a second trial only where the headroom left says a larger
@@ -68,6 +73,7 @@ struct ab_trials {
 	size_t n, cap;
 	size_t repeats; /* runs of a batch already in v (a choice confirmed) */
 	size_t rounds;  /* rounds run, each one trial or several at once */
+	double longest_round_s; /* the longest a round took: the next may take about as long */
 };
 
 struct ab_decision {
@@ -101,7 +107,8 @@ void ab_trials_free(struct ab_trials *trials);
  * line leaves no room for a batch 3% larger), 70 "trial budget spent" (the best fit seen
  * when --max-trials ran out, within 90% of the smallest failure or with none; a larger batch
  * may fit), 71 "trial cap spent" (the search went on past the budget to close a bracket
- * wider than that and the cap ran out first). */
+ * wider than that and the cap ran out first), 65 "time limit reached" (the best fit seen
+ * when the probe's time limit left no room for another round; a larger batch may fit). */
 const char *ab_confidence_tier(int confidence);
 
 #endif

@@ -59,6 +59,8 @@ static inline long c_prev(const struct cands *c, long b) { return c_floor(c, (do
  * a round of trials at batches (0, or the error of the first that could not run), one
  * trial; whether two runs of one batch told its spread; trial i run again. */
 const struct ab_trial *search_find(const struct run *r, long b);
+/* The search's clock (ab_search_params.clock, else ab_now). */
+double search_clock(const struct run *r);
 bool search_fits(const struct run *r, const struct ab_trial *t);
 int search_measure_round(struct run *r, const long *batches, size_t n);
 int search_measure(struct run *r, long b);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 #include "size.h"
 
@@ -146,18 +147,40 @@ static int grow(struct run *r, size_t n)
 	return 0;
 }
 
+double search_clock(const struct run *r)
+{
+	return r->p->clock ? r->p->clock() : ab_now();
+}
+
+/* Whether the round about to start would end past the time limit: it may take a quarter
+ * longer than the longest so far (a larger batch steps slower). */
+static int out_of_time(struct run *r)
+{
+	double left = r->p->deadline - search_clock(r), next = 1.25 * r->trials->longest_round_s;
+
+	if (!(r->p->deadline > 0) || left > next)
+		return 0;
+	return ab_fail(r->err, r->errlen, ETIME,
+		       "the probe's time limit leaves %.0f s, and a round of trials has taken up "
+		       "to %.0f s",
+		       left > 0 ? left : 0, r->trials->longest_round_s);
+}
+
 /* Runs one round: the batches at once where a round function and GPUs allow, else one
- * after another. Every batch is a new one. */
+ * after another. Every batch is a new one. -ETIME, nothing run, when the time limit leaves
+ * no room for it. */
 int search_measure_round(struct run *r, const long *batches, size_t n)
 {
 	struct ab_trials *t = r->trials;
 	struct ab_trial *out;
+	double t0;
 	int rc;
 
-	if ((rc = grow(r, n)) < 0)
+	if ((rc = out_of_time(r)) < 0 || (rc = grow(r, n)) < 0)
 		return rc;
 	out = &t->v[t->n];
 	memset(out, 0, n * sizeof(*out));
+	t0 = search_clock(r);
 	if (n > 1 && r->p->round)
 		rc = r->p->round(r->p->round_ctx, batches, n, out, r->err, r->errlen);
 	else
@@ -165,6 +188,7 @@ int search_measure_round(struct run *r, const long *batches, size_t n)
 			rc = r->fn(r->ctx, batches[i], &out[i], r->err, r->errlen);
 	if (rc < 0)
 		return rc;
+	t->longest_round_s = fmax(t->longest_round_s, search_clock(r) - t0);
 	t->rounds++;
 	r->new_rounds++;
 	for (size_t i = 0; i < n; i++) {
@@ -233,10 +257,13 @@ int search_repeat(struct run *r, size_t i)
 	struct ab_trials *t = r->trials;
 	struct ab_trial again, *tr;
 	int rc;
+	double t0 = search_clock(r);
 
 	memset(&again, 0, sizeof(again));
-	if ((rc = r->fn(r->ctx, t->v[i].batch, &again, r->err, r->errlen)) < 0)
+	if ((rc = out_of_time(r)) < 0 ||
+	    (rc = r->fn(r->ctx, t->v[i].batch, &again, r->err, r->errlen)) < 0)
 		return rc;
+	t->longest_round_s = fmax(t->longest_round_s, search_clock(r) - t0);
 	r->new_trials++;
 	r->new_rounds++;
 	t->repeats++;

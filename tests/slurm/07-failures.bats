@@ -57,6 +57,42 @@ expect_failure() {
 		--gpus=1 --autobatch-trial-command="sleep 100"
 }
 
+@test "a job whose time limit leaves too little to probe runs with its settings: continue and abort" {
+	set_plugstack ""
+	# a job of one minute: at most 60 s left, half of it 30
+	expect_failure continue "the job's time limit leaves " --gpus=1 -t 1
+	assert_line_in " s, too little to probe (a probe step takes at most half of what is left, and needs 60 s): give the job more time (--time), or run this step without --autobatch; launching with the original settings" "$stderr"
+	set_plugstack "on_failure=abort" required
+	expect_failure abort "the job's time limit leaves " --gpus=1 -t 1
+	assert_line_in " s, too little to probe" "$stderr"
+}
+
+@test "a step's own time limit (srun -t inside a job) bounds the probe too" {
+	set_plugstack ""
+	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 -t 1 --autobatch=0.8 --autobatch-config=cfg.yaml toy_train --config cfg.yaml\n' >job.sh
+	timeout 120 sbatch --wait -N1 -n1 --gpus=1 -o job.out -e job.err job.sh
+	grep -qE "autobatch: the step's time limit leaves [0-9]+ s, too little to probe \(a probe step takes at most half of what is left, and needs 60 s\): give the step more time \(--time\), or run this step without --autobatch; launching with the original settings" job.err ||
+		{ cat job.err; false; }
+	assert_line_in "toy_train: batch 8 from cfg.yaml" "$(cat job.out)"
+	cmp -s cfg.yaml orig.yaml
+}
+
+# Each trial takes 20 s (four steps of 5 s): in a job of 2 minutes the probe gets half of
+# what is left, and in that no third trial fits, so the best fit of the first two stands.
+@test "the job's time limit bounds the probe to half of what is left; the best fit seen stands" {
+	set_plugstack ""
+	echo "  step_ms: 5000" >>cfg.yaml
+	run --separate-stderr srun_t -N1 -n1 -t 2 --gpus=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr"; false; }
+	grep -qE "^autobatch: the job's time limit leaves 1[012][0-9] s: a probe step takes at most half of it, ([56][0-9]) s \(probe_timeout=900s\)" <<<"$stderr"
+	grep -qE "^autobatch: the probe's time limit leaves [0-9]+ s, and a round of trials has taken up to [23][0-9] s: the best fit seen, batch [0-9]+, stands" <<<"$stderr"
+	b=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in [12] trials, .*; the best fit seen when the probe.s time ran out: a larger batch may fit (--autobatch-refresh in a job with more time probes again); wrote cfg.yaml.*/\1/p' <<<"$stderr")
+	[ -n "$b" ] || { echo "$stderr"; false; }
+	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
+	no_probe_step_left
+}
+
 @test "a step without GPUs: the probe step cannot get one" {
 	set_plugstack 'probe_args=""'
 	expect_failure continue "the probe failed: the probe step has no GPU: the job holds none on this node"

@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..23"
+echo "1..25"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -190,4 +190,17 @@ printf 'per_device_batch_size: 4\nenable_rampup_batch_size: true\nper_device_bat
 check "nothing fits from --min 69: the ramp is not named as why (it allows 3)" \
 	sh -c "grep -q '^autobatch: failed: even batch 69 does not fit' '$dir/mtmin.err'" ||
 	cat "$dir/mtmin.err" >&2
+# --time-limit: a trial of 1.6 s (four steps of 0.4 s) leaves no room for a second in 2 s;
+# the first batch fit and stands. A first batch that did not fit leaves nothing: an error.
+slow='for i in 1 2 3 4; do sleep 0.4; echo "{\"step_s\": 0.4, \"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 1048576))}" >>"$AUTOBATCH_TRIAL_REPORT"; done'
+"$probe" run --device sim:total=1GiB --start 4 --time-limit 2 --json "$dir/timed.json" -- \
+	sh -c "$slow" 2>"$dir/timed.err"
+check "--time-limit: no round past it; the best fit seen stands (time limit reached)" \
+	sh -c "grep -q '\"status\":\"ok\"' '$dir/timed.json' && grep -q '\"batch_size\":4,' '$dir/timed.json' &&
+	       grep -q '\"confidence_tier\":\"time limit reached\"' '$dir/timed.json' &&
+	       grep -q '^autobatch: the probe.s time limit leaves [0-9]* s, and a round of trials has taken up to [0-9]* s: the best fit seen, batch 4, stands' '$dir/timed.err'"
+"$probe" run --device sim:total=1GiB --start 1000 --time-limit 1 --json "$dir/late.json" -- \
+	sh -c "$slow" 2>"$dir/late.err"
+check "--time-limit before any fit: status failed, exit 1, what to do" \
+	sh -c "test $? -eq 1 && grep -q 'no batch was seen to fit before the probe.s time ran out (the probe.s time limit leaves 0 s, and a round of trials has taken up to [0-9]* s, after 1 trials): give the probe more time' '$dir/late.json'"
 exit $failed

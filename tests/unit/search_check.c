@@ -24,7 +24,21 @@ struct script {
 	double total, base, per_sample, bend; /* peak = base + per_sample b + bend b^2 */
 	double jump_at, jump;                 /* a workspace jump: + jump from jump_at on */
 	size_t calls;                         /* trials run, repeats included */
+	double deadline;                      /* a timed search's: 0, none */
+	bool in_round, late;                  /* a round began past its deadline */
 };
+
+/* A timed search's clock: each trial moves it on by 1 to 7 s, by its batch. */
+static double now_s;
+
+static double script_clock(void) { return now_s; }
+
+/* A round (or a lone trial) starts: never past the deadline. */
+static void round_starts(struct script *s)
+{
+	if (s->deadline > 0 && now_s > s->deadline)
+		s->late = true;
+}
 
 static unsigned byte(struct script *s)
 {
@@ -98,8 +112,13 @@ static void trace(long b, const struct ab_trial *t, int rc)
 
 static int traced(void *ctx, long b, struct ab_trial *t, char *err, size_t errlen)
 {
-	int rc = trial(ctx, b, t, err, errlen);
+	struct script *s = ctx;
+	int rc;
 
+	if (!s->in_round)
+		round_starts(s);
+	rc = trial(ctx, b, t, err, errlen);
+	now_s += 1 + b % 7;
 	trace(b, t, rc);
 	return rc;
 }
@@ -107,13 +126,15 @@ static int traced(void *ctx, long b, struct ab_trial *t, char *err, size_t errle
 static int round_fn(void *ctx, const long *batches, size_t n, struct ab_trial *out, char *err,
 		    size_t errlen)
 {
-	for (size_t i = 0; i < n; i++) {
-		int rc = traced(ctx, batches[i], &out[i], err, errlen);
+	struct script *s = ctx;
+	int rc = 0;
 
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	round_starts(s);
+	s->in_round = true;
+	for (size_t i = 0; i < n && rc >= 0; i++)
+		rc = traced(ctx, batches[i], &out[i], err, errlen);
+	s->in_round = false;
+	return rc < 0 ? rc : 0;
 }
 
 static void setup(struct script *s, struct ab_search_params *p)
@@ -159,6 +180,11 @@ static void setup(struct script *s, struct ab_search_params *p)
 	if (p->parallel > 1)
 		p->round = round_fn, p->round_ctx = s;
 	p->objective = (mode >> 6) % 2 ? AB_OBJECTIVE_THROUGHPUT : AB_OBJECTIVE_MEMORY;
+	now_s = 0;
+	if (mode >> 7) { /* a probe's time limit: 0 to 64 s, a few trials' */
+		s->deadline = p->deadline = byte(s) / 4.0;
+		p->clock = script_clock;
+	}
 }
 
 static bool allowed(const struct ab_search_params *p, long b)
@@ -241,10 +267,13 @@ int search_check(const uint8_t *data, size_t size, char *why, size_t whylen)
 	rc = ab_search(&p, &t, traced, &s, &d, err, sizeof(err));
 	if (rc == 0)
 		bad = check_decision(&p, &t, &d, why, whylen);
-	else if (rc != -ENOSPC && rc != -EINVAL && rc != -EIO)
+	else if (rc != -ENOSPC && rc != -EINVAL && rc != -EIO && !(rc == -ETIME && p.deadline > 0))
 		bad = violated(why, whylen, "failed with %d: %s", rc, err);
 	else if (!err[0])
 		bad = violated(why, whylen, "failed with %d and no message", rc);
+	if (!bad && s.late)
+		bad = violated(why, whylen, "a round started past the time limit of %.2f s",
+			       p.deadline);
 	for (size_t i = 0; !bad && i < t.n; i++)
 		if (!allowed(&p, t.v[i].batch))
 			bad = violated(why, whylen, "ran batch %ld, not an allowed size", t.v[i].batch);
@@ -253,6 +282,8 @@ int search_check(const uint8_t *data, size_t size, char *why, size_t whylen)
 			if (t.v[i].batch == t.v[j].batch)
 				bad = violated(why, whylen, "batch %ld measured twice as two trials",
 					       t.v[i].batch);
+	if (!bad && rc == 0 && d.confidence == 65 && !p.deadline)
+		bad = violated(why, whylen, "time limit reached without a time limit");
 	/* the trials of a round that failed to run are not kept: up to a round more */
 	if (!bad && s.calls != t.n + t.repeats &&
 	    !(rc == -EIO && s.calls <= t.n + t.repeats + (size_t)(p.parallel > 1 ? p.parallel : 1)))

@@ -31,7 +31,7 @@ static struct ab_trial trial_v[2] = {
 	{.batch = 24, .has_peak = true, .peak_bytes = 60 * GiB, .has_step = true, .step_s = 0.7,
 	 .steps = 4, .runs = 1},
 };
-static struct ab_trials trials = {trial_v, 2, 2, 0, 0};
+static struct ab_trials trials = {.v = trial_v, .n = 2, .cap = 2};
 static struct ab_report_fraction fraction = {
 	.fraction = 0.8,
 	.decision = {.batch = 24, .grad_accum = 4, .limit_bytes = 64 * GiB, .confidence = 91,

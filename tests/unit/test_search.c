@@ -1128,7 +1128,7 @@ static int notes;
 static void keep_note(void *arg, const char *line)
 {
 	(void)arg;
-	if (strstr(line, "contradict")) {
+	if (strstr(line, "contradict") || strstr(line, "stands")) {
 		notes++;
 		snprintf(noted, sizeof(noted), "%s", line);
 	}
@@ -1273,6 +1273,108 @@ static void any_evidence(void **state)
 	}
 }
 
+/* The probe's time limit (--time-limit): a fake clock each trial moves on by 10 s and a
+ * second per 100 samples; memory 1 GiB and 10 MiB a sample, against 8 GiB (batch 716). */
+static double fake_now;
+static int timed_trials;
+
+static double fake_clock(void) { return fake_now; }
+
+static int timed_trial(void *ctx, long batch, struct ab_trial *out, char *e, size_t elen)
+{
+	(void)ctx, (void)e, (void)elen;
+	timed_trials++;
+	fake_now += 10 + (double)batch / 100;
+	out->peak_bytes = (uint64_t)(1 * GiB + 10 * MiB * (double)batch);
+	out->oom = out->peak_bytes > 16 * GiB;
+	out->has_peak = !out->oom;
+	out->steps = AB_TRIAL_MIN_STEPS;
+	out->samples_per_s = (double)(batch < 300 ? batch : 300);
+	return 0;
+}
+
+static int timed_search(struct ab_search_params p, struct ab_trials *t, struct ab_decision *d)
+{
+	fake_now = 1000;
+	timed_trials = 0;
+	notes = 0;
+	noted[0] = '\0';
+	p.total_bytes = (uint64_t)(16 * GiB);
+	p.fraction = 0.5;
+	p.clock = fake_clock;
+	p.note = keep_note;
+	if (p.deadline > 0)
+		p.deadline += fake_now;
+	memset(t, 0, sizeof(*t));
+	return ab_search(&p, t, timed_trial, NULL, d, err, sizeof(err));
+}
+
+static void time_limit(void **state)
+{
+	struct ab_search_params p = {.start = 64};
+	struct ab_trials t;
+	struct ab_decision d, free_run;
+	char line[128];
+	int untimed;
+
+	(void)state;
+	/* without a limit, and with one it never nears: the same search */
+	assert_int_equal(timed_search(p, &t, &free_run), 0);
+	untimed = timed_trials;
+	assert_int_equal(untimed, 3);
+	assert_true(free_run.confidence != 65);
+	ab_trials_free(&t);
+	p.deadline = 100000;
+	assert_int_equal(timed_search(p, &t, &d), 0);
+	assert_int_equal(timed_trials, untimed);
+	assert_int_equal(d.batch, free_run.batch);
+	ab_trials_free(&t);
+
+	/* 25 s: 64 ends at 10.6 s, and 1.25 x that leaves room for a second round; after it
+	 * (batch 300 or more: 13 s or more), none */
+	p.deadline = 25;
+	assert_int_equal(timed_search(p, &t, &d), 0);
+	assert_int_equal(timed_trials, 2);
+	assert_true(t.longest_round_s >= 13 && fake_now - 1000 + 1.25 * t.longest_round_s > 25);
+	assert_int_equal(d.confidence, 65);
+	assert_string_equal(ab_confidence_tier(d.confidence), "time limit reached");
+	assert_true(ab_trial_fits(&t.v[d.chosen], d.limit_bytes, (uint64_t)(16 * GiB)));
+	assert_true(d.batch < free_run.batch);
+	assert_string_equal(err, "");
+	assert_int_equal(notes, 1);
+	assert_contains(noted, "the probe's time limit leaves ");
+	snprintf(line, sizeof(line), ": the best fit seen, batch %ld, stands", d.batch);
+	assert_contains(noted, line);
+	ab_trials_free(&t);
+
+	/* nothing fit when the time came: an error, never a guess (4096 ran out of memory) */
+	p.start = 4096;
+	p.deadline = 20;
+	assert_int_equal(timed_search(p, &t, &d), -ETIME);
+	assert_int_equal(timed_trials, 1);
+	assert_int_equal(d.batch, 0);
+	assert_contains(err, "no batch was seen to fit before the probe's time ran out (the "
+			     "probe's time limit leaves");
+	assert_contains(err, "after 1 trials): give the probe more time");
+	ab_trials_free(&t);
+
+	/* a warm start that fit stands when no second trial has the time */
+	p = (struct ab_search_params){.warm_batch = 300, .warm_per_sample = 10 * MiB,
+				      .deadline = 15};
+	assert_int_equal(timed_search(p, &t, &d), 0);
+	assert_int_equal(timed_trials, 1);
+	assert_int_equal(d.batch, 300);
+	assert_int_equal(d.confidence, 65);
+	ab_trials_free(&t);
+
+	/* the throughput objective keeps its best fit when the time comes */
+	p = (struct ab_search_params){.start = 64, .deadline = 60,
+				      .objective = AB_OBJECTIVE_THROUGHPUT};
+	assert_int_equal(timed_search(p, &t, &d), 0);
+	assert_true(ab_trial_fits(&t.v[d.chosen], d.limit_bytes, (uint64_t)(16 * GiB)));
+	ab_trials_free(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1290,6 +1392,7 @@ int main(void)
 		cmocka_unit_test(search_findings),
 		cmocka_unit_test(fixed_under_jitter),
 		cmocka_unit_test(contradicting_trials),
+		cmocka_unit_test(time_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
