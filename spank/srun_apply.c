@@ -219,7 +219,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					.ntasks = ntasks, .dp_width = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
-	het = nargs > 0 && ab_srun_het_step(args, (size_t)nargs);
+	het = nargs > 0 && ab_srun_het_step(args, (size_t)nargs, pl->job.argc, pl->job.argv);
 	if ((rc = step_dir(&pl->job, args, nargs, pl->chdir, err, errlen)) < 0)
 		return rc;
 	pl->job.chdir = pl->chdir[0] ? pl->chdir : NULL;
@@ -244,9 +244,10 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 			       pl->job.argv[0]);
 	if (het)
 		return ab_fail(err, errlen, EINVAL,
-			       "a heterogeneous step (srun ... : ...) is not probed: its components "
-			       "hold different programs, and Slurm hands the decision to the first "
-			       "one only; give --autobatch to an srun of the training component alone");
+			       "a heterogeneous step (srun ... : ..., or --het-group of several "
+			       "components) is not probed: its components hold different programs "
+			       "or resources, and Slurm hands the decision to the first one only; "
+			       "give --autobatch to an srun of the training component alone");
 	pl->job.nodelist = getenv("SLURM_STEP_NODELIST") ? getenv("SLURM_STEP_NODELIST")
 							 : getenv("SLURM_NODELIST");
 	pl->job.nnodes = ab_srun_node_count(pl->job.nodelist);

@@ -155,12 +155,29 @@ int ab_step_path(const char *dir, const char *path, char *buf, size_t len)
 	return ab_format(buf, len, "%s%s%s", in_dir ? dir : "", in_dir ? "/" : "", path);
 }
 
-bool ab_srun_het_step(const char *args, size_t len)
+/* --het-group's value names more than one component: "0,1", "0-2" */
+static bool het_groups(const char *value)
 {
+	return value && value[strcspn(value, ",-")] != '\0';
+}
+
+bool ab_srun_het_step(const char *args, size_t len, int argc, char *const argv[])
+{
+	const char *words[512];
+	int n;
+
 	/* the first word is srun itself */
 	for (size_t i = strnlen(args, len) + 1; i < len; i += strnlen(args + i, len - i) + 1)
 		if (args[i] == ':' && (i + 1 == len || args[i + 1] == '\0'))
 			return true;
+	/* inside a heterogeneous job, a step over several of its components, without ':' */
+	n = srun_words(args, len, argc, argv, words);
+	for (int i = 1; i < n; i++) {
+		if (!strcmp(words[i], "--het-group") && het_groups(i + 1 < n ? words[i + 1] : NULL))
+			return true;
+		if (!strncmp(words[i], "--het-group=", 12) && het_groups(words[i] + 12))
+			return true;
+	}
 	return false;
 }
 

@@ -233,8 +233,10 @@ int ab_env_twin(const char *name, char *buf, size_t buflen);
 const char *ab_option_value(const char *arg);
 
 /* True when srun's command line (NUL-separated, as /proc/self/cmdline gives it) holds a bare
- * ':', which srun reads as the border between the components of a heterogeneous step. */
-bool ab_srun_het_step(const char *args, size_t len);
+ * ':', which srun reads as the border between the components of a heterogeneous step, or
+ * when its options (before the step's command: argc words of argv) hold a --het-group of
+ * several components ("0,1", "0-2"), a step over them inside a heterogeneous job. */
+bool ab_srun_het_step(const char *args, size_t len, int argc, char *const argv[]);
 
 /* The directory srun's own -D/--chdir gives the step (-D DIR, -DDIR, --chdir=DIR,
  * --chdir DIR), read from srun's command line (as ab_srun_het_step) up to the step's command

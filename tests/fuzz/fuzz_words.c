@@ -54,7 +54,7 @@ static void srun_args(const char *raw, size_t len, unsigned pick)
 		words[n++] = copy + i;
 	argc = n ? (int)(pick % 4) % (n + 1) : 0;
 	/* argv: the last argc words (what srun's command is) */
-	(void)ab_srun_het_step(raw, len);
+	(void)ab_srun_het_step(raw, len, argc, words + n - argc);
 	(void)ab_srun_multi_prog(raw, len, argc, words + n - argc);
 	dir = ab_srun_chdir(raw, len, argc, words + n - argc);
 	if (dir && (dir < raw || dir >= raw + len))

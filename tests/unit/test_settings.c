@@ -827,13 +827,24 @@ static void het_steps(void **state)
 	static const char het[] = "srun\0-n1\0--autobatch=0.8\0train\0:\0-n1\0ps";
 	static const char plain[] = "srun\0--autobatch\0sh\0-c\0: ; x:\0a:b";
 	static const char last[] = "srun\0x\0:";
+	/* inside a heterogeneous job: a step over components 0 and 1, no ':' */
+	static const char groups[] = "srun\0--het-group=0,1\0--autobatch\0train";
+	static const char range[] = "srun\0--het-group\0000-2\0train";
+	static const char one[] = "srun\0--het-group=1\0--autobatch\0train";
+	static const char theirs[] = "srun\0--autobatch\0train\0--het-group=0,1";
+	char *train[] = {"train"}, *train_theirs[] = {"train", "--het-group=0,1"};
 
 	(void)state;
-	assert_true(ab_srun_het_step(het, sizeof(het)));
-	assert_true(ab_srun_het_step(last, sizeof(last)));
-	assert_false(ab_srun_het_step(plain, sizeof(plain)));
-	assert_false(ab_srun_het_step(":", 2)); /* a program named ':' is srun's argv[0] */
-	assert_false(ab_srun_het_step("", 0));
+	assert_true(ab_srun_het_step(het, sizeof(het), 1, (char *[]){"ps"}));
+	assert_true(ab_srun_het_step(last, sizeof(last), 0, NULL));
+	assert_false(ab_srun_het_step(plain, sizeof(plain), 1, (char *[]){"a:b"}));
+	assert_false(ab_srun_het_step(":", 2, 0, NULL)); /* a program named ':' is srun's argv[0] */
+	assert_false(ab_srun_het_step("", 0, 0, NULL));
+	assert_true(ab_srun_het_step(groups, sizeof(groups), 1, train));
+	assert_true(ab_srun_het_step(range, sizeof(range), 1, train));
+	assert_false(ab_srun_het_step(one, sizeof(one), 1, train)); /* one component: a step */
+	/* the program's own argument is not srun's */
+	assert_false(ab_srun_het_step(theirs, sizeof(theirs), 2, train_theirs));
 }
 
 /* srun -D: its four spellings, the last given, never the command's own -D */
