@@ -67,6 +67,20 @@ static int add_long(struct ab_hold_answer *vars, const char *name, long value)
 	return add_var(vars, name, text);
 }
 
+/* The report's name: autobatch-JOB.STEP.json, and for a requeued job's rerun (Slurm's
+ * SLURM_RESTART_COUNT, 1 and up) autobatch-JOB.STEP.rN.json: a rerun has the job's and the
+ * step's ids again, and would replace the report whose real_run the first run's tasks left. */
+static void report_name(unsigned jobid, unsigned stepid, char *name, size_t len)
+{
+	const char *restarts = getenv("SLURM_RESTART_COUNT");
+	long n = 0;
+
+	if (restarts && ab_parse_whole(restarts, 1, 1L << 30, &n) == 0)
+		snprintf(name, len, "autobatch-%u.%u.r%ld.json", jobid, stepid, n);
+	else
+		snprintf(name, len, "autobatch-%u.%u.json", jobid, stepid);
+}
+
 /* The probe's report beside the job's files, else in $TMPDIR: written whole through a
  * temp file and a rename, never through what someone planted at its name (a FIFO would
  * hang srun, a hard link would be truncated). */
@@ -77,7 +91,7 @@ static void write_report(unsigned jobid, unsigned stepid, const char *json, char
 	char cwd[PATH_MAX], name[64], err[AB_ERR_MAX] = "";
 	int rc = -ENOENT;
 
-	snprintf(name, sizeof(name), "autobatch-%u.%u.json", jobid, stepid);
+	report_name(jobid, stepid, name, sizeof(name));
 	for (int i = 0; i < 2 && rc < 0; i++) {
 		const char *dir = i == 0 ? getcwd(cwd, sizeof(cwd)) : (tmp && *tmp == '/' ? tmp : "/tmp");
 		int dirfd;
