@@ -162,7 +162,7 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 		.eval_key = o->eval_key, .save_key = o->save_key,
 		.metrics_key = o->metrics_key, .checkpoint_key = o->checkpoint_key, .pad_to = o->length_cap,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
-		.max_trial_seconds = o->max_trial_seconds,
+		.max_trial_seconds = o->max_trial_seconds, .deadline = o->deadline,
 		.startup_seconds = o->startup_seconds, .hook_dir = hook, .hook_missing = missing,
 		.workdir_parent = shared_parent(o, s),
 		.note = run_print_note,
@@ -299,6 +299,7 @@ int cmd_run(int argc, char **argv)
 	if (o.describe_device)
 		return describe_device(&o);
 	t0 = ab_now();
+	o.deadline = o.time_limit > 0 ? t0 + o.time_limit : 0;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
@@ -324,7 +325,7 @@ int cmd_run(int argc, char **argv)
 			.run_steps = run_steps, .run_accum = o.config_accum,
 			.trial_accum = s.exec.accum_key ? 1 : o.config_accum,
 			.trial_cap = o.trial_cap,
-			.deadline = o.time_limit > 0 ? t0 + o.time_limit : 0,
+			.deadline = o.deadline,
 			.progress = run_print_trial, .progress_arg = &prog, .note = run_print_note,
 			.parallel = (int)s.round.nslots,
 			.warm_batch = i == 0 ? o.warm_start : 0,

@@ -65,8 +65,9 @@ void run_usage(FILE *out)
 		"  --trial-cap N         past them, a best fit under 90%% of a failure goes on up to\n"
 		"                        N trials in all (default 12)\n"
 		"  --time-limit S        no trial round is started that would end past S seconds\n"
-		"                        from the start (by the longest round so far); the best\n"
-		"                        fit seen then stands (\"time limit reached\")\n"
+		"                        from the start (by the longest round so far), and a trial\n"
+		"                        still running then is stopped; the best fit seen stands\n"
+		"                        (\"time limit reached\")\n"
 		"  --json FILE|-         --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config); says where\n");
 }

@@ -208,6 +208,7 @@ enum ending {
 	ENDED_STEPS,     /* the measured steps did not come within --trial-seconds */
 	ENDED_MEMORY,    /* over the device's memory */
 	ENDED_INTERRUPT, /* the probe was interrupted */
+	ENDED_TIME,      /* the probe's time limit came before its steps */
 };
 
 struct outcome {
@@ -295,6 +296,9 @@ static enum ending deadline(const struct watching *t, double elapsed)
 	const struct ab_exec *x = t->x;
 	double since, longest;
 
+	/* the probe's time is up: a trial with its evidence counts, one without ends */
+	if (x->deadline > 0 && ab_now() >= x->deadline)
+		return t->w->rep.steps >= AB_TRIAL_MIN_STEPS ? ENDED_DONE : ENDED_TIME;
 	if (t->done > 0)
 		return elapsed - t->done > AB_DONE_GRACE_SECONDS ? ENDED_DONE : ENDED_ITSELF;
 	if (t->first == 0)
@@ -555,6 +559,11 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 		return ab_fail(err, errlen, EINTR, "interrupted during trial %d (batch %ld); the "
 						   "trial was stopped",
 			       x->count, batch);
+	if (o->ending == ENDED_TIME)
+		return ab_fail(err, errlen, ETIME, "trial %d (batch %ld) was stopped at the probe's "
+						   "time limit, after %.0f s, before its steps were "
+						   "seen",
+			       x->count, batch, o->seconds);
 	out->steps = rep->steps > INT_MAX ? INT_MAX : (int)rep->steps;
 	out->ranks = (int)rep->nranks;
 	out->bound_rank = rep->bound_rank;

@@ -52,6 +52,9 @@ struct ab_exec {
 	 * this (0: the default); once one measured step is seen, a step that would end past
 	 * trial_seconds is not waited for: the warm-up and one measured step are the evidence. */
 	double max_trial_seconds;
+	/* The probe's time limit on ab_now's clock (0: none): a trial still running then is
+	 * stopped, counted where its steps were seen, else -ETIME (the search keeps its best). */
+	double deadline;
 	enum ab_peak_source peak_source;
 	uint64_t capacity;      /* RSS or GPU memory above this is an OOM */
 	/* XLA's pool cap in a trial where the environment names none (ab_env_xla_fraction):

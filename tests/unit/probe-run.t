@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..25"
+echo "1..26"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -203,4 +203,14 @@ check "--time-limit: no round past it; the best fit seen stands (time limit reac
 	sh -c "$slow" 2>"$dir/late.err"
 check "--time-limit before any fit: status failed, exit 1, what to do" \
 	sh -c "test $? -eq 1 && grep -q 'no batch was seen to fit before the probe.s time ran out (the probe.s time limit leaves 0 s, and a round of trials has taken up to [0-9]* s, after 1 trials): give the probe more time' '$dir/late.json'"
+
+# a round started in time whose trial runs past the limit (batches over 4 hang) is stopped
+# there: the best fit seen stands
+"$probe" run --device sim:total=1GiB --start 4 --time-limit 3 --json "$dir/stopped.json" -- \
+	sh -c '[ "$AUTOBATCH_BATCH_SIZE" -le 4 ] || exec sleep 60
+	for i in 1 2 3 4; do echo "{\"step_s\": 0.01, \"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 1048576))}" >>"$AUTOBATCH_TRIAL_REPORT"; done' \
+	2>"$dir/stopped.err"
+check "--time-limit stops a trial still running then; the best fit seen stands" \
+	sh -c "grep -q '\"batch_size\":4,' '$dir/stopped.json' && grep -q '\"confidence_tier\":\"time limit reached\"' '$dir/stopped.json' &&
+	       grep -q '^autobatch: trial 2 (batch [0-9]*) was stopped at the probe.s time limit, after [0-9]* s, before its steps were seen: the best fit seen, batch 4, stands' '$dir/stopped.err'"
 exit $failed
