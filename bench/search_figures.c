@@ -364,7 +364,19 @@ static long env_open(struct env *e, const struct curve_case *c)
 	return best_of(e);
 }
 
-static struct outcome ours_on(struct env *e, int gpus)
+/* The probe's clock under a time limit: each trial takes a round's time (time_table). */
+static double clock_s, round_s;
+
+static double bench_clock(void) { return clock_s; }
+
+static int timed_sim_trial(void *ctx, long b, struct ab_trial *t, char *err, size_t errlen)
+{
+	clock_s += round_s;
+	return ab_sim_trial(ctx, b, t, err, errlen);
+}
+
+/* autobatch with G GPUs, and a time limit of that many seconds on bench_clock (0: none) */
+static struct outcome ours_timed(struct env *e, int gpus, double limit_s)
 {
 	struct ab_search_params p = {
 		.total_bytes = e->sim.total_bytes, .fraction = e->c->fraction,
@@ -377,7 +389,13 @@ static struct outcome ours_on(struct env *e, int gpus)
 	struct outcome o = {0};
 	char err[256];
 
-	if (ab_search(&p, &trials, ab_sim_trial, &e->sim, &d, err, sizeof(err)) == 0) {
+	if (limit_s > 0) {
+		clock_s = 0;
+		p.deadline = limit_s;
+		p.clock = bench_clock;
+	}
+	if (ab_search(&p, &trials, limit_s > 0 ? timed_sim_trial : ab_sim_trial, &e->sim, &d, err,
+		      sizeof(err)) == 0) {
 		o.chosen = d.batch;
 		o.verified = 1;
 		o.confidence = d.confidence;
@@ -393,6 +411,11 @@ static struct outcome ours_on(struct env *e, int gpus)
 	}
 	ab_trials_free(&trials);
 	return o;
+}
+
+static struct outcome ours_on(struct env *e, int gpus)
+{
+	return ours_timed(e, gpus, 0);
 }
 
 static struct outcome ours(struct env *e)
@@ -582,6 +605,52 @@ static void parallel_table(int from, int to, bool verbose)
 	}
 }
 
+/* autobatch under the probe's time limit (--time-limit: no round started that 1.25 times the
+ * longest would end past it; the best fit seen stands), of K trials' time, one GPU: how far
+ * below the best the choice stays, and how often none fit in time. */
+static void time_table(int from, int to)
+{
+	static const double limits[] = {1.5, 2.5, 3.5, 4.5, 6.5, 0};
+	int cases_fit = 0;
+
+	round_s = TRIAL_STARTUP_S + TRIAL_STEPS * TRIAL_STEP_S;
+	printf("\nthe probe's time limit, in trials' time (each %.0f s); one GPU\n\n", round_s);
+	printf("%-12s %8s %8s %9s %10s %6s\n", "time limit", "median", "no fit", "<97%",
+	       "median %", "over");
+	printf("%-12s %8s %8s %9s %10s %6s\n", "", "trials", "in time", "of best", "of best",
+	       "limit");
+	for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++) {
+		int trials[MAX_CASES], share[MAX_CASES], n = 0, ns = 0, under = 0, over = 0, none = 0;
+		char name[32];
+
+		for (int i = from; i < to; i++) {
+			struct env e;
+			long best = env_open(&e, &cases[i]);
+			struct outcome o = ours_timed(&e, 1, limits[l] * round_s);
+			bool fits = o.chosen > 0 && truly_fits(&e, o.chosen);
+
+			if (best > 0) {
+				over += o.chosen > 0 && !fits;
+				none += o.chosen == 0;
+				under += !fits || o.chosen < (1 - AB_SEARCH_TOLERANCE) * best;
+				share[ns++] = fits ? (int)(100.0 * o.chosen / best) : 0;
+				trials[n++] = o.trials;
+			}
+			ab_sim_free(&e.sim);
+		}
+		qsort(trials, (size_t)n, sizeof(int), cmp_int);
+		qsort(share, (size_t)ns, sizeof(int), cmp_int);
+		if (limits[l] > 0)
+			snprintf(name, sizeof(name), "%.1f trials", limits[l]);
+		else
+			snprintf(name, sizeof(name), "none");
+		printf("%-12s %8d %8d %9d %9d%% %6d\n", name, n ? trials[n / 2] : 0, none, under,
+		       ns ? share[ns / 2] : 0, over);
+		cases_fit = n;
+	}
+	printf("(over the %d cases where some batch fits)\n", cases_fit);
+}
+
 /* tests/unit/test_search.c's random curves (affine, base up to 60% of the GPU, jitter 0, 0.5
  * or 1% of the peak, 2 MiB granules or none), drawn with other seeds: how often the 6-trial
  * budget ends below 97% of the best (the largest batch whose noise-free peak fits the limit
@@ -731,5 +800,6 @@ int main(int argc, char **argv)
 	parallel_table(0, nbase, verbose);
 	printf("\nthe same, on the %d curves that bend upward:\n", ncases - nbase);
 	parallel_table(nbase, ncases, verbose);
+	time_table(0, nbase);
 	return 0;
 }

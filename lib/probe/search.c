@@ -613,7 +613,8 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 		rc = memory_search(&r, out);
 	if (rc == 0 && (rc = settle_noise(&r, out)) == -ETIME)
 		rc = no_fit_in_time(&r); /* none under the margin the helpers' noise needs */
-	if (rc == 0)
+	/* a search the time cut short has not seen how far memory goes: its fit stands proven */
+	if (rc == 0 && out->confidence != AB_CONFIDENCE_TIME_LIMIT)
 		rc = check_grows(&r, out, err, errlen);
 	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)
 		rc = throughput_search(&r, out);
