@@ -1293,6 +1293,19 @@ static int timed_trial(void *ctx, long batch, struct ab_trial *out, char *e, siz
 	return 0;
 }
 
+/* memory that hardly grows: 1 GiB and 4 KiB a sample on 16 GiB at 0.5 */
+static int flat_trial(void *ctx, long batch, struct ab_trial *out, char *e, size_t elen)
+{
+	int rc = timed_trial(ctx, batch, out, e, elen);
+
+	out->peak_bytes = (uint64_t)(1 * GiB + 4096.0 * (double)batch);
+	out->oom = false;
+	out->has_peak = true;
+	return rc;
+}
+
+static ab_trial_fn timed_fn = timed_trial;
+
 static int timed_search(struct ab_search_params p, struct ab_trials *t, struct ab_decision *d)
 {
 	fake_now = 1000;
@@ -1306,7 +1319,7 @@ static int timed_search(struct ab_search_params p, struct ab_trials *t, struct a
 	if (p.deadline > 0)
 		p.deadline += fake_now;
 	memset(t, 0, sizeof(*t));
-	return ab_search(&p, t, timed_trial, NULL, d, err, sizeof(err));
+	return ab_search(&p, t, timed_fn, NULL, d, err, sizeof(err));
 }
 
 static void time_limit(void **state)
@@ -1366,6 +1379,17 @@ static void time_limit(void **state)
 	assert_int_equal(d.batch, 300);
 	assert_int_equal(d.confidence, 65);
 	ab_trials_free(&t);
+
+	/* memory that grows by under 2% from 1 to 16 samples and more: a search the time cut
+	 * short keeps its fit (one that ran its course would have seen it grow, or refused) */
+	timed_fn = flat_trial;
+	p = (struct ab_search_params){.start = 1, .deadline = 35};
+	assert_int_equal(timed_search(p, &t, &d), 0);
+	assert_int_equal(timed_trials, 3); /* 1, 8, then past 16 x 1 */
+	assert_true(d.batch >= 16);
+	assert_int_equal(d.confidence, 65);
+	ab_trials_free(&t);
+	timed_fn = timed_trial;
 
 	/* the throughput objective keeps its best fit when the time comes */
 	p = (struct ab_search_params){.start = 64, .deadline = 60,
