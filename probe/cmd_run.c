@@ -336,8 +336,10 @@ int cmd_run(int argc, char **argv)
 		fr[i].fraction = o.fractions[i];
 		rc = ab_search(&p, &trials, s.fn, s.ctx, &fr[i].decision, r.error, sizeof(r.error));
 		fr[i].ok = rc == 0;
-		r.ok = rc == 0 || (i > 0 && rc == -ENOSPC); /* a later, lower target may not fit */
-		if (rc == -ENOSPC && i > 0)
+		fr[i].out_of_time = rc == -ETIME;
+		/* a later, lower target may not fit, or the time may be spent by then */
+		r.ok = rc == 0 || (i > 0 && (rc == -ENOSPC || rc == -ETIME));
+		if ((rc == -ENOSPC || rc == -ETIME) && i > 0)
 			r.error[0] = '\0';
 	}
 	r.mode = s.mode ? s.mode : (o.command ? "exec" : "sim");

@@ -533,6 +533,8 @@ void ab_report_decision_line(const struct ab_report *r, char *buf, size_t buflen
 			ab_append(buf, buflen, &len, "%s fraction %g: batch %ld", i == 1 ? ";" : ",",
 				  r->fractions[i].fraction, r->fractions[i].decision.batch);
 		else
-			ab_append(buf, buflen, &len, "%s fraction %g: nothing fits", i == 1 ? ";" : ",",
-				  r->fractions[i].fraction);
+			ab_append(buf, buflen, &len, "%s fraction %g: %s", i == 1 ? ";" : ",",
+				  r->fractions[i].fraction,
+				  r->fractions[i].out_of_time ? "no fit seen in time"
+							      : "nothing fits");
 }

@@ -14,6 +14,7 @@ struct ab_report_fraction {
 	double fraction;
 	struct ab_decision decision;
 	bool ok;
+	bool out_of_time; /* not ok: the probe's time ran out before its search found a fit */
 };
 
 /* What data parallelism costs, measured with NCCL across the probe's GPUs. */

@@ -254,13 +254,15 @@ static void time_up(const struct run *r, const struct ab_trial *best)
 {
 	char line[AB_ERR_MAX + 64];
 
-	if (r->p->note) {
+	if (r->p->note && best) {
 		snprintf(line, sizeof(line), "%s: the best fit seen, batch %ld, stands", r->err,
 			 best->batch);
 		r->p->note(r->p->progress_arg, line);
 	}
 	r->err[0] = '\0';
 }
+
+#define NO_FIT_IN_TIME "no batch was seen to fit before the probe's time ran out"
 
 /* ... and none was seen to fit yet. */
 static int no_fit_in_time(struct run *r)
@@ -269,10 +271,9 @@ static int no_fit_in_time(struct run *r)
 
 	snprintf(why, sizeof(why), "%s", r->err);
 	return ab_fail(r->err, r->errlen, ETIME,
-		       "no batch was seen to fit before the probe's time ran out (%s, after %zu "
-		       "trials): give the probe more time (--time-limit; under srun, "
+		       NO_FIT_IN_TIME " (%s%safter %zu trials): give the probe more time (--time-limit; under srun, "
 		       "probe_timeout= or the job's time limit)",
-		       why, r->trials->n);
+		       why, why[0] ? ", " : "", r->trials->n);
 }
 
 static int memory_search(struct run *r, struct ab_decision *out)
@@ -325,7 +326,8 @@ static int memory_search(struct run *r, struct ab_decision *out)
 			}
 		}
 		n = search_plan_round(r, &k, pred, v, cap);
-		if ((rc = search_measure_round(r, v, n)) == -ETIME && k.lo) {
+		/* the round's trials that finished before the time limit count too */
+		if ((rc = search_measure_round(r, v, n)) == -ETIME && (k = search_bracket(r)).lo) {
 			timed = true;
 			time_up(r, k.lo);
 			break;
@@ -377,7 +379,7 @@ static int warm_start(struct run *r, struct ab_decision *out)
 	    (double)b >= (1 - AB_SEARCH_TOLERANCE) * crossing)
 		return 0; /* no larger batch within the tolerance: b is the answer */
 	if ((rc = search_measure(r, next)) == -ETIME) {
-		time_up(r, t);
+		time_up(r, search_find(r, b)); /* the trials may have moved */
 		out->confidence = AB_CONFIDENCE_TIME_LIMIT;
 		return 0;
 	}
@@ -446,6 +448,7 @@ static int noise_failure(struct run *r)
  * the memory line to a batch that does. */
 static int settle_noise(struct run *r, struct ab_decision *out)
 {
+	bool timed = false; /* no time to run the choice again: the floor's margin stands */
 	int rc;
 
 	for (int round = 0;; round++) {
@@ -457,8 +460,12 @@ static int settle_noise(struct run *r, struct ab_decision *out)
 		 * step down that ran out of memory was chosen before the search fuzzer) */
 		if (!t->helpers && search_fits(r, t))
 			break;
-		if (t->helpers && !search_spread_known(r) && (rc = search_repeat(r, out->chosen)) < 0)
-			return rc;
+		if (t->helpers && !search_spread_known(r) && !timed &&
+		    (rc = search_repeat(r, out->chosen)) < 0) {
+			if (rc != -ETIME)
+				return rc;
+			timed = true; /* said once the choice is settled (time_up) */
+		}
 		t = &r->trials->v[out->chosen];
 		if (r->limit == 0)
 			return noise_failure(r);
@@ -468,12 +475,21 @@ static int settle_noise(struct run *r, struct ab_decision *out)
 			return noise_failure(r);
 		k = search_bracket(r); /* a batch already measured to fit under the margin will do */
 		if (!k.lo || k.lo->batch < b) {
-			if ((rc = search_measure(r, b)) < 0)
+			rc = timed ? -ETIME : search_measure(r, b);
+			if (rc < 0 && !(rc == -ETIME && k.lo))
 				return rc;
-			k.lo = search_find(r, b);
+			if (rc == 0)
+				k.lo = search_find(r, b);
+			timed = timed || rc == -ETIME;
 		}
 		out->chosen = (size_t)(k.lo - r->trials->v);
 		out->batch = k.lo->batch;
+	}
+	if (timed && out->confidence != AB_CONFIDENCE_TIME_LIMIT) /* said once */
+		time_up(r, &r->trials->v[out->chosen]);
+	if (timed) {
+		r->err[0] = '\0';
+		out->confidence = AB_CONFIDENCE_TIME_LIMIT;
 	}
 	out->margin_bytes = r->target - r->limit;
 	return 0;
@@ -531,7 +547,12 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 		if (!next || next <= below->batch || next >= best->batch || search_find(r, next))
 			break;
 		if ((rc = search_measure(r, next)) == -ETIME) {
-			time_up(r, best);
+			/* said once, where the memory search has not said it */
+			if (out->confidence != AB_CONFIDENCE_TIME_LIMIT)
+				time_up(r, fastest(r));
+			else
+				r->err[0] = '\0';
+			out->confidence = AB_CONFIDENCE_TIME_LIMIT;
 			break;
 		}
 		if (rc < 0)
@@ -611,13 +632,16 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	rc = p->warm_batch > 0 ? warm_start(&r, out) : 1;
 	if (rc == 1)
 		rc = memory_search(&r, out);
-	if (rc == 0 && (rc = settle_noise(&r, out)) == -ETIME)
-		rc = no_fit_in_time(&r); /* none under the margin the helpers' noise needs */
+	if (rc == 0)
+		rc = settle_noise(&r, out);
 	/* a search the time cut short has not seen how far memory goes: its fit stands proven */
 	if (rc == 0 && out->confidence != AB_CONFIDENCE_TIME_LIMIT)
 		rc = check_grows(&r, out, err, errlen);
 	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)
 		rc = throughput_search(&r, out);
+	/* what the time cut short before any fit (memory_search said it already) */
+	if (rc == -ETIME && strncmp(err, NO_FIT_IN_TIME, strlen(NO_FIT_IN_TIME)))
+		rc = no_fit_in_time(&r);
 	if (rc == 0) {
 		out->margin_bytes = r.target - r.limit; /* a throughput trial may have raised it */
 		/* the run's: the global batch's split, else the config's own */

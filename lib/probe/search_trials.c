@@ -166,9 +166,20 @@ static int out_of_time(struct run *r)
 		       left > 0 ? left : 0, r->trials->longest_round_s);
 }
 
+/* A round the time limit stopped: its trials that finished, moved to the front; how many. */
+static size_t finished(struct ab_trial *out, size_t n)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!out[i].stopped)
+			out[kept++] = out[i];
+	return kept;
+}
+
 /* Runs one round: the batches at once where a round function and GPUs allow, else one
- * after another. Every batch is a new one. -ETIME, nothing run, when the time limit leaves
- * no room for it. */
+ * after another. Every batch is a new one. -ETIME when the time limit leaves no room for it
+ * (nothing run), or stopped some of its trials: those that finished are kept. */
 int search_measure_round(struct run *r, const long *batches, size_t n)
 {
 	struct ab_trials *t = r->trials;
@@ -185,14 +196,19 @@ int search_measure_round(struct run *r, const long *batches, size_t n)
 		rc = r->p->round(r->p->round_ctx, batches, n, out, r->err, r->errlen);
 	else
 		for (size_t i = 0; i < n && rc >= 0; i++)
-			rc = r->fn(r->ctx, batches[i], &out[i], r->err, r->errlen);
-	if (rc < 0)
+			if ((rc = r->fn(r->ctx, batches[i], &out[i], r->err, r->errlen)) < 0)
+				for (size_t j = i; j < n; j++) /* it and those not run */
+					out[j].stopped = true;
+	if (rc < 0 && rc != -ETIME)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		out[i].batch = batches[i];
+	if (rc == -ETIME && !(n = finished(out, n)))
 		return rc;
 	t->longest_round_s = fmax(t->longest_round_s, search_clock(r) - t0);
 	t->rounds++;
 	r->new_rounds++;
 	for (size_t i = 0; i < n; i++) {
-		out[i].batch = batches[i];
 		out[i].runs = 1;
 		out[i].round = (int)t->rounds;
 	}
@@ -202,7 +218,7 @@ int search_measure_round(struct run *r, const long *batches, size_t n)
 	keep_margin(r);
 	for (size_t i = 0; i < n; i++)
 		progress(r, &t->v[t->n - n + i], t->n - n + i + t->repeats);
-	return 0;
+	return rc;
 }
 
 int search_measure(struct run *r, long b)

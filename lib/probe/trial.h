@@ -51,6 +51,10 @@ struct ab_trial {
 	/* started while the trial before it ran, and waited for its batch (its imports hidden):
 	 * seconds and startup_s count from its release */
 	bool ahead;
+	/* no result: the probe's time limit stopped it before its steps (its trial function
+	 * returned -ETIME), or, in a round that returned -ETIME, it failed; such a slot of a
+	 * round is dropped, the others' results kept (search_measure_round) */
+	bool stopped;
 };
 
 /* The peak t's steps showed: peak_bytes less what the search added for the run's steps. */

@@ -559,6 +559,7 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 		return ab_fail(err, errlen, EINTR, "interrupted during trial %d (batch %ld); the "
 						   "trial was stopped",
 			       x->count, batch);
+	out->stopped = o->ending == ENDED_TIME;
 	if (o->ending == ENDED_TIME)
 		return ab_fail(err, errlen, ETIME, "trial %d (batch %ld) was stopped at the probe's "
 						   "time limit, after %.0f s, before its steps were "

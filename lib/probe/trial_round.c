@@ -152,13 +152,18 @@ static int collect(struct ab_exec_round *r, struct running *w, size_t n, struct 
 				 out[w[i].index].batch, status);
 		}
 		close(w[i].fd);
-		if (m.rc < 0 && rc == 0) {
+		/* the first failure, unless only the time limit stopped a trial before it: a
+		 * round that failed otherwise fails whole; one the time stopped keeps the trials
+		 * that finished (ab_trial.stopped marks the rest) */
+		if (m.rc < 0 && (rc == 0 || (rc == -ETIME && m.rc != -ETIME))) {
 			rc = m.rc;
 			ab_copy(err, errlen, m.err);
 		}
 		if (m.rc == 0) {
 			out[w[i].index] = m.t;
 			ab_exec_learn_pace(r->x, &m.t);
+		} else {
+			out[w[i].index].stopped = true;
 		}
 	}
 	return rc;

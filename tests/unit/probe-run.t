@@ -196,13 +196,14 @@ slow='for i in 1 2 3 4; do sleep 0.4; echo "{\"step_s\": 0.4, \"peak_bytes\": $(
 "$probe" run --device sim:total=1GiB --start 4 --time-limit 2 --json "$dir/timed.json" -- \
 	sh -c "$slow" 2>"$dir/timed.err"
 check "--time-limit: no round past it; the best fit seen stands (time limit reached)" \
-	sh -c "grep -q '\"status\":\"ok\"' '$dir/timed.json' && grep -q '\"batch_size\":4,' '$dir/timed.json' &&
+	sh -c "test $? -eq 0 && grep -q '\"status\":\"ok\"' '$dir/timed.json' && grep -q '\"batch_size\":4,' '$dir/timed.json' &&
 	       grep -q '\"confidence_tier\":\"time limit reached\"' '$dir/timed.json' &&
 	       grep -q '^autobatch: the probe.s time limit leaves [0-9]* s, and a round of trials has taken up to [0-9]* s: the best fit seen, batch 4, stands' '$dir/timed.err'"
 "$probe" run --device sim:total=1GiB --start 1000 --time-limit 1 --json "$dir/late.json" -- \
 	sh -c "$slow" 2>"$dir/late.err"
+# (the trial ends at the limit, or is stopped there before its second step on a loaded host)
 check "--time-limit before any fit: status failed, exit 1, what to do" \
-	sh -c "test $? -eq 1 && grep -q 'no batch was seen to fit before the probe.s time ran out (the probe.s time limit leaves 0 s, and a round of trials has taken up to [0-9]* s, after 1 trials): give the probe more time' '$dir/late.json'"
+	sh -c "test $? -eq 1 && grep -q 'no batch was seen to fit before the probe.s time ran out (.*after [01] trials): give the probe more time' '$dir/late.json'"
 
 # a round started in time whose trial runs past the limit (batches over 4 hang) is stopped
 # there: the best fit seen stands
@@ -211,6 +212,6 @@ check "--time-limit before any fit: status failed, exit 1, what to do" \
 	for i in 1 2 3 4; do echo "{\"step_s\": 0.01, \"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 1048576))}" >>"$AUTOBATCH_TRIAL_REPORT"; done' \
 	2>"$dir/stopped.err"
 check "--time-limit stops a trial still running then; the best fit seen stands" \
-	sh -c "grep -q '\"batch_size\":4,' '$dir/stopped.json' && grep -q '\"confidence_tier\":\"time limit reached\"' '$dir/stopped.json' &&
+	sh -c "test $? -eq 0 && grep -q '\"batch_size\":4,' '$dir/stopped.json' && grep -q '\"confidence_tier\":\"time limit reached\"' '$dir/stopped.json' &&
 	       grep -q '^autobatch: trial 2 (batch [0-9]*) was stopped at the probe.s time limit, after [0-9]* s, before its steps were seen: the best fit seen, batch 4, stands' '$dir/stopped.err'"
 exit $failed

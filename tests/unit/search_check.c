@@ -24,6 +24,7 @@ struct script {
 	double total, base, per_sample, bend; /* peak = base + per_sample b + bend b^2 */
 	double jump_at, jump;                 /* a workspace jump: + jump from jump_at on */
 	size_t calls;                         /* trials run, repeats included */
+	size_t stopped;                       /* of them, stopped at the time limit: dropped */
 	double deadline;                      /* a timed search's: 0, none */
 	bool in_round, late;                  /* a round began past its deadline */
 };
@@ -119,6 +120,14 @@ static int traced(void *ctx, long b, struct ab_trial *t, char *err, size_t errle
 		round_starts(s);
 	rc = trial(ctx, b, t, err, errlen);
 	now_s += 1 + b % 7;
+	/* still running well past the limit: stopped there, no result (trial_exec.c) */
+	if (rc == 0 && s->deadline > 0 && now_s > s->deadline + 3) {
+		memset(t, 0, sizeof(*t));
+		t->stopped = true;
+		snprintf(err, errlen, "trial (batch %ld) was stopped at the time limit", b);
+		rc = -ETIME;
+		s->stopped++;
+	}
 	trace(b, t, rc);
 	return rc;
 }
@@ -129,12 +138,19 @@ static int round_fn(void *ctx, const long *batches, size_t n, struct ab_trial *o
 	struct script *s = ctx;
 	int rc = 0;
 
+	/* as ab_exec_round: every trial runs; one the time stopped leaves the others' results,
+	 * another failure fails the round */
 	round_starts(s);
 	s->in_round = true;
-	for (size_t i = 0; i < n && rc >= 0; i++)
-		rc = traced(ctx, batches[i], &out[i], err, errlen);
+	for (size_t i = 0; i < n && (rc == 0 || rc == -ETIME); i++) {
+		int one = traced(ctx, batches[i], &out[i], err, errlen);
+
+		out[i].stopped = one < 0;
+		if (one < 0 && (rc == 0 || one != -ETIME))
+			rc = one;
+	}
 	s->in_round = false;
-	return rc < 0 ? rc : 0;
+	return rc;
 }
 
 static void setup(struct script *s, struct ab_search_params *p)
@@ -284,11 +300,30 @@ int search_check(const uint8_t *data, size_t size, char *why, size_t whylen)
 					       t.v[i].batch);
 	if (!bad && rc == 0 && d.confidence == 65 && !p.deadline)
 		bad = violated(why, whylen, "time limit reached without a time limit");
+	/* the time ran out "before any fit": none of the trials kept fits (where none had
+	 * helpers, so no margin is kept under the limit) */
+	bool margin = false;
+
+	for (size_t i = 0; i < t.n; i++)
+		margin = margin || t.v[i].helpers || t.v[i].ranks > 1;
+	for (size_t i = 0; !bad && !margin && rc == -ETIME && i < t.n; i++) {
+		const struct ab_trial *x = &t.v[i];
+		double limit = floor(p.fraction * (double)p.total_bytes) - (double)p.reserve_bytes;
+
+		if (x->has_peak && !x->oom && x->steps >= AB_TRIAL_MIN_STEPS &&
+		    (double)x->peak_bytes <= limit && allowed(&p, x->batch))
+			bad = violated(why, whylen, "-ETIME (%s) with batch %ld fitting", err,
+				       x->batch);
+	}
+	for (size_t i = 0; !bad && i < t.n; i++)
+		if (t.v[i].stopped)
+			bad = violated(why, whylen, "batch %ld kept, stopped with no result",
+				       t.v[i].batch);
 	/* the trials of a round that failed to run are not kept: up to a round more */
-	if (!bad && s.calls != t.n + t.repeats &&
+	if (!bad && s.calls - s.stopped != t.n + t.repeats &&
 	    !(rc == -EIO && s.calls <= t.n + t.repeats + (size_t)(p.parallel > 1 ? p.parallel : 1)))
-		bad = violated(why, whylen, "%zu trials run, %zu kept and %zu repeats", s.calls, t.n,
-			       t.repeats);
+		bad = violated(why, whylen, "%zu trials run (%zu stopped), %zu kept and %zu repeats",
+			       s.calls, s.stopped, t.n, t.repeats);
 	if (!bad && d.rounds_used > max_rounds(&p))
 		bad = violated(why, whylen, "%zu rounds, over the bound of %zu (budget %d, cap %d)",
 			       d.rounds_used, max_rounds(&p), p.max_trials, p.trial_cap);

@@ -1304,6 +1304,34 @@ static int flat_trial(void *ctx, long batch, struct ab_trial *out, char *e, size
 	return rc;
 }
 
+/* the same with helper processes (DataLoader workers): a choice is run twice for its spread */
+static int helpers_trial(void *ctx, long batch, struct ab_trial *out, char *e, size_t elen)
+{
+	int rc = timed_trial(ctx, batch, out, e, elen);
+
+	out->helpers = true;
+	return rc;
+}
+
+/* a round of two at once whose larger trial the time limit stops (as ab_exec_round) */
+static int stopping_round(void *ctx, const long *batches, size_t n, struct ab_trial *out,
+			  char *e, size_t elen)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		timed_trial(ctx, batches[i], &out[i], e, elen);
+		if (batches[i] > 64) {
+			memset(&out[i], 0, sizeof(out[i]));
+			out[i].stopped = true;
+			snprintf(e, elen, "trial (batch %ld) was stopped at the probe's time limit",
+				 batches[i]);
+			rc = -ETIME;
+		}
+	}
+	return rc;
+}
+
 static ab_trial_fn timed_fn = timed_trial;
 
 static int timed_search(struct ab_search_params p, struct ab_trials *t, struct ab_decision *d)
@@ -1390,6 +1418,29 @@ static void time_limit(void **state)
 	assert_int_equal(d.confidence, 65);
 	ab_trials_free(&t);
 	timed_fn = timed_trial;
+
+	/* helpers: no time to run the choice again for its spread; it stands under the floor's
+	 * margin (5%), said once */
+	timed_fn = helpers_trial;
+	p = (struct ab_search_params){.start = 64, .deadline = 25};
+	assert_int_equal(timed_search(p, &t, &d), 0);
+	assert_int_equal(timed_trials, 2);
+	assert_int_equal(d.confidence, 65);
+	assert_true(t.v[d.chosen].peak_bytes <= 0.95 * 8 * GiB);
+	assert_int_equal(notes, 1);
+	ab_trials_free(&t);
+	timed_fn = timed_trial;
+
+	/* a round of two, the larger stopped at the limit: the smaller's fit is kept */
+	p = (struct ab_search_params){.start = 64, .deadline = 1000, .parallel = 2,
+				      .round = stopping_round};
+	assert_int_equal(timed_search(p, &t, &d), 0);
+	assert_int_equal(t.n, 1);
+	assert_int_equal(d.batch, 64);
+	assert_int_equal(d.confidence, 65);
+	assert_contains(noted, "was stopped at the probe's time limit: the best fit seen, batch 64, "
+			       "stands");
+	ab_trials_free(&t);
 
 	/* the throughput objective keeps its best fit when the time comes */
 	p = (struct ab_search_params){.start = 64, .deadline = 60,
