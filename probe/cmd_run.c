@@ -278,6 +278,15 @@ static int describe_device(const struct run_opts *o)
 	return rc < 0 || !json ? 1 : 0;
 }
 
+/* What of --time-limit went before this probe started (--since: its step's start, and a
+ * container's import in it), by the wall clock: the step's own limit counts from there. */
+static double before_start(const struct run_opts *o)
+{
+	double before = o->since ? difftime(time(NULL), o->since) : 0;
+
+	return before > 0 && before < o->time_limit ? before : 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct ab_report_fraction fr[MAX_FRACTIONS] = {{0}};
@@ -299,7 +308,7 @@ int cmd_run(int argc, char **argv)
 	if (o.describe_device)
 		return describe_device(&o);
 	t0 = ab_now();
-	o.deadline = o.time_limit > 0 ? t0 + o.time_limit : 0;
+	o.deadline = o.time_limit > 0 ? t0 + o.time_limit - before_start(&o) : 0;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);

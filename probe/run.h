@@ -36,6 +36,7 @@ struct run_opts {
 	int document, steps, max_trials, trial_cap;
 	double time_limit; /* seconds from the start for the search's rounds; 0: none */
 	double deadline;   /* that limit on ab_now's clock (cmd_run); 0: none */
+	time_t since;      /* it counts from then (--since, the wall clock); 0: the start */
 	long parallel; /* trials at once, one per GPU: 1 (default), N, or 0 for auto */
 	long ranks;    /* > 1: each trial is that many ranks on this node (autobatch-probe ranks) */
 	const char *step_nodes; /* with ranks: each trial a Slurm step over these nodes */

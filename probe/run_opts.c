@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,8 @@ void run_usage(FILE *out)
 		"                        from the start (by the longest round so far), and a trial\n"
 		"                        still running then is stopped; the best fit seen stands\n"
 		"                        (\"time limit reached\")\n"
+		"  --since EPOCH         the time limit counts from then (seconds since 1970, when\n"
+		"                        the probe's step was started: a container's import)\n"
 		"  --json FILE|-         --plot FILE.svg\n"
 		"  --keep-trials         keep each trial's directory (output, report, config); says where\n");
 }
@@ -161,6 +164,11 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 			return -1;
 		o->time_limit = (double)v;
 		return 0;
+	case 'i':
+		if (parse_long(arg, 1, LONG_MAX, "since", &v) < 0)
+			return -1;
+		o->since = (time_t)v;
+		return 0;
 	}
 	return -1;
 }
@@ -202,7 +210,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
 		{"node-memory", 1, 0, 'E'},  {"step-option", 1, 0, 'V'},
 		{"start-ahead", 1, 0, 'J'},  {"run-steps", 1, 0, 'r'},
-		{"time-limit", 1, 0, 'l'},
+		{"time-limit", 1, 0, 'l'},   {"since", 1, 0, 'i'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];

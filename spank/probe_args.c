@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
@@ -193,8 +194,11 @@ static void add_time_limit(struct ab_argv *b, unsigned budget_s)
 {
 	unsigned slack = budget_s / 10 > 10 ? budget_s / 10 : 10;
 
-	if (budget_s >= 40)
-		ab_argv_addf(b, "--time-limit=%u", budget_s - slack);
+	if (budget_s < 40)
+		return;
+	ab_argv_addf(b, "--time-limit=%u", budget_s - slack);
+	/* counted from now, not from the probe's start: the step's start, a container's import */
+	ab_argv_addf(b, "--since=%lld", (long long)time(NULL));
 }
 
 int ab_probe_argv(const struct ab_probe_job *job, const char *phase, unsigned budget_s,

@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 # json FILE KEY: a top-level number or string of the report (the report is one line)
 json() { sed -n "s/.*\"$2\":\"\{0,1\}\([^,\"}]*\).*/\1/p" "$1" | head -n1; }
 
-echo "1..26"
+echo "1..27"
 
 "$probe" run --device sim:total=80GiB,base=12GiB,per_sample=300MiB --fraction 0.8 \
 	--json "$dir/sim.json" 2>"$dir/sim.err"
@@ -214,4 +214,15 @@ check "--time-limit before any fit: status failed, exit 1, what to do" \
 check "--time-limit stops a trial still running then; the best fit seen stands" \
 	sh -c "test $? -eq 0 && grep -q '\"batch_size\":4,' '$dir/stopped.json' && grep -q '\"confidence_tier\":\"time limit reached\"' '$dir/stopped.json' &&
 	       grep -q '^autobatch: trial 2 (batch [0-9]*) was stopped at the probe.s time limit, after [0-9]* s, before its steps were seen: the best fit seen, batch 4, stands' '$dir/stopped.err'"
+
+# --since: the limit counts from the step's start (a container's import before the probe):
+# 6 s from 4 s ago stops the hanging trial 2 s in, not 6
+"$probe" run --device sim:total=1GiB --start 4 --time-limit 6 --since $(($(date +%s) - 4)) \
+	--json "$dir/since.json" -- \
+	sh -c '[ "$AUTOBATCH_BATCH_SIZE" -le 4 ] || exec sleep 60
+	for i in 1 2 3 4; do echo "{\"step_s\": 0.01, \"peak_bytes\": $((AUTOBATCH_BATCH_SIZE * 1048576))}" >>"$AUTOBATCH_TRIAL_REPORT"; done' \
+	2>"$dir/since.err"
+check "--since takes the time before the probe's start off --time-limit" \
+	sh -c "test $? -eq 0 && grep -q '\"batch_size\":4,' '$dir/since.json' &&
+	       e=\$(sed -n 's/.*\"elapsed_s\":\([0-9]*\).*/\1/p' '$dir/since.json') && test \"\$e\" -lt 5"
 exit $failed
