@@ -29,7 +29,9 @@ struct ab_ctx {
 	/* resolved once all options are recorded (init_post_opt; early where --autobatch is, for
 	 * a denied fraction): the probe, the cache key and the caps use this one result */
 	struct ab_effective eff;
-	/* a hook refused the request: later hooks do nothing */
+	/* a hook refused the request: later hooks do nothing, but Slurm ignores an optional
+	 * plugin's refusal, so under on_failure=abort srun's local_user_init still tells the
+	 * step's tasks to end (srun.c) */
 	bool failed;
 	/* init set the option's environment form from AUTOBATCH: the first callback is it */
 	bool env_alias;

@@ -217,6 +217,13 @@ static int cancelled(char *err, size_t errlen)
 					       "cancelled");
 }
 
+static double left_s(const struct ab_probe_job *job)
+{
+	double left = difftime(job->ends_at, time(NULL));
+
+	return left > 0 ? left : 0;
+}
+
 static int timed_out(const struct ab_probe_job *job, unsigned budget, char *err,
 		     size_t errlen)
 {
@@ -224,23 +231,25 @@ static int timed_out(const struct ab_probe_job *job, unsigned budget, char *err,
 
 	if (budget < site->probe_timeout)
 		return ab_fail(err, errlen, ETIMEDOUT,
-			       "the probe step did not finish within %u s, half of what was left of "
-			       "the %s's time limit (probe_timeout=%us), and was cancelled: give "
-			       "the %s more time",
+			       "the probe step did not finish within %u s, its share of half of what "
+			       "was left of the %s's time limit (probe_timeout=%us), and was "
+			       "cancelled: give the %s more time",
 			       budget, job->ends_by, site->probe_timeout, job->ends_by);
 	return ab_fail(err, errlen, ETIMEDOUT,
 		       "the probe step did not finish within probe_timeout=%us and was cancelled",
 		       site->probe_timeout);
 }
 
-/* Less than AB_PROBE_MIN_S would be half of what is left: no probe step is started. */
+/* Half of what is left is under a minute (or probe_timeout), or spent: no probe step. */
 static int no_time(const struct ab_probe_job *job, char *err, size_t errlen)
 {
+	unsigned timeout = job->ctx->site.probe_timeout;
+
 	return ab_fail(err, errlen, ETIME,
-		       "the %s's time limit leaves %.0f s, too little to probe (a probe step "
-		       "takes at most half of what is left, and needs %d s): give the %s more "
-		       "time (--time), or run this step without --autobatch",
-		       job->ends_by, difftime(job->ends_at, time(NULL)), AB_PROBE_MIN_S,
+		       "the %s's time limit leaves %.0f s, too little to probe (probing takes "
+		       "at most half of what is left, and needs %u s): give the %s more time "
+		       "(--time), or run this step without --autobatch",
+		       job->ends_by, left_s(job), timeout < AB_PROBE_MIN_S ? timeout : AB_PROBE_MIN_S,
 		       job->ends_by);
 }
 
@@ -413,34 +422,46 @@ static void why_nothing_fits(const struct ab_probe_job *job, char *err, size_t e
 							      : "--autobatch-trial-shape=gpu");
 }
 
-/* What a probe step may take: probe_timeout, or half of what is left of the job's time where
- * that is less. The run needs the rest: a probe that the time limit ends leaves it nothing,
- * where one cut short leaves it its original settings (on_failure=continue). 0: too little
- * left to probe. */
-static unsigned budget_s(const struct ab_probe_job *job)
+/* What a probe step may take: probe_timeout, or its share of the probing window (half of
+ * what was left of the job's time when probing began) where that is less. The run needs the
+ * rest: a probe that the time limit ends leaves it nothing, where one cut short leaves it its
+ * original settings (on_failure=continue). 0: no time left. */
+static unsigned budget_s(const struct ab_probe_job *job, double share)
 {
 	unsigned timeout = job->ctx->site.probe_timeout;
-	double half;
+	double left;
 
-	if (!job->ends_at)
+	if (!job->probe_until)
 		return timeout;
-	half = difftime(job->ends_at, time(NULL)) / 2;
-	if (half >= timeout)
+	left = difftime(job->probe_until, time(NULL)) * share;
+	if (left >= timeout)
 		return timeout;
-	return half >= AB_PROBE_MIN_S ? (unsigned)half : 0;
+	return left >= 1 ? (unsigned)left : 0;
 }
 
-/* Where the job's time limit bounds the probe below probe_timeout: said once, before. */
-static void tell_budget(const struct ab_probe_job *job)
+/* A train probe with an eval probe after it takes two thirds of what is left of the window. */
+static double share_of(const struct ab_probe_job *job, const char *phase)
 {
-	unsigned budget = budget_s(job);
+	return job->ctx->req.eval && !strcmp(phase, "train") ? 2.0 / 3 : 1;
+}
 
-	if (!job->ends_at || budget == job->ctx->site.probe_timeout || !budget)
+/* The probing window, from the job's end: said once, before, where it bounds the probe below
+ * probe_timeout; none where half of what is left is under a minute (or probe_timeout). */
+static void set_window(struct ab_probe_job *job)
+{
+	unsigned timeout = job->ctx->site.probe_timeout;
+	double half = left_s(job) / 2;
+
+	job->probe_until = 0;
+	job->no_time = false;
+	if (!job->ends_at || half >= timeout)
 		return;
-	slurm_spank_log(AB_LOG_PREFIX "the %s's time limit leaves %.0f s: a probe step takes at "
-				      "most half of it, %u s (probe_timeout=%us)",
-			job->ends_by, difftime(job->ends_at, time(NULL)), budget,
-			job->ctx->site.probe_timeout);
+	job->probe_until = time(NULL) + (time_t)half;
+	if ((job->no_time = half < (timeout < AB_PROBE_MIN_S ? timeout : AB_PROBE_MIN_S)))
+		return;
+	slurm_spank_log(AB_LOG_PREFIX "the %s's time limit leaves %.0f s: probing takes at most "
+				      "half of it, %.0f s (probe_timeout=%us)",
+			job->ends_by, left_s(job), half, timeout);
 }
 
 static bool limited(uint32_t minutes)
@@ -474,8 +495,11 @@ void ab_probe_read_job(struct ab_probe_job *job)
 	job_info_msg_t *msg = NULL;
 	const slurm_job_info_t *j = NULL;
 
-	if (ab_load_job(job->jobid, &msg) == SLURM_SUCCESS && msg && msg->record_count > 0)
-		j = &msg->job_array[0];
+	/* an array's first task shares its id with the array: each task is a record */
+	if (ab_load_job(job->jobid, &msg) == SLURM_SUCCESS && msg)
+		for (uint32_t i = 0; i < msg->record_count && !j; i++)
+			if (msg->job_array[i].job_id == job->jobid)
+				j = &msg->job_array[i];
 	job->probe_gpus = probe_step_gpus(job, j);
 	job->ends_at = 0;
 	job->ends_by = "job";
@@ -483,8 +507,9 @@ void ab_probe_read_job(struct ab_probe_job *job)
 	if (j && limited(j->time_limit))
 		job->ends_at = j->end_time;
 	slurm_free_job_info_msg(msg);
-	step_end(job);
-	tell_budget(job);
+	if (job->step_time)
+		step_end(job);
+	set_window(job);
 }
 
 int ab_probe_read_step(struct ab_probe_job *job, char *err, size_t errlen)
@@ -514,10 +539,10 @@ int ab_probe_run(const struct ab_probe_job *job, const char *phase,
 	struct relay relay = {.last = ""};
 	struct ab_subprocess p = {0};
 	char args[AB_ARGS_MAX];
-	unsigned budget = budget_s(job);
+	unsigned budget = budget_s(job, share_of(job, phase));
 	int rc;
 
-	if (!budget)
+	if (job->no_time || !budget)
 		return no_time(job, err, errlen);
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = ab_probe_argv(job, phase, budget, args, &b, err, errlen)) < 0 ||
@@ -549,10 +574,10 @@ int ab_probe_device(const struct ab_probe_job *job, const char *node,
 	struct relay relay = {.last = ""};
 	struct ab_subprocess p = {0};
 	char args[AB_ARGS_MAX];
-	unsigned budget = budget_s(job);
+	unsigned budget = budget_s(job, 1);
 	int rc;
 
-	if (!budget)
+	if (job->no_time || !budget)
 		return no_time(job, err, errlen);
 	snprintf(args, sizeof(args), "%s", job->ctx->site.probe_args);
 	if ((rc = ab_probe_device_argv(job, node, args, &b, err, errlen)) < 0 ||

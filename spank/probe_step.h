@@ -28,6 +28,9 @@ struct ab_probe_job {
 	time_t ends_at;         /* the end by the job's time limit or the step's (srun -t in an
 				 * allocation), the sooner; 0: none */
 	const char *ends_by;    /* "job" or "step": whose limit that is */
+	time_t probe_until;     /* the probing window's end, half of what was left; 0: none */
+	bool step_time;         /* srun gave the step a time limit of its own (-t, --time) */
+	bool no_time;           /* that window is under a minute: no probe step */
 	/* what ab_probe_read_step read, before the cache is looked up (the key holds it) */
 	struct ab_step_gpus step_gpus; /* the real step's GPU request, for its trial steps */
 	unsigned ntasks;        /* the step's tasks */

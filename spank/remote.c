@@ -387,8 +387,8 @@ int ab_remote_task_init(spank_t sp, const struct ab_ctx *c)
 	snprintf(mine, sizeof(mine), "%u.%u", job, step);
 	if (strcmp(mark, mine) != 0)
 		return 0; /* not this step's verdict */
-	fprintf(stderr, "autobatch: task not started: probing failed and on_failure=abort (or "
-			"it was interrupted)\n");
+	fprintf(stderr, "autobatch: task not started: probing failed or the request was refused, "
+			"and on_failure=abort (or it was interrupted)\n");
 	fflush(stderr);
 	_exit(1);
 }

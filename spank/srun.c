@@ -47,16 +47,15 @@ int ab_srun_post_opt(struct ab_ctx *c)
 {
 	char err[AB_ERR_MAX];
 
+	/* before srun makes its own job, only an existing allocation has an id */
+	c->in_allocation = getenv("SLURM_JOB_ID") != NULL;
 	if (!c->site_ok || c->failed || ab_is_probe_step())
 		return 0; /* already reported; nothing of ours may act */
-	if (ab_request_from_env(&c->req, getenv(AB_ENV_REQUEST), err, sizeof(err)) < 0)
-		return refuse(c, err);
-	if (ab_request_check(&c->req, err, sizeof(err)) < 0)
+	if (ab_request_from_env(&c->req, getenv(AB_ENV_REQUEST), err, sizeof(err)) < 0 ||
+	    ab_request_check(&c->req, err, sizeof(err)) < 0)
 		return refuse(c, err);
 	if (!c->req.enabled)
 		return 0;
-	/* before srun makes its own job, only an existing allocation has an id */
-	c->in_allocation = getenv("SLURM_JOB_ID") != NULL;
 	return ab_options_settle(c);
 }
 
@@ -136,13 +135,27 @@ static int decide(spank_t sp, struct ab_ctx *c, struct ab_plan **pl, char *err, 
  * a step refused inside an existing allocation (it stays RUNNING and blocks later sruns), so
  * the step's tasks are also told to end before running the command (remote.c); inside an
  * allocation that is the only refusal, which lets the step complete normally. */
-static int refuse_launch(const struct ab_ctx *c, const struct ab_plan *pl)
+static int refuse_launch(const struct ab_ctx *c, unsigned jobid, unsigned stepid)
 {
 	char mark[64];
 
-	snprintf(mark, sizeof(mark), "%u.%u", pl->job.jobid, pl->stepid);
+	snprintf(mark, sizeof(mark), "%u.%u", jobid, stepid);
 	setenv(AB_ABORT_ENV, mark, 1);
 	return c->in_allocation ? 0 : -1;
+}
+
+/* A request a hook refused (an option without --autobatch, a bad AUTOBATCH, a denied
+ * fraction) runs unsized under an optional plugin, whose refusal Slurm ignores: under
+ * on_failure=abort its tasks are told to end, as a failed probe's are. */
+static int refused_step(spank_t sp, const struct ab_ctx *c)
+{
+	uint32_t jobid = 0, stepid = 0;
+
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS)
+		return -1;
+	slurm_error(AB_LOG_PREFIX "the step is not launched (on_failure=abort)");
+	return refuse_launch(c, jobid, stepid);
 }
 
 int ab_srun_user_init(spank_t sp, struct ab_ctx *c)
@@ -152,6 +165,9 @@ int ab_srun_user_init(spank_t sp, struct ab_ctx *c)
 	struct ab_plan *pl;
 	int rc;
 
+	if (c->site_ok && c->failed && c->site.on_failure == AB_ON_FAILURE_ABORT &&
+	    !ab_is_probe_step())
+		return refused_step(sp, c);
 	if (!c->site_ok || c->failed || !c->req.enabled || ab_is_probe_step())
 		return 0;
 	describe(c); /* here, not earlier: srun applies -v only after init_post_opt */
@@ -168,7 +184,7 @@ int ab_srun_user_init(spank_t sp, struct ab_ctx *c)
 			/* srun aborts on a second interrupt within a second: give it, as the user's
 			 * one Ctrl-C was meant for the whole srun */
 			kill(getpid(), SIGINT);
-		rc = refuse_launch(c, pl);
+		rc = refuse_launch(c, pl->job.jobid, pl->stepid);
 	} else {
 		rc = 0;
 	}

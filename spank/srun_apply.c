@@ -234,6 +234,10 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
 	het = nargs > 0 && ab_srun_het_step(args, (size_t)nargs, pl->job.argc, pl->job.argv);
+	/* srun -t, or its input variable */
+	pl->job.step_time = (nargs > 0 && ab_srun_time_option(args, (size_t)nargs, pl->job.argc,
+							       pl->job.argv)) ||
+			    getenv("SLURM_TIMELIMIT");
 	if ((rc = step_dir(&pl->job, args, nargs, pl->chdir, err, errlen)) < 0)
 		return rc;
 	pl->job.chdir = pl->chdir[0] ? pl->chdir : NULL;

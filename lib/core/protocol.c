@@ -155,6 +155,18 @@ int ab_step_path(const char *dir, const char *path, char *buf, size_t len)
 	return ab_format(buf, len, "%s%s%s", in_dir ? dir : "", in_dir ? "/" : "", path);
 }
 
+bool ab_srun_time_option(const char *args, size_t len, int argc, char *const argv[])
+{
+	const char *words[512];
+	int n = srun_words(args, len, argc, argv, words);
+
+	for (int i = 1; i < n; i++)
+		if (!strncmp(words[i], "-t", 2) || !strcmp(words[i], "--time") ||
+		    !strncmp(words[i], "--time=", 7))
+			return true;
+	return false;
+}
+
 /* --het-group's value names more than one component: "0,1", "0-2" */
 static bool het_groups(const char *value)
 {

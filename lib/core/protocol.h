@@ -238,6 +238,11 @@ const char *ab_option_value(const char *arg);
  * several components ("0,1", "0-2"), a step over them inside a heterogeneous job. */
 bool ab_srun_het_step(const char *args, size_t len, int argc, char *const argv[]);
 
+/* True when srun's options (read as ab_srun_chdir does) give the step a time limit of its
+ * own (-t, --time): only then is the step's record read for it (an RPC, and libslurm's
+ * step records leak a string each, measured with valgrind on 22.05 to 26.05). */
+bool ab_srun_time_option(const char *args, size_t len, int argc, char *const argv[]);
+
 /* The directory srun's own -D/--chdir gives the step (-D DIR, -DDIR, --chdir=DIR,
  * --chdir DIR), read from srun's command line (as ab_srun_het_step) up to the step's command
  * (argc words of argv, which must end the line); NULL where none. Points into args. */

@@ -56,6 +56,7 @@ static void srun_args(const char *raw, size_t len, unsigned pick)
 	/* argv: the last argc words (what srun's command is) */
 	(void)ab_srun_het_step(raw, len, argc, words + n - argc);
 	(void)ab_srun_multi_prog(raw, len, argc, words + n - argc);
+	(void)ab_srun_time_option(raw, len, argc, words + n - argc);
 	dir = ab_srun_chdir(raw, len, argc, words + n - argc);
 	if (dir && (dir < raw || dir >= raw + len))
 		FAIL("chdir outside the block");

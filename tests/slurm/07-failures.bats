@@ -61,7 +61,7 @@ expect_failure() {
 	set_plugstack ""
 	# a job of one minute: at most 60 s left, half of it 30
 	expect_failure continue "the job's time limit leaves " --gpus=1 -t 1
-	assert_line_in " s, too little to probe (a probe step takes at most half of what is left, and needs 60 s): give the job more time (--time), or run this step without --autobatch; launching with the original settings" "$stderr"
+	assert_line_in " s, too little to probe (probing takes at most half of what is left, and needs 60 s): give the job more time (--time), or run this step without --autobatch; launching with the original settings" "$stderr"
 	set_plugstack "on_failure=abort" required
 	# (expect_failure's last `run` leaves no $stderr to read after it here)
 	expect_failure abort "the job's time limit leaves " --gpus=1 -t 1
@@ -71,22 +71,25 @@ expect_failure() {
 	set_plugstack ""
 	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 -t 1 --autobatch=0.8 --autobatch-config=cfg.yaml toy_train --config cfg.yaml\n' >job.sh
 	timeout 120 sbatch --wait -N1 -n1 --gpus=1 -o job.out -e job.err job.sh
-	grep -qE "autobatch: the step's time limit leaves [0-9]+ s, too little to probe \(a probe step takes at most half of what is left, and needs 60 s\): give the step more time \(--time\), or run this step without --autobatch; launching with the original settings" job.err ||
+	grep -qE "autobatch: the step's time limit leaves [0-9]+ s, too little to probe \(probing takes at most half of what is left, and needs 60 s\): give the step more time \(--time\), or run this step without --autobatch; launching with the original settings" job.err ||
 		{ cat job.err; false; }
 	assert_line_in "toy_train: batch 8 from cfg.yaml" "$(cat job.out)"
 	cmp -s cfg.yaml orig.yaml
 }
 
-# Each trial takes 20 s (four steps of 5 s): in a job of 2 minutes the probe gets half of
-# what is left, and in that no third trial fits, so the best fit of the first two stands.
+# Each trial takes about 30 s (four steps of 7 s): in a job of 3 minutes probing gets half of
+# what is left (90 s), the probe 10% less (--time-limit), and in that no third trial fits,
+# so the best fit of the first two stands.
 @test "the job's time limit bounds the probe to half of what is left; the best fit seen stands" {
 	set_plugstack ""
-	echo "  step_ms: 5000" >>cfg.yaml
-	run --separate-stderr srun_t -N1 -n1 -t 2 --gpus=1 --autobatch=0.8 \
+	echo "  step_ms: 7000" >>cfg.yaml
+	run --separate-stderr timeout 170 srun -N1 -n1 -t 3 --gpus=1 --autobatch=0.8 \
 		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
 	[ "$status" -eq 0 ] || { echo "$stderr"; false; }
-	grep -qE "^autobatch: the job's time limit leaves 1[012][0-9] s: a probe step takes at most half of it, ([56][0-9]) s \(probe_timeout=900s\)" <<<"$stderr"
-	grep -qE "^autobatch: the probe's time limit leaves [0-9]+ s, and a round of trials has taken up to [23][0-9] s: the best fit seen, batch [0-9]+, stands" <<<"$stderr"
+	grep -qE "^autobatch: the job's time limit leaves 1[5-8][0-9] s: probing takes at most half of it, [7-9][0-9] s \(probe_timeout=900s\)" <<<"$stderr" ||
+		{ echo "$stderr"; false; }
+	grep -qE "^autobatch: the probe's time limit leaves [0-9]+ s, and a round of trials has taken up to [2-4][0-9] s: the best fit seen, batch [0-9]+, stands" <<<"$stderr" ||
+		{ echo "$stderr"; false; }
 	b=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in [12] trials, .*; the best fit seen when the probe.s time ran out: a larger batch may fit (--autobatch-refresh in a job with more time probes again); wrote cfg.yaml.*/\1/p' <<<"$stderr")
 	[ -n "$b" ] || { echo "$stderr"; false; }
 	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
@@ -362,6 +365,26 @@ stopped_while_probing() {
 	refute grep -q "toy_train:" <<<"$output"
 	assert_line_in "autobatch: task not started: probing failed and on_failure=abort" "$stderr"
 	cmp -s cfg.yaml orig.yaml
+}
+
+@test "an autobatch option without --autobatch under on_failure=abort: not run even by an optional plugin" {
+	set_plugstack "on_failure=abort"
+	run --separate-stderr srun_t -N1 -n2 --autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -ne 0 ]
+	refute grep -q "toy_train:" <<<"$output"
+	assert_line_in "autobatch: --autobatch-config has no effect without --autobatch" "$stderr"
+	assert_line_in "autobatch: the step is not launched (on_failure=abort)" "$stderr"
+	[ "$(grep -c "autobatch: task not started: probing failed or the request was refused, and on_failure=abort" <<<"$stderr")" -eq 2 ]
+	# under continue it runs, as it is
+	set_plugstack ""
+	run --separate-stderr srun_t -N1 -n1 --autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	assert_line_in "toy_train: batch 8 from cfg.yaml" "$output"
+	# and the next srun of the allocation-less kind runs as ever
+	set_plugstack "on_failure=abort"
+	run --separate-stderr srun_t -N1 -n1 toy_train --config cfg.yaml
+	[ "$status" -eq 0 ]
+	assert_line_in "toy_train: batch 8 from cfg.yaml" "$output"
 }
 
 @test "a stray abort mark in the environment stops nothing" {

@@ -847,6 +847,26 @@ static void het_steps(void **state)
 	assert_false(ab_srun_het_step(theirs, sizeof(theirs), 2, train_theirs));
 }
 
+/* srun -t: a step's own time limit, in its spellings; never the command's own -t */
+static void srun_time(void **state)
+{
+	static const char t1[] = "srun\0-t\0005\0train";
+	static const char t2[] = "srun\0-t5\0train";
+	static const char t3[] = "srun\0--time=1:00:00\0train";
+	static const char t4[] = "srun\0--time\0005\0train";
+	static const char none[] = "srun\0--autobatch\0train\0-t\0005";
+	static const char other[] = "srun\0--time-min=5\0train";
+	char *train[] = {"train"}, *theirs[] = {"train", "-t", "5"};
+
+	(void)state;
+	assert_true(ab_srun_time_option(t1, sizeof(t1), 1, train));
+	assert_true(ab_srun_time_option(t2, sizeof(t2), 1, train));
+	assert_true(ab_srun_time_option(t3, sizeof(t3), 1, train));
+	assert_true(ab_srun_time_option(t4, sizeof(t4), 1, train));
+	assert_false(ab_srun_time_option(none, sizeof(none), 3, theirs));
+	assert_false(ab_srun_time_option(other, sizeof(other), 1, train));
+}
+
 /* srun -D: its four spellings, the last given, never the command's own -D */
 static void srun_chdir(void **state)
 {
@@ -994,7 +1014,7 @@ int main(void)
 		cmocka_unit_test(describe),
 		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
-		cmocka_unit_test(het_steps), cmocka_unit_test(accelerate_config),
+		cmocka_unit_test(het_steps), cmocka_unit_test(srun_time), cmocka_unit_test(accelerate_config),
 		cmocka_unit_test(srun_chdir), cmocka_unit_test(step_paths),
 		cmocka_unit_test(container_steps),
 		cmocka_unit_test(container_carried),
