@@ -167,10 +167,26 @@ bool ab_srun_time_option(const char *args, size_t len, int argc, char *const arg
 	return false;
 }
 
-/* --het-group's value names more than one component: "0,1", "0-2" */
+/* --het-group's value names more than one component: "0,1", "0-2", not "1" or "1-1" */
 static bool het_groups(const char *value)
 {
-	return value && value[strcspn(value, ",-")] != '\0';
+	const char *dash;
+
+	if (!value || strchr(value, ','))
+		return value != NULL;
+	if (!(dash = strchr(value, '-')))
+		return false;
+	return strncmp(value, dash + 1, (size_t)(dash - value)) || dash[1 + (dash - value)];
+}
+
+/* srun's --het-group as getopt reads it: the name or a prefix of it down to "--het"; the
+ * value after '=' in *value, else NULL (the next word is it). */
+static bool het_option(const char *word, const char **value)
+{
+	size_t name = strcspn(word, "=");
+
+	*value = word[name] ? word + name + 1 : NULL;
+	return name >= 5 && name <= 11 && !strncmp(word, "--het-group", name);
 }
 
 bool ab_srun_het_step(const char *args, size_t len, int argc, char *const argv[])
@@ -185,9 +201,10 @@ bool ab_srun_het_step(const char *args, size_t len, int argc, char *const argv[]
 	/* inside a heterogeneous job, a step over several of its components, without ':' */
 	n = srun_words(args, len, argc, argv, words);
 	for (int i = 1; i < n; i++) {
-		if (!strcmp(words[i], "--het-group") && het_groups(i + 1 < n ? words[i + 1] : NULL))
-			return true;
-		if (!strncmp(words[i], "--het-group=", 12) && het_groups(words[i] + 12))
+		const char *value;
+
+		if (het_option(words[i], &value) &&
+		    het_groups(value ? value : i + 1 < n ? words[i + 1] : NULL))
 			return true;
 	}
 	return false;

@@ -843,6 +843,12 @@ static void het_steps(void **state)
 	assert_true(ab_srun_het_step(groups, sizeof(groups), 1, train));
 	assert_true(ab_srun_het_step(range, sizeof(range), 1, train));
 	assert_false(ab_srun_het_step(one, sizeof(one), 1, train)); /* one component: a step */
+	/* getopt's prefixes of the name; a range of one */
+	assert_true(ab_srun_het_step("srun\0--het-g=0-1\0train", 23, 1, train));
+	assert_true(ab_srun_het_step("srun\0--het\0001,2\0train", 21, 1, train));
+	assert_false(ab_srun_het_step("srun\0--het-group=1-1\0train", 27, 1, train));
+	assert_true(ab_srun_het_step("srun\0--het-group=1-10\0train", 28, 1, train));
+	assert_false(ab_srun_het_step("srun\0--he=0,1\0train", 20, 1, train));
 	/* the program's own argument is not srun's */
 	assert_false(ab_srun_het_step(theirs, sizeof(theirs), 2, train_theirs));
 }
