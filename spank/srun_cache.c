@@ -161,6 +161,24 @@ static bool went_over(struct ab_plan *pl, const struct ab_cache *c, const char *
 	return true;
 }
 
+/* A decision its probe's time limit cut short (the best fit seen then): this job probes
+ * again, from it (a warm start: its batch verified first, a larger one where its line leaves
+ * room), so that jobs with time to spare find the best, and each short one gets further.
+ * True with the job's warm fields set, said once. */
+static bool cut_short(struct ab_plan *pl, const char *name, const struct ab_result *res)
+{
+	if (res->confidence != AB_CONFIDENCE_TIME_LIMIT)
+		return false;
+	if (pl->job.warm_batch != res->batch)
+		slurm_spank_log(AB_LOG_PREFIX "the cached decision (batch %ld) was the best fit seen "
+					      "when its probe's time ran out: probing again, from it",
+				res->batch);
+	pl->job.warm_batch = res->batch;
+	pl->job.warm_per_sample = res->per_sample;
+	pl->job.warm_from = name;
+	return true;
+}
+
 int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab_result *res,
 			 char **json)
 {
@@ -174,7 +192,7 @@ int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab
 	snprintf(pl->cache_dir, sizeof(pl->cache_dir), "%s", c->dir);
 	if (pl->ctx->req.refresh || (rc = load(c, name, res, json)) == -ENOENT)
 		return -ENOENT;
-	if (rc == 0 && went_over(pl, c, name, res)) {
+	if (rc == 0 && (went_over(pl, c, name, res) || cut_short(pl, name, res))) {
 		free(*json);
 		*json = NULL;
 		return -ENOENT;

@@ -90,9 +90,17 @@ expect_failure() {
 		{ echo "$stderr"; false; }
 	grep -qE "^autobatch: the probe's time limit leaves [0-9]+ s, and a round of trials has taken up to [2-4][0-9] s: the best fit seen, batch [0-9]+, stands" <<<"$stderr" ||
 		{ echo "$stderr"; false; }
-	b=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in [12] trials, .*; the best fit seen when the probe.s time ran out: a larger batch may fit (--autobatch-refresh in a job with more time probes again); wrote cfg.yaml.*/\1/p' <<<"$stderr")
+	b=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in [12] trials, .*; the best fit seen when the probe.s time ran out: a larger batch may fit (the next such srun probes again, from it); wrote cfg.yaml.*/\1/p' <<<"$stderr")
 	[ -n "$b" ] || { echo "$stderr"; false; }
 	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
+	no_probe_step_left
+	# the same srun again: no cache hit of a search the time cut short, but a probe from it
+	# (stopped here by a Ctrl-C once it runs)
+	cp cfg.yaml.autobatch~ cfg.yaml
+	run --separate-stderr ctrl_c_when autobatch-probe srun -N1 -n1 --gpus=1 --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	assert_line_in "autobatch: the cached decision (batch $b) was the best fit seen when its probe's time ran out: probing again, from it" "$stderr"
+	refute grep -q "cached decision: " <<<"$stderr"
 	no_probe_step_left
 }
 
