@@ -27,6 +27,7 @@ struct ab_plan {
 	char named[2 * PATH_MAX]; /* the config as the user named it, in chdir when relative */
 	unsigned stepid;
 	bool cached;
+	bool looked_up; /* the cache was looked in once already (srun_cache.c) */
 	const char *written[4]; /* the keys autobatch writes */
 	struct ab_expect seen;  /* the config when the job was planned */
 	uint64_t warm_fingerprint; /* the config less its batch and memory-neutral values */

@@ -169,6 +169,10 @@ static bool cut_short(struct ab_plan *pl, const char *name, const struct ab_resu
 {
 	if (res->confidence != AB_CONFIDENCE_TIME_LIMIT)
 		return false;
+	/* decided while this srun waited for an identical one's lock (an array's elements):
+	 * taken as it is, or each would probe in turn */
+	if (pl->looked_up && pl->job.warm_batch != res->batch)
+		return false;
 	if (pl->job.warm_batch != res->batch)
 		slurm_spank_log(AB_LOG_PREFIX "the cached decision (batch %ld) was the best fit seen "
 					      "when its probe's time ran out: probing again, from it",
@@ -190,15 +194,15 @@ int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab
 		return -ENOENT;
 	entry_name(pl, false, pl->entry, sizeof(pl->entry));
 	snprintf(pl->cache_dir, sizeof(pl->cache_dir), "%s", c->dir);
-	if (pl->ctx->req.refresh || (rc = load(c, name, res, json)) == -ENOENT)
-		return -ENOENT;
+	rc = pl->ctx->req.refresh ? -ENOENT : load(c, name, res, json);
 	if (rc == 0 && (went_over(pl, c, name, res) || cut_short(pl, name, res))) {
 		free(*json);
 		*json = NULL;
-		return -ENOENT;
+		rc = -ENOENT;
 	}
-	if (rc == 0)
-		return 0;
+	pl->looked_up = true;
+	if (rc == 0 || rc == -ENOENT)
+		return rc;
 	slurm_verbose(AB_LOG_PREFIX "ignoring the corrupt cache entry %s/%s; it is replaced",
 		      c->dir, name);
 	return -ENOENT;

@@ -79,20 +79,28 @@ expect_failure() {
 
 # Each trial takes about 30 s (four steps of 7 s): in a job of 3 minutes probing gets half of
 # what is left (90 s), the probe 10% less (--time-limit), and in that no third trial fits,
-# so the best fit of the first two stands.
+# so the best fit of the first two stands. Two identical sruns at once: one probes, the other
+# waits for it and takes its decision as it is (an array's elements, each probing in turn,
+# would be far worse); the next one after them probes again, from that batch.
 @test "the job's time limit bounds the probe to half of what is left; the best fit seen stands" {
 	set_plugstack ""
 	echo "  step_ms: 7000" >>cfg.yaml
-	run --separate-stderr timeout 170 srun -N1 -n1 -t 3 --gpus=1 --autobatch=0.8 \
-		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
-	[ "$status" -eq 0 ] || { echo "$stderr"; false; }
-	grep -qE "^autobatch: the job's time limit leaves 1[5-8][0-9] s: probing takes at most half of it, [7-9][0-9] s \(probe_timeout=900s\)" <<<"$stderr" ||
-		{ echo "$stderr"; false; }
-	grep -qE "^autobatch: the probe's time limit leaves [0-9]+ s, and a round of trials has taken up to [2-4][0-9] s: the best fit seen, batch [0-9]+, stands" <<<"$stderr" ||
-		{ echo "$stderr"; false; }
-	b=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in [12] trials, .*; the best fit seen when the probe.s time ran out: a larger batch may fit (the next such srun probes again, from it); wrote cfg.yaml.*/\1/p' <<<"$stderr")
-	[ -n "$b" ] || { echo "$stderr"; false; }
-	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
+	local i b
+	for i in 1 2; do
+		timeout 170 srun -N1 -n1 -t 3 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+			toy_train --config cfg.yaml >"out.$i" 2>"err.$i" &
+	done
+	wait
+	cat err.1 err.2 >err.all
+	[ "$(grep -cE "^autobatch: the job's time limit leaves 1[5-8][0-9] s: probing takes at most half of it, [7-9][0-9] s \(probe_timeout=900s\)" err.all)" -eq 1 ] ||
+		{ cat err.all; false; }
+	[ "$(grep -cE "^autobatch: the probe's time limit leaves [0-9]+ s, and a round of trials has taken up to [2-4][0-9] s: the best fit seen, batch [0-9]+, stands" err.all)" -eq 1 ] ||
+		{ cat err.all; false; }
+	b=$(sed -n 's/^autobatch: chose batch \([0-9]*\) in [12] trials, .*; the best fit seen when the probe.s time ran out: a larger batch may fit (the next such srun probes again, from it); wrote cfg.yaml.*/\1/p' err.all)
+	[ -n "$b" ] || { cat err.all; false; }
+	[ "$(grep -c "^autobatch: cached decision: batch $b" err.all)" -eq 1 ]
+	refute grep -q "probing again, from it" err.all
+	[ "$(cat out.1 out.2 | grep -c "^toy_train: batch $b from cfg.yaml")" -eq 2 ]
 	no_probe_step_left
 	# the same srun again: no cache hit of a search the time cut short, but a probe from it
 	# (stopped here by a Ctrl-C once it runs)
