@@ -93,9 +93,20 @@ static const char *probe_step_gpus(const struct ab_probe_job *job, const slurm_j
  * slurmctld, for the trial steps: each task of a trial sees the GPUs its task of the real
  * step sees (CUDA_VISIBLE_DEVICES), where the job's default would give it all of its node's.
  * Unreadable (slurmctld busy): none, the job's default, which srun -v says. */
+/* The real step's record among the job's steps, or NULL. */
+static const job_step_info_t *own_step(const job_step_info_response_msg_t *steps,
+				       unsigned stepid)
+{
+	for (uint32_t i = 0; i < steps->job_step_count; i++)
+		if (steps->job_steps[i].step_id.step_id == stepid)
+			return &steps->job_steps[i];
+	return NULL;
+}
+
 static int read_step_gpus(struct ab_probe_job *job, char *err, size_t errlen)
 {
 	job_step_info_response_msg_t *steps = NULL;
+	const job_step_info_t *s;
 	int rc = 0;
 
 	if (list_steps(job->jobid, &steps) != SLURM_SUCCESS || !steps) {
@@ -104,16 +115,10 @@ static int read_step_gpus(struct ab_probe_job *job, char *err, size_t errlen)
 			      job->jobid, job->stepid);
 		return 0;
 	}
-	for (uint32_t i = 0; i < steps->job_step_count; i++) {
-		const job_step_info_t *s = &steps->job_steps[i];
-
-		if (s->step_id.step_id == job->stepid) {
-			rc = ab_step_gpus_from_tres(s->tres_per_task, s->tres_per_node,
-						    s->tres_per_step, s->tres_bind,
-						    s->cpus_per_tres, &job->step_gpus, err, errlen);
-			break;
-		}
-	}
+	if ((s = own_step(steps, job->stepid)))
+		rc = ab_step_gpus_from_tres(s->tres_per_task, s->tres_per_node, s->tres_per_step,
+					    s->tres_bind, s->cpus_per_tres, &job->step_gpus, err,
+					    errlen);
 	slurm_free_job_step_info_response_msg(steps);
 	return rc;
 }
@@ -240,17 +245,22 @@ static int timed_out(const struct ab_probe_job *job, unsigned budget, char *err,
 		       site->probe_timeout);
 }
 
-/* Half of what is left is under a minute (or probe_timeout), or spent: no probe step. */
-static int no_time(const struct ab_probe_job *job, char *err, size_t errlen)
+/* The least probing window a probe step is started in: a minute, or probe_timeout. */
+static unsigned min_window_s(const struct ab_probe_job *job)
 {
 	unsigned timeout = job->ctx->site.probe_timeout;
 
+	return timeout < AB_PROBE_MIN_S ? timeout : AB_PROBE_MIN_S;
+}
+
+/* Half of what is left is under min_window_s, or spent: no probe step. */
+static int no_time(const struct ab_probe_job *job, char *err, size_t errlen)
+{
 	return ab_fail(err, errlen, ETIME,
 		       "the %s's time limit leaves %.0f s, too little to probe (probing takes "
 		       "at most half of what is left, and needs %u s): give the %s more time "
 		       "(--time), or run this step without --autobatch",
-		       job->ends_by, left_s(job), timeout < AB_PROBE_MIN_S ? timeout : AB_PROBE_MIN_S,
-		       job->ends_by);
+		       job->ends_by, left_s(job), min_window_s(job), job->ends_by);
 }
 
 static int lost_node(const struct relay *r, char *err, size_t errlen)
@@ -457,7 +467,7 @@ static void set_window(struct ab_probe_job *job)
 	if (!job->ends_at || half >= timeout)
 		return;
 	job->probe_until = time(NULL) + (time_t)half;
-	if ((job->no_time = half < (timeout < AB_PROBE_MIN_S ? timeout : AB_PROBE_MIN_S)))
+	if ((job->no_time = half < min_window_s(job)))
 		return;
 	slurm_spank_log(AB_LOG_PREFIX "the %s's time limit leaves %.0f s: probing takes at most "
 				      "half of it, %.0f s (probe_timeout=%us)",
@@ -474,15 +484,14 @@ static bool limited(uint32_t minutes)
 static void step_end(struct ab_probe_job *job)
 {
 	job_step_info_response_msg_t *steps = NULL;
+	const job_step_info_t *s;
 
 	if (list_steps(job->jobid, &steps) != SLURM_SUCCESS || !steps)
 		return;
-	for (uint32_t i = 0; i < steps->job_step_count; i++) {
-		const job_step_info_t *s = &steps->job_steps[i];
+	if ((s = own_step(steps, job->stepid)) && limited(s->time_limit) && s->start_time) {
 		time_t end = s->start_time + (time_t)s->time_limit * 60;
 
-		if (s->step_id.step_id == job->stepid && limited(s->time_limit) && s->start_time &&
-		    (!job->ends_at || end < job->ends_at)) {
+		if (!job->ends_at || end < job->ends_at) {
 			job->ends_at = end;
 			job->ends_by = "step";
 		}

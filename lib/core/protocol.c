@@ -172,8 +172,10 @@ static bool het_groups(const char *value)
 {
 	const char *dash;
 
-	if (!value || strchr(value, ','))
-		return value != NULL;
+	if (!value)
+		return false;
+	if (strchr(value, ','))
+		return true;
 	if (!(dash = strchr(value, '-')))
 		return false;
 	return strncmp(value, dash + 1, (size_t)(dash - value)) || dash[1 + (dash - value)];

@@ -249,20 +249,20 @@ static void contradiction(const struct run *r, const struct bracket *k)
 	}
 }
 
-/* The probe's time limit leaves no room for another round: the best fit seen stands. */
-static void time_up(const struct run *r, const struct ab_trial *best)
+/* The probe's time limit leaves no room for another round: the best fit seen stands, its
+ * confidence 65, said once (r->err holds why; a later phase of the search may end so too). */
+static void time_up(const struct run *r, struct ab_decision *out, const struct ab_trial *best)
 {
 	char line[AB_ERR_MAX + 64];
 
-	if (r->p->note && best) {
+	if (out->confidence != AB_CONFIDENCE_TIME_LIMIT && r->p->note && best) {
 		snprintf(line, sizeof(line), "%s: the best fit seen, batch %ld, stands", r->err,
 			 best->batch);
 		r->p->note(r->p->progress_arg, line);
 	}
 	r->err[0] = '\0';
+	out->confidence = AB_CONFIDENCE_TIME_LIMIT;
 }
-
-#define NO_FIT_IN_TIME "no batch was seen to fit before the probe's time ran out"
 
 /* ... and none was seen to fit yet. */
 static int no_fit_in_time(struct run *r)
@@ -271,7 +271,8 @@ static int no_fit_in_time(struct run *r)
 
 	snprintf(why, sizeof(why), "%s", r->err);
 	return ab_fail(r->err, r->errlen, ETIME,
-		       NO_FIT_IN_TIME " (%s%safter %zu trials): give the probe more time (--time-limit; under srun, "
+		       "no batch was seen to fit before the probe's time ran out (%s%safter %zu "
+		       "trials): give the probe more time (--time-limit; under srun, "
 		       "probe_timeout= or the job's time limit)",
 		       why, why[0] ? ", " : "", r->trials->n);
 }
@@ -329,12 +330,12 @@ static int memory_search(struct run *r, struct ab_decision *out)
 		/* the round's trials that finished before the time limit count too */
 		if ((rc = search_measure_round(r, v, n)) == -ETIME && (k = search_bracket(r)).lo) {
 			timed = true;
-			time_up(r, k.lo);
+			time_up(r, out, k.lo);
 			break;
 		}
 		if (rc < 0) {
 			free(v);
-			return rc == -ETIME ? no_fit_in_time(r) : rc;
+			return rc;
 		}
 	}
 	free(v);
@@ -379,8 +380,7 @@ static int warm_start(struct run *r, struct ab_decision *out)
 	    (double)b >= (1 - AB_SEARCH_TOLERANCE) * crossing)
 		return 0; /* no larger batch within the tolerance: b is the answer */
 	if ((rc = search_measure(r, next)) == -ETIME) {
-		time_up(r, search_find(r, b)); /* the trials may have moved */
-		out->confidence = AB_CONFIDENCE_TIME_LIMIT;
+		time_up(r, out, search_find(r, b)); /* the trials may have moved */
 		return 0;
 	}
 	if (rc < 0)
@@ -485,12 +485,8 @@ static int settle_noise(struct run *r, struct ab_decision *out)
 		out->chosen = (size_t)(k.lo - r->trials->v);
 		out->batch = k.lo->batch;
 	}
-	if (timed && out->confidence != AB_CONFIDENCE_TIME_LIMIT) /* said once */
-		time_up(r, &r->trials->v[out->chosen]);
-	if (timed) {
-		r->err[0] = '\0';
-		out->confidence = AB_CONFIDENCE_TIME_LIMIT;
-	}
+	if (timed)
+		time_up(r, out, &r->trials->v[out->chosen]);
 	out->margin_bytes = r->target - r->limit;
 	return 0;
 }
@@ -547,12 +543,7 @@ static int throughput_search(struct run *r, struct ab_decision *out)
 		if (!next || next <= below->batch || next >= best->batch || search_find(r, next))
 			break;
 		if ((rc = search_measure(r, next)) == -ETIME) {
-			/* said once, where the memory search has not said it */
-			if (out->confidence != AB_CONFIDENCE_TIME_LIMIT)
-				time_up(r, fastest(r));
-			else
-				r->err[0] = '\0';
-			out->confidence = AB_CONFIDENCE_TIME_LIMIT;
+			time_up(r, out, fastest(r));
 			break;
 		}
 		if (rc < 0)
@@ -639,8 +630,8 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 		rc = check_grows(&r, out, err, errlen);
 	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)
 		rc = throughput_search(&r, out);
-	/* what the time cut short before any fit (memory_search said it already) */
-	if (rc == -ETIME && strncmp(err, NO_FIT_IN_TIME, strlen(NO_FIT_IN_TIME)))
+	/* what the time cut short before any fit, in whichever phase */
+	if (rc == -ETIME)
 		rc = no_fit_in_time(&r);
 	if (rc == 0) {
 		out->margin_bytes = r.target - r.limit; /* a throughput trial may have raised it */
