@@ -21,6 +21,7 @@
 #include "fingerprint.h"
 #include "number.h"
 #include "size.h"
+#include "srun_line.h"
 
 /* setenv(3): srun merges its environment into the launch after this hook (spank_setenv is
  * refused in local context). The SLURM_ twin survives --export=NONE; slurmstepd copies it
@@ -155,10 +156,8 @@ static ssize_t srun_args(char *args, size_t len)
  * --autobatch-config lies and the probe runs its trials (srun's own directory otherwise); ""
  * for none, or an error where DIR does not resolve. Without -D, srun takes DIR from its
  * SLURM_WORKING_DIR (srun(1), INPUT ENVIRONMENT VARIABLES), and so does this. */
-static int step_dir(const struct ab_probe_job *job, const char *args, ssize_t n, char *dir,
-		    char *err, size_t errlen)
+static int step_dir(const char *d, char *dir, char *err, size_t errlen)
 {
-	const char *d = n > 0 ? ab_srun_chdir(args, (size_t)n, job->argc, job->argv) : NULL;
 	bool env = !d && (d = getenv("SLURM_WORKING_DIR")) && *d;
 
 	dir[0] = '\0';
@@ -213,7 +212,8 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	struct ab_config *cfg;
 	ssize_t n = readlink("/proc/self/exe", pl->srun, sizeof(pl->srun) - 1);
 	uint32_t jobid = 0, stepid = 0, ntasks = 1;
-	bool by_launcher, unknown, het;
+	bool by_launcher, unknown;
+	struct ab_srun_line line;
 	const char *launcher;
 	char args[1 << 16];
 	ssize_t nargs = srun_args(args, sizeof(args));
@@ -233,12 +233,10 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 					.ntasks = ntasks, .dp_width = ntasks,
 					.argc = pl->job.argc, .argv = pl->job.argv,
 					.global_batch = req->global_batch};
-	het = nargs > 0 && ab_srun_het_step(args, (size_t)nargs, pl->job.argc, pl->job.argv);
+	ab_srun_line_read(args, nargs > 0 ? (size_t)nargs : 0, pl->job.argc, pl->job.argv, &line);
 	/* srun -t, or its input variable */
-	pl->job.step_time = (nargs > 0 && ab_srun_time_option(args, (size_t)nargs, pl->job.argc,
-							       pl->job.argv)) ||
-			    getenv("SLURM_TIMELIMIT");
-	if ((rc = step_dir(&pl->job, args, nargs, pl->chdir, err, errlen)) < 0)
+	pl->job.step_time = line.time || getenv("SLURM_TIMELIMIT");
+	if ((rc = step_dir(line.chdir, pl->chdir, err, errlen)) < 0)
 		return rc;
 	pl->job.chdir = pl->chdir[0] ? pl->chdir : NULL;
 	pl->job.workers = step_workers(&pl->job, &by_launcher, &unknown);
@@ -253,14 +251,13 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 	pl->stepid = stepid;
 	if ((rc = fraction_as_command(&pl->job, err, errlen)) < 0)
 		return rc;
-	if (nargs > 0 && pl->job.argc > 0 &&
-	    ab_srun_multi_prog(args, (size_t)nargs, pl->job.argc, pl->job.argv))
+	if (line.multi_prog && pl->job.argc > 0)
 		return ab_fail(err, errlen, EINVAL,
 			       "srun --multi-prog is not probed: each task runs its own line of %s, "
 			       "and no one command is the training program; give --autobatch to an "
 			       "srun of the training program alone",
 			       pl->job.argv[0]);
-	if (het)
+	if (line.het_step)
 		return ab_fail(err, errlen, EINVAL,
 			       "a heterogeneous step (srun ... : ..., or --het-group of several "
 			       "components) is not probed: its components hold different programs "

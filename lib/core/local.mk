@@ -65,6 +65,8 @@ lib_core_libabcore_la_SOURCES = \
 	lib/core/site.h \
 	lib/core/size.c \
 	lib/core/size.h \
+	lib/core/srun_line.c \
+	lib/core/srun_line.h \
 	lib/core/step_gpus.c \
 	lib/core/step_gpus.h \
 	lib/core/subprocess.c \

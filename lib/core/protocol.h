@@ -232,26 +232,6 @@ int ab_env_twin(const char *name, char *buf, size_t buflen);
  * text "(null)", which means no value. */
 const char *ab_option_value(const char *arg);
 
-/* True when srun's command line (NUL-separated, as /proc/self/cmdline gives it) holds a bare
- * ':', which srun reads as the border between the components of a heterogeneous step, or
- * when its options (before the step's command: argc words of argv) hold a --het-group of
- * several components ("0,1", "0-2"), a step over them inside a heterogeneous job. */
-bool ab_srun_het_step(const char *args, size_t len, int argc, char *const argv[]);
-
-/* True when srun's options (read as ab_srun_chdir does) give the step a time limit of its
- * own (-t, --time): only then is the step's record read for it (an RPC, and libslurm's
- * step records leak a string each, measured with valgrind on 22.05 to 26.05). */
-bool ab_srun_time_option(const char *args, size_t len, int argc, char *const argv[]);
-
-/* The directory srun's own -D/--chdir gives the step (-D DIR, -DDIR, --chdir=DIR,
- * --chdir DIR), read from srun's command line (as ab_srun_het_step) up to the step's command
- * (argc words of argv, which must end the line); NULL where none. Points into args. */
-const char *ab_srun_chdir(const char *args, size_t len, int argc, char *const argv[]);
-
-/* True when srun's options (read as ab_srun_chdir does) hold --multi-prog: each task runs
- * its own line of the command's file, and the command is no program to run as a trial. */
-bool ab_srun_multi_prog(const char *args, size_t len, int argc, char *const argv[]);
-
 /* path as the step's tasks see it: in dir (srun -D's, NULL or "": none) when relative. 0, or
  * -ENAMETOOLONG when it does not fit buf. */
 int ab_step_path(const char *dir, const char *path, char *buf, size_t len);

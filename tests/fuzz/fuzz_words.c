@@ -21,6 +21,7 @@
 #include "protocol.h"
 #include "request.h"
 #include "site.h"
+#include "srun_line.h"
 #include "step_gpus.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -42,11 +43,36 @@ static int split(char *text, size_t len, char sep, char **w, int max)
 	return n;
 }
 
+/* The same line with the program given more words: srun's options only say what they say */
+static void program_words_ignored(const char *raw, size_t len, int argc, char **argv, int n,
+				  const struct ab_srun_line *was)
+{
+	static const char more[] = "-D\0/elsewhere\0-t\0--multi-prog\0--het-group=0,1";
+	char *line = malloc(len + sizeof(more)), *words[605];
+	struct ab_srun_line now;
+	int k = 0;
+
+	if (argc <= 0 || argc >= n || len == 0 || raw[len - 1] != '\0')
+		goto out;
+	memcpy(line, raw, len);
+	memcpy(line + len, more, sizeof(more));
+	for (size_t i = 0; i < len + sizeof(more); i += strnlen(line + i, len + sizeof(more) - i) + 1)
+		words[k++] = line + i;
+	(void)argv;
+	ab_srun_line_read(line, len + sizeof(more), argc + 5, words + k - argc - 5, &now);
+	if (now.time != was->time || now.multi_prog != was->multi_prog ||
+	    now.het_step != was->het_step || !now.chdir != !was->chdir ||
+	    (now.chdir && strcmp(now.chdir, was->chdir)))
+		FAIL("the program's own words read as srun's options");
+out:
+	free(line);
+}
+
 static void srun_args(const char *raw, size_t len, unsigned pick)
 {
 	char *copy = malloc(len + 1), *words[600], buf[4096];
+	struct ab_srun_line line;
 	int n = 0, argc;
-	const char *dir;
 
 	memcpy(copy, raw, len);
 	copy[len] = '\0';
@@ -54,17 +80,16 @@ static void srun_args(const char *raw, size_t len, unsigned pick)
 		words[n++] = copy + i;
 	argc = n ? (int)(pick % 4) % (n + 1) : 0;
 	/* argv: the last argc words (what srun's command is) */
-	(void)ab_srun_het_step(raw, len, argc, words + n - argc);
-	(void)ab_srun_multi_prog(raw, len, argc, words + n - argc);
-	(void)ab_srun_time_option(raw, len, argc, words + n - argc);
-	dir = ab_srun_chdir(raw, len, argc, words + n - argc);
-	if (dir && (dir < raw || dir >= raw + len))
+	ab_srun_line_read(raw, len, argc, words + n - argc, &line);
+	if (line.chdir && (line.chdir < raw || line.chdir >= raw + len ||
+			   !memchr(line.chdir, '\0', (size_t)(raw + len - line.chdir))))
 		FAIL("chdir outside the block");
-	if (dir && argc > 0)
-		ab_step_path(dir, words[n - 1], buf, sizeof(buf));
+	if (line.chdir && argc > 0)
+		ab_step_path(line.chdir, words[n - 1], buf, sizeof(buf));
+	if (n < 600)
+		program_words_ignored(raw, len, argc, words + n - argc, n, &line);
 	/* argv not taken from the block */
-	(void)ab_srun_multi_prog(raw, len, argc, words);
-	(void)ab_srun_chdir(raw, len, argc, words);
+	ab_srun_line_read(raw, len, argc, words, &line);
 	free(copy);
 }
 

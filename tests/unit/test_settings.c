@@ -21,8 +21,18 @@
 #include "presets.h"
 #include "protocol.h"
 #include "settings.h"
+#include "srun_line.h"
 
 #define ARGV(...) ((char *const[]){__VA_ARGS__})
+
+/* srun's line as the plugin reads it: what its options say */
+static struct ab_srun_line line_of(const char *args, size_t len, int argc, char *const argv[])
+{
+	struct ab_srun_line l;
+
+	ab_srun_line_read(args, len, argc, argv, &l);
+	return l;
+}
 #define ARGC(...) ((int)(sizeof((char *const[]){__VA_ARGS__}) / sizeof(char *)))
 #define SITE(...) site_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
 
@@ -835,22 +845,22 @@ static void het_steps(void **state)
 	char *train[] = {"train"}, *train_theirs[] = {"train", "--het-group=0,1"};
 
 	(void)state;
-	assert_true(ab_srun_het_step(het, sizeof(het), 1, (char *[]){"ps"}));
-	assert_true(ab_srun_het_step(last, sizeof(last), 0, NULL));
-	assert_false(ab_srun_het_step(plain, sizeof(plain), 1, (char *[]){"a:b"}));
-	assert_false(ab_srun_het_step(":", 2, 0, NULL)); /* a program named ':' is srun's argv[0] */
-	assert_false(ab_srun_het_step("", 0, 0, NULL));
-	assert_true(ab_srun_het_step(groups, sizeof(groups), 1, train));
-	assert_true(ab_srun_het_step(range, sizeof(range), 1, train));
-	assert_false(ab_srun_het_step(one, sizeof(one), 1, train)); /* one component: a step */
+	assert_true(line_of(het, sizeof(het), 1, (char *[]){"ps"}).het_step);
+	assert_true(line_of(last, sizeof(last), 0, NULL).het_step);
+	assert_false(line_of(plain, sizeof(plain), 1, (char *[]){"a:b"}).het_step);
+	assert_false(line_of(":", 2, 0, NULL).het_step); /* a program named ':' is srun's argv[0] */
+	assert_false(line_of("", 0, 0, NULL).het_step);
+	assert_true(line_of(groups, sizeof(groups), 1, train).het_step);
+	assert_true(line_of(range, sizeof(range), 1, train).het_step);
+	assert_false(line_of(one, sizeof(one), 1, train).het_step); /* one component: a step */
 	/* getopt's prefixes of the name; a range of one */
-	assert_true(ab_srun_het_step("srun\0--het-g=0-1\0train", 23, 1, train));
-	assert_true(ab_srun_het_step("srun\0--het\0001,2\0train", 21, 1, train));
-	assert_false(ab_srun_het_step("srun\0--het-group=1-1\0train", 27, 1, train));
-	assert_true(ab_srun_het_step("srun\0--het-group=1-10\0train", 28, 1, train));
-	assert_false(ab_srun_het_step("srun\0--he=0,1\0train", 20, 1, train));
+	assert_true(line_of("srun\0--het-g=0-1\0train", 23, 1, train).het_step);
+	assert_true(line_of("srun\0--het\0001,2\0train", 21, 1, train).het_step);
+	assert_false(line_of("srun\0--het-group=1-1\0train", 27, 1, train).het_step);
+	assert_true(line_of("srun\0--het-group=1-10\0train", 28, 1, train).het_step);
+	assert_false(line_of("srun\0--he=0,1\0train", 20, 1, train).het_step);
 	/* the program's own argument is not srun's */
-	assert_false(ab_srun_het_step(theirs, sizeof(theirs), 2, train_theirs));
+	assert_false(line_of(theirs, sizeof(theirs), 2, train_theirs).het_step);
 }
 
 /* srun -t: a step's own time limit, in its spellings; never the command's own -t */
@@ -865,12 +875,54 @@ static void srun_time(void **state)
 	char *train[] = {"train"}, *theirs[] = {"train", "-t", "5"};
 
 	(void)state;
-	assert_true(ab_srun_time_option(t1, sizeof(t1), 1, train));
-	assert_true(ab_srun_time_option(t2, sizeof(t2), 1, train));
-	assert_true(ab_srun_time_option(t3, sizeof(t3), 1, train));
-	assert_true(ab_srun_time_option(t4, sizeof(t4), 1, train));
-	assert_false(ab_srun_time_option(none, sizeof(none), 3, theirs));
-	assert_false(ab_srun_time_option(other, sizeof(other), 1, train));
+	assert_true(line_of(t1, sizeof(t1), 1, train).time);
+	assert_true(line_of(t2, sizeof(t2), 1, train).time);
+	assert_true(line_of(t3, sizeof(t3), 1, train).time);
+	assert_true(line_of(t4, sizeof(t4), 1, train).time);
+	assert_false(line_of(none, sizeof(none), 3, theirs).time);
+	assert_false(line_of(other, sizeof(other), 1, train).time);
+}
+
+/* srun's options as its getopt_long reads them (slurm_opt.c): clusters, prefixes, values
+ * that look like options, other plugins' options, the end of the options */
+static void srun_getopt(void **state)
+{
+	static const char lt[] = "srun\0-lt\0005\0train";
+	static const char ld[] = "srun\0-lD\0/scratch/e\0train";
+	static const char ld_glued[] = "srun\0-ulD/scratch/f\0train";
+	static const char j_t[] = "srun\0-J\0-t5\0train";
+	static const char comment[] = "srun\0--comment\0-D/x\0--comment=-t\0train";
+	static const char chd[] = "srun\0--chd=/scratch/g\0train";
+	static const char ch[] = "srun\0--ch\0/scratch/h\0train";
+	static const char pyxis[] = "srun\0--container-image\0-t\0--container-workdir=/w\0"
+				    "--autobatch-config\0-D\0-D\0/scratch/i\0train";
+	static const char theirs[] = "srun\0--their-opt\0value\0-D\0/scratch/j\0train";
+	static const char opt_i[] = "srun\0-I\0-t\0005\0train";
+	static const char pack[] = "srun\0--pack-group=0,1\0train";
+	static const char mp_j[] = "srun\0-J\0--multi-prog\0mp.conf";
+	static const char dashes[] = "srun\0--\0-D\0/x\0train";
+
+	(void)state;
+	assert_true(line_of(lt, sizeof(lt), 1, ARGV("train")).time);
+	assert_string_equal(line_of(ld, sizeof(ld), 1, ARGV("train")).chdir, "/scratch/e");
+	assert_string_equal(line_of(ld_glued, sizeof(ld_glued), 1, ARGV("train")).chdir,
+			    "/scratch/f");
+	assert_false(line_of(j_t, sizeof(j_t), 1, ARGV("train")).time); /* the job's name */
+	assert_null(line_of(comment, sizeof(comment), 1, ARGV("train")).chdir);
+	assert_false(line_of(comment, sizeof(comment), 1, ARGV("train")).time);
+	assert_string_equal(line_of(chd, sizeof(chd), 1, ARGV("train")).chdir, "/scratch/g");
+	assert_string_equal(line_of(ch, sizeof(ch), 1, ARGV("train")).chdir, "/scratch/h");
+	assert_string_equal(line_of(pyxis, sizeof(pyxis), 1, ARGV("train")).chdir, "/scratch/i");
+	assert_false(line_of(pyxis, sizeof(pyxis), 1, ARGV("train")).time);
+	/* an option no table knows: its value, a word, is skipped where the command is known,
+	 * and ends the options where srun's getopt must find it (an early end: nothing made up) */
+	assert_string_equal(line_of(theirs, sizeof(theirs), 1, ARGV("train")).chdir,
+			    "/scratch/j");
+	assert_null(line_of(theirs, sizeof(theirs), 1, ARGV("other")).chdir);
+	assert_true(line_of(opt_i, sizeof(opt_i), 1, ARGV("train")).time); /* -I's is glued */
+	assert_true(line_of(pack, sizeof(pack), 1, ARGV("train")).het_step);
+	assert_false(line_of(mp_j, sizeof(mp_j), 2, ARGV("mp.conf", "0 a\n")).multi_prog);
+	assert_null(line_of(dashes, sizeof(dashes), 1, ARGV("train")).chdir);
 }
 
 /* srun -D: its four spellings, the last given, never the command's own -D */
@@ -883,34 +935,37 @@ static void srun_chdir(void **state)
 	static const char bare[] = "srun\0-D\0train";
 
 	(void)state;
-	assert_string_equal(ab_srun_chdir(sep, sizeof(sep), 3, ARGV("train", "-D", "x")),
+	assert_string_equal(line_of(sep, sizeof(sep), 3, ARGV("train", "-D", "x")).chdir,
 			    "/scratch/a");
-	assert_string_equal(ab_srun_chdir(glued, sizeof(glued), 1, ARGV("train")), "/scratch/b");
-	assert_string_equal(ab_srun_chdir(glued, sizeof(glued), 1, ARGV("/scratch/b/train")),
+	assert_string_equal(line_of(glued, sizeof(glued), 1, ARGV("train")).chdir, "/scratch/b");
+	assert_string_equal(line_of(glued, sizeof(glued), 1, ARGV("/scratch/b/train")).chdir,
 			    "/scratch/b");
-	assert_string_equal(ab_srun_chdir(eq, sizeof(eq), 1, ARGV("train")), "/scratch/d");
-	assert_null(ab_srun_chdir(none, sizeof(none), 3, ARGV("python", "-D", "y")));
-	/* its value is the command; a command that does not end the line: no telling */
-	assert_null(ab_srun_chdir(bare, sizeof(bare), 1, ARGV("train")));
-	assert_null(ab_srun_chdir(sep, sizeof(sep), 1, ARGV("other")));
-	assert_null(ab_srun_chdir("srun\0-D", 7, 0, ARGV(NULL))); /* cut short */
-	assert_null(ab_srun_chdir("", 0, 0, ARGV(NULL)));
+	assert_string_equal(line_of(eq, sizeof(eq), 1, ARGV("train")).chdir, "/scratch/d");
+	assert_null(line_of(none, sizeof(none), 3, ARGV("python", "-D", "y")).chdir);
+	/* its value is the command */
+	assert_null(line_of(bare, sizeof(bare), 1, ARGV("train")).chdir);
+	/* a command that does not end the line: srun's options end where its getopt ends them,
+	 * at the first word that is neither an option nor a value */
+	assert_string_equal(line_of(sep, sizeof(sep), 1, ARGV("other")).chdir, "/scratch/a");
+	assert_null(line_of(none, sizeof(none), 1, ARGV("other")).chdir);
+	assert_null(line_of("srun\0-D", 7, 0, ARGV(NULL)).chdir); /* cut short */
+	assert_null(line_of("", 0, 0, ARGV(NULL)).chdir);
 	/* --multi-prog among srun's options, never the command's own */
 	{
 		static const char mp[] = "srun\0-n2\0--multi-prog\0--autobatch\0mp.conf";
 		static const char own[] = "srun\0-n2\0prog\0--multi-prog";
 
-		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 1, ARGV("mp.conf")));
+		assert_true(line_of(mp, sizeof(mp), 1, ARGV("mp.conf")).multi_prog);
 		/* as srun hands it: the file, then its text */
-		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 2, ARGV("mp.conf", "0 a\n1 b\n")));
+		assert_true(line_of(mp, sizeof(mp), 2, ARGV("mp.conf", "0 a\n1 b\n")).multi_prog);
 		/* srun hands on the program it found: the typed word is its tail */
-		assert_true(ab_srun_multi_prog(mp, sizeof(mp), 1, ARGV("/home/u/mp.conf")));
-		assert_false(ab_srun_multi_prog(own, sizeof(own), 2, ARGV("prog", "--multi-prog")));
-		assert_false(ab_srun_multi_prog("", 0, 0, ARGV(NULL)));
+		assert_true(line_of(mp, sizeof(mp), 1, ARGV("/home/u/mp.conf")).multi_prog);
+		assert_false(line_of(own, sizeof(own), 2, ARGV("prog", "--multi-prog")).multi_prog);
+		assert_false(line_of("", 0, 0, ARGV(NULL)).multi_prog);
 		/* a block cut short (srun's options past the buffer): its last word has no end,
 		 * and is not read past (ASan) */
-		assert_false(ab_srun_multi_prog("srun\0x", 6, 1, ARGV("x")));
-		assert_false(ab_srun_multi_prog(mp, sizeof(mp) - 1, 1, ARGV("mp.conf")));
+		assert_false(line_of("srun\0x", 6, 1, ARGV("x")).multi_prog);
+		assert_false(line_of(mp, sizeof(mp) - 1, 1, ARGV("mp.conf")).multi_prog);
 	}
 }
 
@@ -1021,7 +1076,7 @@ int main(void)
 		cmocka_unit_test(trial_shapes),
 		cmocka_unit_test(effective_in_every_context),
 		cmocka_unit_test(het_steps), cmocka_unit_test(srun_time), cmocka_unit_test(accelerate_config),
-		cmocka_unit_test(srun_chdir), cmocka_unit_test(step_paths),
+		cmocka_unit_test(srun_chdir), cmocka_unit_test(srun_getopt), cmocka_unit_test(step_paths),
 		cmocka_unit_test(container_steps),
 		cmocka_unit_test(container_carried),
 		cmocka_unit_test(probe_args_device),
