@@ -32,9 +32,9 @@
 #include "subprocess.h"
 
 #define SERVE_S 300.0   /* after the decision, for the tasks still starting to ask */
-#define GATHER_S 300.0  /* after the decision, for tasks that have not said hello yet */
+#define GATHER_S 300.0  /* after the decision, for tasks that have not said hello yet (within
+			 * the 10 minutes of slack of ab_hold_wait_s) */
 #define LOST_SETTLE_S 3.0 /* after Slurm said the job lost a node, for a held task to be heard gone */
-#define WAIT_SLACK_S (300u + (unsigned)GATHER_S)
 
 struct ab_deferred {
 	volatile sig_atomic_t stopping; /* srun is ending: stop probing, stop serving */
@@ -60,15 +60,6 @@ static void srun_port_range(unsigned *lo, unsigned *hi)
 	*lo = *hi = 0;
 	if (conf && conf->srun_port_range && conf->srun_port_range[0])
 		*lo = conf->srun_port_range[0], *hi = conf->srun_port_range[1];
-}
-
-/* How long a task waits: while an identical srun holds the cache entry's lock, then the
- * probe (twice with --autobatch-eval), and some slack for applying and answering. */
-static unsigned wait_s(const struct ab_ctx *c)
-{
-	unsigned probe = c->site.probe_timeout;
-
-	return probe + 60 + probe * (c->req.eval ? 2 : 1) + WAIT_SLACK_S;
 }
 
 static char **copy_env(void)
@@ -339,7 +330,7 @@ int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache, 
 {
 	struct ab_deferred *d = calloc(1, sizeof(*d));
 	char ticket[256];
-	unsigned lo, hi;
+	unsigned lo, hi, wait;
 	int rc;
 
 	if (!d)
@@ -349,7 +340,8 @@ int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache, 
 	srun_port_range(&lo, &hi);
 	if ((rc = ab_hold_listen(&d->server, lo, hi, pl->job.ntasks, err, errlen)) < 0)
 		goto fail;
-	if ((rc = ab_hold_ticket_format(&d->server, wait_s(c), ticket, sizeof(ticket))) < 0 ||
+	wait = ab_hold_wait_s(c->site.probe_timeout, c->req.eval);
+	if ((rc = ab_hold_ticket_format(&d->server, wait, ticket, sizeof(ticket))) < 0 ||
 	    setenv(AB_HOLD_ENV, ticket, 1) < 0) {
 		rc = ab_fail(err, errlen, EIO, "cannot give the tasks their ticket");
 		goto fail;

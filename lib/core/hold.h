@@ -106,6 +106,11 @@ struct ab_hold_server {
 int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, unsigned expected,
 		   char *err, size_t errlen);
 
+/* How long a held task waits for srun's answer: while an identical srun holds the cache
+ * entry's lock (a probe, and a minute), then the probe (and the eval probe), and 10 minutes
+ * for srun to gather the tasks, apply and answer. Any probe_timeout's fits a ticket. */
+unsigned ab_hold_wait_s(unsigned probe_timeout, bool eval);
+
 /* The value of SLURM_AUTOBATCH_HOLD for the tasks: "2:PORT:WAIT_S:CLIENT:SERVER" (2: the protocol), where
  * WAIT_S bounds how long a task waits for its answer. */
 int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char *buf,

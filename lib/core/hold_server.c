@@ -110,6 +110,13 @@ int ab_hold_listen(struct ab_hold_server *s, unsigned lo, unsigned hi, unsigned 
 	return 0;
 }
 
+unsigned ab_hold_wait_s(unsigned probe_timeout, bool eval)
+{
+	unsigned p = probe_timeout < AB_TIMEOUT_MAX ? probe_timeout : AB_TIMEOUT_MAX;
+
+	return p + 60 + p * (eval ? 2 : 1) + 600;
+}
+
 int ab_hold_ticket_format(const struct ab_hold_server *s, unsigned wait_s, char *buf,
 			  size_t buflen)
 {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "hold.h"
+#include "input_limits.h"
 
 #define MAGIC "AUTOBATCH-HOLD 2 "
 #define HELLO_MAX 192
@@ -26,7 +27,8 @@
 /* srun answers a hello at its next pass: between the probe's polls, while it waits for the
  * cache's lock, and while it serves; a minute of silence is not srun */
 #define FIRST_LINE_S 60.0
-#define WAIT_MAX_S 604800L  /* a week: beyond any probe_timeout */
+/* the longest wait a ticket carries: ab_hold_wait_s at the largest probe_timeout, and more */
+#define WAIT_MAX_S (3L * AB_TIMEOUT_MAX + 3600L)
 
 /* AB_HOLD_TOKEN_HEX random hex digits into hex (NUL-terminated): 0 or -errno. */
 int ab_hold_draw_token(char *hex);

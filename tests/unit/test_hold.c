@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "hold.h"
+#include "input_limits.h"
 #include "siphash.h"
 
 static char err[AB_ERR_MAX];
@@ -345,6 +346,16 @@ static void tickets(void **state)
 	assert_int_equal(t.port, 80);
 	assert_int_equal(t.wait_s, 10);
 	assert_string_equal(t.server_token, "fedcba9876543210fedcba9876543210");
+	/* the wait srun gives at the largest probe_timeout a site may set, with the eval probe */
+	{
+		char longest[128];
+
+		snprintf(longest, sizeof(longest), "2:80:%u:0123456789abcdef0123456789abcdef:"
+			 "fedcba9876543210fedcba9876543210", ab_hold_wait_s(AB_TIMEOUT_MAX, true));
+		assert_int_equal(ab_hold_ticket_parse(longest, &t, err, sizeof(err)), 0);
+		assert_int_equal(t.wait_s, 3 * AB_TIMEOUT_MAX + 660);
+		assert_int_equal(ab_hold_wait_s(900, false), 900 + 60 + 900 + 600);
+	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (ab_hold_ticket_parse(bad[i], &t, err, sizeof(err)) != -EINVAL)
 			fail_msg("accepted the ticket '%s'", bad[i]);
