@@ -12,14 +12,36 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "file_replace.h"
 #include "json_field.h"
 
 #define REPORT_MAX (4 << 20) /* a report is a few KiB; a larger file is not ours */
 #define REOPENS 8	     /* replaced under us this often: give up, the figure is not vital */
+/* A task holds the lock for a read and a rename. Anyone who can read the report can hold a
+ * lock on it too (a read lock, for ever): the watch never waits on it past this, and keeps
+ * watching (its over-limit verdict does not go through the report). */
+#define LOCK_WAIT_S 3.0
+#define LOCK_RETRY_NS 20000000L
+
+/* The lock lk on fd, tried until seconds have passed: 0, or -1 with errno (EAGAIN or EACCES
+ * where another process still holds one). */
+static int lock_within(int fd, struct flock *lk, double seconds)
+{
+	const struct timespec pause = {0, LOCK_RETRY_NS};
+	double until = ab_now() + seconds;
+
+	while (fcntl(fd, F_SETLK, lk) < 0) {
+		if ((errno != EAGAIN && errno != EACCES && errno != EINTR) || ab_now() >= until)
+			return -1;
+		nanosleep(&pause, NULL);
+	}
+	return 0;
+}
 
 /* The report, locked, as the file now at path: the descriptor, or a negative errno. */
 static int open_locked(const char *path, char *err, size_t errlen)
@@ -36,11 +58,16 @@ static int open_locked(const char *path, char *err, size_t errlen)
 			close(fd);
 			return ab_fail(err, errlen, EPERM, "%s is not a report of yours", path);
 		}
-		if (fcntl(fd, F_SETLKW, &lk) < 0) {
+		if (lock_within(fd, &lk, LOCK_WAIT_S) < 0) {
 			int e = errno;
 
 			close(fd);
-			return ab_fail(err, errlen, e, "cannot lock %s: %s", path, strerror(e));
+			return e == EAGAIN || e == EACCES
+				       ? ab_fail(err, errlen, EAGAIN, "%s stayed locked by another "
+								      "process for %.0f s",
+						 path, LOCK_WAIT_S)
+				       : ab_fail(err, errlen, e, "cannot lock %s: %s", path,
+						 strerror(e));
 		}
 		if (lstat(path, &now) == 0 && now.st_ino == held.st_ino && now.st_dev == held.st_dev)
 			return fd;

@@ -9,11 +9,15 @@
 #include <cmocka.h>
 #include "unit.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "decision.h"
 #include "job_comment.h"
 #include "protocol.h"
@@ -347,6 +351,48 @@ static void job_comment(void **state)
 	job_comment_theirs();
 }
 
+/* Another user who can read the report holds a read lock on it for ever: a task's watch
+ * gives up on the figure within seconds (it once waited until its alarm killed it, before
+ * any over-limit verdict), and writes it once the lock is gone. */
+static void report_locked_by_another(void **state)
+{
+	char path[] = "/tmp/autobatch-test-locked.XXXXXX", ready;
+	struct ab_run_figure f = {64 * GiB, 63 * GiB, 3, 24, "node7", "gpu", true, false};
+	int fd = mkstemp(path), p[2], status;
+	double start;
+	char *json;
+	pid_t pid;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "{}", 2), 2);
+	close(fd);
+	assert_int_equal(pipe(p), 0);
+	if ((pid = fork()) == 0) {
+		struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+		int rd = open(path, O_RDONLY);
+
+		if (rd < 0 || fcntl(rd, F_SETLK, &lk) < 0 || write(p[1], "l", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(read(p[0], &ready, 1), 1);
+	start = ab_now();
+	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), -EAGAIN);
+	assert_true(ab_now() - start >= 2.5 && ab_now() - start < 8);
+	assert_contains(err, "stayed locked by another process for 3 s");
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
+	json = read_back(path);
+	assert_contains(json, "\"peak_bytes\":");
+	free(json);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +402,7 @@ int main(void)
 		cmocka_unit_test(global_batch_rule),
 		cmocka_unit_test(lines),
 		cmocka_unit_test(job_comment),
+		cmocka_unit_test(report_locked_by_another),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
