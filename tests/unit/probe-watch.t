@@ -11,7 +11,7 @@ probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 dir=$(mktemp -d /tmp/autobatch-probe-watch.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-echo "1..11"
+echo "1..12"
 entry=0123456789abcdef.json
 mkdir -m 0700 "$dir/cache"
 
@@ -134,6 +134,22 @@ check "a report that is not JSON is left alone and said in one line" \
 	sh -c "[ \"\$(cat '$dir/r.json')\" = 'not json' ] && [ \$(wc -l <'$dir/bad.err') -eq 1 ] &&
 	       grep -q '^autobatch: the run.s peak is not in the report: .*r.json is not a JSON report$' '$dir/bad.err'" ||
 	cat "$dir/bad.err" >&2
+# a read lock on the report held for ever (anyone who can read it can take one): the watch
+# gives the figure up in 3 s and says so once, and still judges its task over the limit and
+# marks the cache (it once waited on the lock until its alarm killed it)
+echo '{"status":"ok"}' >"$dir/r.json"
+python3 -c 'import fcntl, sys, time; f = open(sys.argv[1]); fcntl.lockf(f, fcntl.LOCK_SH); open(sys.argv[2], "w").close(); time.sleep(60)' "$dir/r.json" "$dir/locked" &
+locker=$!
+held locked
+watch $((32 << 20)) --report "$dir/r.json"
+kill $locker
+check "a report another process keeps locked: the figure given up in one line, the verdict and the mark made" \
+	sh -c "[ \"\$(cat '$dir/watch.rc')\" = 0 ] && [ \$(wc -l <'$dir/watch.err') -eq 2 ] &&
+	       grep -q '^autobatch: the run.s peak is not in the report: .*r.json stayed locked by another process for 3 s$' '$dir/watch.err' &&
+	       grep -q 'over the 32.0 MiB limit its decision (batch 32) promised: .*the cached decision is marked' '$dir/watch.err' &&
+	       [ -e '$dir/cache/$entry.over' ] && [ \"\$(cat '$dir/r.json')\" = '{\"status\":\"ok\"}' ]" ||
+	cat "$dir/watch.err" "$dir/r.json" >&2
+rm -f "$dir/cache/$entry.over"
 "$probe" watch --pid 1x --limit 5 --batch 1 2>"$dir/usage.err"
 check "a bad argument is refused with the usage, exit 2" \
 	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe watch --pid PID' '$dir/usage.err'"
