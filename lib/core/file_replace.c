@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,26 @@ int ab_read_whole(int fd, size_t size, char **out)
 	return 0;
 }
 
+/* A new file beside name to write and rename into place: a name no one can guess, so that
+ * another user cannot plant it first in a shared (sticky) directory. Its descriptor, or a
+ * negative errno. */
+static int create_temp(int dirfd, const char *name, mode_t mode, char *tmp, size_t len)
+{
+	for (int attempt = 0; attempt < 16; attempt++) {
+		unsigned long long r;
+		int fd;
+
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+			r = (unsigned long long)getpid() << 8 | (unsigned)attempt;
+		if (ab_format(tmp, len, ".%.200s.%016llx.tmp", name, r) < 0)
+			return -ENAMETOOLONG;
+		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
 int ab_file_replace(int dirfd, const char *name, const char *text, mode_t mode,
 		    const char *shown, char *err, size_t errlen)
 {
@@ -54,12 +75,10 @@ int ab_file_replace(int dirfd, const char *name, const char *text, mode_t mode,
 		return ab_fail(err, errlen, EEXIST, "%s exists and is not a regular file of yours: "
 						    "it was left alone",
 			       shown);
-	if (ab_format(tmp, sizeof(tmp), ".%.200s.%ld.tmp", name, (long)getpid()) < 0)
+	if ((fd = create_temp(dirfd, name, mode, tmp, sizeof(tmp))) == -ENAMETOOLONG)
 		return ab_fail(err, errlen, ENAMETOOLONG, "%s: name too long", shown);
-	unlinkat(dirfd, tmp, 0);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
-		return ab_fail(err, errlen, errno, "cannot write %s: %s", shown, strerror(errno));
+		return ab_fail(err, errlen, -fd, "cannot write %s: %s", shown, strerror(-fd));
 	rc = ab_write_all(fd, text, strlen(text));
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;

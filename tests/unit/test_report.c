@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -356,7 +357,7 @@ static void job_comment(void **state)
  * any over-limit verdict), and writes it once the lock is gone. */
 static void report_locked_by_another(void **state)
 {
-	char path[] = "/tmp/autobatch-test-locked.XXXXXX", ready;
+	char path[] = "/tmp/autobatch-test-locked.XXXXXX", ready, planted[128];
 	struct ab_run_figure f = {64 * GiB, 63 * GiB, 3, 24, "node7", "gpu", true, false};
 	int fd = mkstemp(path), p[2], status;
 	double start;
@@ -385,7 +386,13 @@ static void report_locked_by_another(void **state)
 	assert_contains(err, "stayed locked by another process for 3 s");
 	kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	/* the temp file's name cannot be planted: this process's own guessable one (another
+	 * user's, in a sticky directory, is as immovable as a directory is to unlink) */
+	snprintf(planted, sizeof(planted), "/tmp/.%s.%ld.tmp", strrchr(path, '/') + 1,
+		 (long)getpid());
+	assert_int_equal(mkdir(planted, 0700), 0);
 	assert_int_equal(ab_report_add_run(path, &f, err, sizeof(err)), 0);
+	rmdir(planted);
 	json = read_back(path);
 	assert_contains(json, "\"peak_bytes\":");
 	free(json);
