@@ -291,6 +291,7 @@ int ab_plan_job(spank_t sp, struct ab_ctx *c, struct ab_plan *pl, char *err,
 		pl->written[0] = pl->keys.micro, pl->written[1] = pl->keys.accum;
 		pl->written[2] = pl->keys.global, pl->written[3] = pl->keys.eval;
 		ab_config_expect(cfg, pl->written, 4, &pl->seen);
+		(void)ab_config_expect_dir(pl->config, &pl->seen); /* unknown: not checked */
 		pl->warm_fingerprint = warm_fingerprint(cfg, pl);
 	}
 	ab_config_free(cfg);

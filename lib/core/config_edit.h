@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #define AB_CONFIG_MAX_BYTES (8u << 20) /* larger files are refused: no config is that big */
@@ -112,11 +113,18 @@ struct ab_expect {
 	size_t nkeys;
 	uint64_t fingerprint; /* the file without the keys' values (ab_hash_config) */
 	uint64_t values;      /* the keys' values (ab_hash_config_values) */
+	dev_t dir_dev;        /* the directory the file was read in (ab_config_expect_dir); */
+	ino_t dir_ino;        /* 0: not known */
 };
 
 /* What a decision is made for: cfg's fingerprint without the keys' values, and the values. */
 void ab_config_expect(const struct ab_config *cfg, const char *const *keys, size_t nkeys,
 		      struct ab_expect *out);
+
+/* Records in out the directory of real (the config as realpath(3) gives it): a rewrite
+ * goes there, not to whatever a path component was swapped to meanwhile (srun run as root
+ * on a user's directory). 0 or a negative errno. */
+int ab_config_expect_dir(const char *real, struct ab_expect *out);
 
 /* The same, but only when the file still matches expect (what the decision was made for): a
  * file the user changed meanwhile is refused with -ESTALE, their edit kept. Returns 1 when it

@@ -300,6 +300,20 @@ static void lost_on_rename(const char *path, const struct stat *st, bool xattrs,
 			  len ? "; " : "", path);
 }
 
+int ab_config_expect_dir(const char *real, struct ab_expect *out)
+{
+	char copy[PATH_MAX];
+	struct stat st;
+
+	if (ab_copy(copy, sizeof(copy), real) < 0)
+		return -ENAMETOOLONG;
+	if (stat(dirname(copy), &st) < 0)
+		return -errno;
+	out->dir_dev = st.st_dev;
+	out->dir_ino = st.st_ino;
+	return 0;
+}
+
 void ab_config_expect(const struct ab_config *cfg, const char *const *keys, size_t nkeys,
 		      struct ab_expect *out)
 {
@@ -403,6 +417,24 @@ int ab_config_set_file(const char *path, enum ab_format format, const struct ab_
 	return rc > 0 ? 0 : rc;
 }
 
+/* The directory open is the one the decision read the file in, where that is known. */
+static int same_dir(const struct target *t, const struct ab_expect *expect, const char *path,
+		    char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (!expect || !expect->dir_ino)
+		return 0;
+	if (fstat(t->dirfd, &st) < 0)
+		return ab_fail(err, errlen, errno, "%s: %s", t->dir, strerror(errno));
+	if (st.st_dev != expect->dir_dev || st.st_ino != expect->dir_ino)
+		return ab_fail(err, errlen, ESTALE, "the directory %s of %s is not the one "
+						    "autobatch read it in (moved or replaced while it "
+						    "probed): nothing was written; run again",
+			       t->dir, path);
+	return 0;
+}
+
 int ab_config_set_file_expect(const char *path, enum ab_format format,
 			      const struct ab_edit *edits, size_t n, int document,
 			      const struct ab_expect *expect, char *note, size_t notelen,
@@ -415,7 +447,8 @@ int ab_config_set_file_expect(const char *path, enum ab_format format,
 		note[0] = '\0';
 	if ((rc = open_target(path, &t, err, errlen)) < 0)
 		return rc;
-	if ((rc = lock_dir(&t, path, err, errlen)) == 0) {
+	if ((rc = same_dir(&t, expect, path, err, errlen)) == 0 &&
+	    (rc = lock_dir(&t, path, err, errlen)) == 0) {
 		rc = rewrite(&t, path, format, edits, n, document, expect, note, notelen, err,
 			     errlen);
 		flock(t.dirfd, LOCK_UN);

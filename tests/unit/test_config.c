@@ -694,6 +694,47 @@ static void file_rewrite(void **state)
 		assert_int_equal(set1(path, "bs", "32"), 0);
 	}
 
+	/* The directory the decision read the file in is the one written: one moved away and
+	 * replaced by another holding the same file (a path component swapped while srun, as
+	 * root, probed) is refused; the original directory, where it is now, is written. */
+	{
+		const char *keys[] = {"bs"};
+		char sub[512], moved[512], inner[512], moved_inner[512];
+		struct ab_edit e = {"bs", "40"};
+		struct ab_config *seen;
+		struct ab_expect expect;
+
+		snprintf(sub, sizeof(sub), "%s/run", dir);
+		snprintf(moved, sizeof(moved), "%s/run.old", dir);
+		snprintf(inner, sizeof(inner), "%s/run/exp.yaml", dir);
+		snprintf(moved_inner, sizeof(moved_inner), "%s/run.old/exp.yaml", dir);
+		assert_int_equal(mkdir(sub, 0700), 0);
+		write_file(inner, "bs: 32\n", 0640);
+		seen = parse("exp.yaml", "bs: 32\n");
+		ab_config_expect(seen, keys, 1, &expect);
+		ab_config_free(seen);
+		assert_int_equal(ab_config_expect_dir(inner, &expect), 0);
+		assert_int_equal(rename(sub, moved), 0);
+		assert_int_equal(mkdir(sub, 0700), 0);
+		write_file(inner, "bs: 32\n", 0640);
+		assert_int_equal(ab_config_set_file_expect(inner, AB_FORMAT_AUTO, &e, 1, -1, &expect,
+							   note, sizeof(note), err, sizeof(err)),
+				 -ESTALE);
+		assert_contains(err, "is not the one autobatch read it in");
+		assert_string_equal(read_file(inner), "bs: 32\n");
+		assert_int_equal(ab_config_set_file_expect(moved_inner, AB_FORMAT_AUTO, &e, 1, -1,
+							   &expect, note, sizeof(note), err,
+							   sizeof(err)),
+				 1);
+		assert_string_equal(read_file(moved_inner), "bs: 40\n");
+		unlink(inner);
+		rmdir(sub);
+		unlink(moved_inner);
+		snprintf(moved_inner, sizeof(moved_inner), "%s/run.old/exp.yaml.autobatch~", dir);
+		unlink(moved_inner);
+		assert_int_equal(rmdir(moved), 0);
+	}
+
 	/* A refusal changes nothing. */
 	assert_int_equal(set1(path, "nope", "1"), -ENOENT);
 	assert_string_equal(read_file(path), "bs: 32 # keep\nlr: 1\n");
