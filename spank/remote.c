@@ -121,6 +121,14 @@ static void reexport(spank_t sp)
 			container_twins(sp, pool[i], value, 0);
 }
 
+/* A cap of enforce=on, under its name and its container twins: Apptainer gives its
+ * APPTAINERENV_ copy precedence, so a copy the user set would lift the cap. */
+static void set_cap(spank_t sp, const char *name, const char *value)
+{
+	spank_setenv(sp, name, value, 1);
+	container_twins(sp, name, value, 1);
+}
+
 /* Under MPS the driver enforces a per-client limit: fraction x the GPU's memory, for each
  * GPU the task sees. The memory is the site's device_memory= only: a size from the job's
  * environment would let a user set their own cap. Set whether or not CUDA_MPS_PIPE_DIRECTORY
@@ -144,7 +152,7 @@ static void mps_limit(spank_t sp, const struct ab_site *site, double fraction)
 		p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p);
 	}
 	if (len)
-		spank_setenv(sp, AB_ENV_MPS_LIMIT, limit, 1);
+		set_cap(sp, AB_ENV_MPS_LIMIT, limit);
 	slurm_info(AB_LOG_PREFIX "enforce=on: fraction %g, %s=%s", fraction, AB_ENV_MPS_LIMIT,
 		   len ? limit : "(none)");
 }
@@ -159,23 +167,26 @@ static void enforce(spank_t sp, const struct ab_site *site)
 	struct ab_effective eff;
 	char *arg = NULL, err[AB_ERR_MAX], value[32];
 	double fraction;
+	int rc;
 
 	if (spank_option_getopt(sp, &opt, &arg) != ESPANK_SUCCESS)
 		return; /* not an --autobatch step */
 	ab_request_init(&req);
-	if (ab_request_set(&req, AB_OPT_AUTOBATCH, ab_option_value(arg), err, sizeof(err)) < 0 ||
-	    ab_settings_resolve(site, &req, &eff, err, sizeof(err)) < 0)
+	rc = ab_request_set(&req, AB_OPT_AUTOBATCH, ab_option_value(arg), err, sizeof(err));
+	if (rc == 0 && req.off)
+		return; /* --autobatch=off: not autobatch's step, so no cap (its fraction is 0) */
+	if (rc < 0 || ab_settings_resolve(site, &req, &eff, err, sizeof(err)) < 0)
 		fraction = site->max_fraction; /* srun refused it already; be strict */
 	else
 		fraction = eff.fraction;
 	snprintf(value, sizeof(value), "%g", fraction);
-	spank_setenv(sp, AB_ENV_MEM_FRACTION, value, 1);
-	spank_setenv(sp, AB_ENV_XLA_MEM_FRACTION, value, 1);
-	spank_setenv(sp, AB_ENV_XLA_CLIENT_MEM_FRACTION, value, 1);
+	set_cap(sp, AB_ENV_MEM_FRACTION, value);
+	set_cap(sp, AB_ENV_XLA_MEM_FRACTION, value);
+	set_cap(sp, AB_ENV_XLA_CLIENT_MEM_FRACTION, value);
 	/* the pool grows to the cap as the trials' did, unless the user chose: one taken whole at
 	 * the cap reads over the limit by the CUDA context in the closed loop's watch */
 	if (!task_has(sp, AB_ENV_XLA_PREALLOCATE))
-		spank_setenv(sp, AB_ENV_XLA_PREALLOCATE, "false", 1);
+		set_cap(sp, AB_ENV_XLA_PREALLOCATE, "false");
 	mps_limit(sp, site, fraction);
 }
 

@@ -349,6 +349,24 @@ EOF
 	run --separate-stderr srun_t -N1 -n1 --autobatch=0.5 \
 		--autobatch-trial-command="toy_train --config cfg.yaml" printenv AUTOBATCH_MEM_FRACTION
 	[ "$output" = "0.5" ]
+	# nor through a container runtime's copy, which Apptainer prefers to the name itself
+	APPTAINERENV_XLA_PYTHON_CLIENT_MEM_FRACTION=1 SINGULARITYENV_AUTOBATCH_MEM_FRACTION=1 \
+		run --separate-stderr srun_t -N1 -n1 --autobatch=0.5 \
+		--autobatch-trial-command="toy_train --config cfg.yaml" \
+		printenv APPTAINERENV_XLA_PYTHON_CLIENT_MEM_FRACTION SINGULARITYENV_AUTOBATCH_MEM_FRACTION
+	[ "$output" = $'0.5\n0.5' ]
+}
+
+@test "enforce=on leaves a step of --autobatch=off alone: no cap of 0 in a job that asked for autobatch" {
+	set_plugstack 'enforce=on device_memory=256MiB'
+	run --separate-stderr timeout 120 salloc -N1 --gpus=1 --autobatch=0.7 srun --autobatch=off env
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	grep -q '^PATH=' <<<"$output" # the step ran
+	refute grep -q 'MEM_FRACTION\|XLA_\|CUDA_MPS_PINNED' <<<"$output"
+	# the job's other steps still get the cap
+	run --separate-stderr timeout 120 salloc -N1 --gpus=1 --autobatch=0.7 \
+		srun --autobatch-trial-command="toy_train --config cfg.yaml" printenv AUTOBATCH_MEM_FRACTION
+	[ "$output" = "0.7" ]
 }
 
 @test "enforce=on under MPS pins each visible GPU's memory to the fraction of the site's device_memory" {
