@@ -118,6 +118,32 @@ config_rewritten() {
 	[ ! -e cfg.yaml ]
 }
 
+@test "srun's options as srun reads them: -lDDIR (a cluster) and --chd=DIR (a prefix) are -D; -J -Dx is a job's name" {
+	mkdir a b
+	cp cfg.yaml a/cfg.yaml
+	cp cfg.yaml b/cfg.yaml
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 -lDa --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	x=$(config_batch a/cfg.yaml)
+	[ "$x" -gt 8 ]
+	assert_line_in "0: toy_train: batch $x from cfg.yaml" "$output"
+	[ "$(config_batch)" -eq 8 ] # the one in srun's own directory is not the step's
+	# the same config in another directory: the cached decision, written where the step runs
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 --chd=b --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	[ "$(config_batch b/cfg.yaml)" -eq "$x" ]
+	assert_line_in "toy_train: batch $x from cfg.yaml" "$output"
+	[ "$(config_batch)" -eq 8 ]
+	# the job's name "-Db": srun runs the step here, and so does autobatch
+	run --separate-stderr srun_t -N1 -n1 --gpus=1 -J -Db --autobatch=0.8 \
+		--autobatch-config=cfg.yaml toy_train --config cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	[ "$(config_batch)" -eq "$x" ]
+	assert_line_in "toy_train: batch $x from cfg.yaml" "$output"
+}
+
 @test "SLURM_WORKING_DIR without -D: srun starts the tasks there, and so does autobatch; -D wins" {
 	mkdir sub other
 	mv cfg.yaml sub/cfg.yaml
