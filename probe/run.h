@@ -30,6 +30,8 @@ struct run_opts {
 	enum ab_objective objective;
 	const char *device, *mode, *config, *preset, *key, *json, *phase, *plot, *model;
 	const char *accum_key; /* written as 1 into a trial's config copy (--accum-key, preset) */
+	const char *pin_key;   /* written as pin_batch into every trial's copy (--pin KEY=N: the */
+	long pin_batch;        /* eval probe's trials train at the batch chosen); or NULL */
 	long config_accum;     /* what the config says at it; 0: not known */
 	const char *hook_dir; /* the Python step hook; NULL with --instrument off */
 	bool describe_device; /* --describe-device: say what the device is, run nothing */

@@ -32,6 +32,8 @@ void run_usage(FILE *out)
 		"  --comm-reserve SIZE   memory kept for NCCL when the probe sees one GPU\n"
 		"  --config FILE [--preset NAME | --key KEY] [--document N]\n"
 		"  --accum-key KEY       gradient accumulation key, 1 in trials (default: preset's)\n"
+		"  --pin KEY=N           KEY written as N in every trial's config copy (an eval\n"
+		"                        phase's trials train at the batch chosen for training)\n"
 		"  --run-steps N|off     the run's optimizer steps: a trial whose held memory grows\n"
 		"                        is judged at the last (default: the preset's max_steps)\n"
 		"  --min N --max N --multiple-of N --start N\n"
@@ -173,12 +175,25 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 	return -1;
 }
 
+/* --pin KEY=N: the last '=' ends the key (a dot path has none of its own to split on) */
+static int parse_pin(char *arg, struct run_opts *o)
+{
+	char *eq = strrchr(arg, '=');
+
+	if (!eq || eq == arg)
+		return fprintf(stderr, "autobatch-probe: --pin KEY=N: a config key and a batch\n"),
+		       -1;
+	*eq = '\0';
+	o->pin_key = arg;
+	return parse_long(eq + 1, 1, AB_BATCH_MAX, "pin", &o->pin_batch);
+}
+
 /* Names printed back in the decision and its messages: a newline or an escape in one could
  * forge a line of autobatch's or drive the terminal. */
 static bool names_printable(const struct run_opts *o)
 {
 	const char *const names[][2] = {{"--key", o->key}, {"--preset", o->preset},
-					{"--accum-key", o->accum_key}};
+					{"--accum-key", o->accum_key}, {"--pin", o->pin_key}};
 	char shown[80];
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -210,7 +225,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		{"step-nodes", 1, 0, 'O'},   {"ranks-per-node", 1, 0, 'B'},
 		{"node-memory", 1, 0, 'E'},  {"step-option", 1, 0, 'V'},
 		{"start-ahead", 1, 0, 'J'},  {"run-steps", 1, 0, 'r'},
-		{"time-limit", 1, 0, 'l'},   {"since", 1, 0, 'i'},
+		{"time-limit", 1, 0, 'l'},   {"since", 1, 0, 'i'},      {"pin", 1, 0, 'q'},
 		{0, 0, 0, 0},
 	};
 	char err[AB_ERR_MAX];
@@ -239,6 +254,7 @@ int run_parse_opts(int argc, char **argv, struct run_opts *o)
 		case 'p': o->preset = optarg; break;
 		case 'K': o->key = optarg; break;
 		case 'A': o->accum_key = optarg; break;
+		case 'q': if (parse_pin(optarg, o) < 0) return -1; break;
 		case 'r': /* off: never sized, whatever the config says */
 			if (ab_parse_run_steps(optarg, &o->run_steps) < 0)
 				return fprintf(stderr, "autobatch-probe: --run-steps %s: give a whole "

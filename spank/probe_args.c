@@ -242,6 +242,8 @@ int ab_probe_argv(const struct ab_probe_job *job, const char *phase, unsigned bu
 			ab_argv_add(b, "--accum-key");
 			ab_argv_add(b, job->accum_key);
 		}
+		if (job->pin_key)
+			ab_argv_addf(b, "--pin=%s=%ld", job->pin_key, job->pin_batch);
 	}
 	if (job->warm_batch) {
 		ab_argv_addf(b, "--warm-start=%ld", job->warm_batch);

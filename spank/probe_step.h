@@ -55,6 +55,8 @@ struct ab_probe_job {
 	const char *config;     /* absolute path, or NULL */
 	const char *key;        /* the micro-batch key in it */
 	const char *accum_key;  /* its gradient accumulation key (1 in trials), or NULL */
+	const char *pin_key;    /* another batch key every trial writes as pin_batch (the eval */
+	long pin_batch;         /* probe's: the train batch chosen), or NULL */
 	const char *preset;     /* the preset whose keys the plugin read it by, or NULL */
 	long global_batch;      /* 0: none */
 	long max_batch;         /* the largest batch to try: a real run went over above; 0: none */

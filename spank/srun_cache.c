@@ -45,6 +45,10 @@ static void cache_key(const struct ab_plan *pl, bool warm, struct ab_hash *h)
 	ab_hash_str(h, getenv("SLURM_JOB_PARTITION"));
 	ab_hash_str(h, warm ? "warm" : models[0] ? models : pl->job.nodelist);
 	ab_hash_str(h, req->trial_command);
+	/* an eval batch measured beside the train batch chosen: not an entry from before that,
+	 * whose eval trials trained at the config's own batch */
+	if (req->eval)
+		ab_hash_str(h, "eval beside the train batch");
 	if (!warm && req->run_steps) { /* another length warm-starts: its trial is judged anew */
 		snprintf(num, sizeof(num), "run_steps %ld", req->run_steps);
 		ab_hash_str(h, num);

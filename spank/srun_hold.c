@@ -109,6 +109,11 @@ static int probe(struct ab_deferred *d, struct ab_result *res, long *eval_batch,
 		ej.global_batch = 0;
 		ej.warm_batch = 0; /* the cached decision is the train batch's */
 		ej.max_batch = 0;  /* a real run's cap is the train batch's too */
+		/* the run evaluates beside training at the batch just chosen (its optimizer
+		 * state, an evaluation inside training): the eval trials train at it too, so the
+		 * pair that runs is the pair measured */
+		ej.pin_key = pl->keys.micro;
+		ej.pin_batch = res->batch;
 		if ((rc = ab_probe_run(&ej, "eval", &d->halt, &eval, NULL, err, errlen)) < 0)
 			return rc;
 	}

@@ -58,11 +58,14 @@ int ab_exec_init(struct ab_exec *x, char *err, size_t errlen)
 		rc = ab_config_find(cfg, x->key, x->document, &n, err, errlen);
 		if (rc == 0 && x->accum_key)
 			rc = ab_config_find(cfg, x->accum_key, x->document, &n, err, errlen);
+		if (rc == 0 && x->pin_key)
+			rc = ab_config_find(cfg, x->pin_key, x->document, &n, err, errlen);
 		ab_config_free(cfg);
 		if (rc < 0)
 			return rc;
 		if ((rc = ab_trial_argv_check(x->argv, x->key, x->config, err, errlen)) < 0 ||
-		    (rc = ab_trial_argv_check(x->argv, x->accum_key, x->config, err, errlen)) < 0)
+		    (rc = ab_trial_argv_check(x->argv, x->accum_key, x->config, err, errlen)) < 0 ||
+		    (rc = ab_trial_argv_check(x->argv, x->pin_key, x->config, err, errlen)) < 0)
 			return rc;
 	}
 	if (x->start_ahead && !python_command(x->argv))
@@ -650,7 +653,7 @@ static struct ab_trial_place place_of(const struct ab_exec *x)
 {
 	return (struct ab_trial_place){x->workdir, x->config, x->key, x->accum_key, x->document,
 				       x->ramp_key, x->eval_key, x->steps + 1, x->save_key,
-				       x->metrics_key, x->checkpoint_key};
+				       x->metrics_key, x->checkpoint_key, x->pin_key, x->pin_batch};
 }
 
 /* Its files and argv (BATCH 0: started ahead, no config copy yet). */

@@ -34,6 +34,8 @@ struct ab_exec {
 	const char *config;     /* as given on the command line, or NULL */
 	const char *key;        /* the batch key written into the config copy */
 	const char *accum_key;  /* the accumulation key, written as 1 into the copy; or NULL */
+	const char *pin_key;    /* another batch key, written as pin_batch into it; or NULL */
+	long pin_batch;
 	const char *ramp_key;   /* a batch ramp-up's switch, written false into it; or NULL */
 	/* the config evaluates inside training (this key): the copy evaluates after the trial's
 	 * last step, and the trial is awaited through that evaluation; or NULL */

@@ -45,6 +45,8 @@ struct ab_trial_place {
 	const char *save_key;
 	const char *metrics_key;    /* the program's metrics file: the trial's report; or NULL */
 	const char *checkpoint_key; /* its checkpoint switch, written false; or NULL */
+	const char *pin_key;        /* a key written as pin_batch (the eval probe's train batch) */
+	long pin_batch;
 };
 
 struct ab_trial_files {

@@ -76,6 +76,23 @@ json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sy
 	[ "$(grep -c "^trained 4 steps at batch $b, 0 evaluations" <<<"$output")" -eq 1 ]
 }
 
+@test "--autobatch-eval beside evaluation inside training: the eval batch is measured beside the train batch chosen, and the pair's run holds" {
+	cp "$SRCDIR/tests/python/eval_train.py" .
+	echo '{"per_device_train_batch_size": 8, "per_device_eval_batch_size": 32, "eval_steps": 2, "max_steps": 4, "width": 64}' >eval.json
+	run --separate-stderr timeout 900 srun -N1 -n1 --autobatch=0.8 --autobatch-eval \
+		--autobatch-config=eval.json "$PY" eval_train.py eval.json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	b=$(json_value eval.json per_device_train_batch_size)
+	e=$(json_value eval.json per_device_eval_batch_size)
+	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
+	assert_line_in "autobatch: chose batch $b, eval batch $e (measured beside training at batch $b) in " "$stderr"
+	# the run, 2 evaluations at e beside training at b: its watch saw it within the limit (the
+	# eval trials once trained at the config's 8: 959 MiB of an 819 MiB limit)
+	[ "$(grep -c "^trained 4 steps at batch $b, 2 evaluations at batch $e" <<<"$output")" -eq 1 ]
+	refute grep -q 'over the .* limit its decision' <<<"$stderr"
+	[ "$("$PY" -c 'import json, glob; w = json.load(open(glob.glob("autobatch-*.json")[0]))["real_run"]; print(w["tasks"], w["over"])')" = "1 0" ]
+}
+
 @test "a trainer with dynamic padding through srun: its whole epoch holds, and reaches what its trial measured" {
 	cp "$SRCDIR/tests/python/padded_train.py" .
 	echo '{"batch_size": 4, "lengths": "lognormal", "samples": 300}' >pad.json

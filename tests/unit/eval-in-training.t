@@ -9,7 +9,7 @@
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/python-trials.sh"
 prog=$here/eval_train.py
-python_trials eval 6
+python_trials eval 7
 # probe NAME CONFIG-JSON [HOOK-DIR [PROGRAM]]: the trainer at 0.8 of 412 MiB (330 MiB)
 probe() {
 	echo "$2" >"$dir/$1.json"
@@ -77,4 +77,22 @@ check "a config that also saves, keeping the best model: the trials run, evaluat
 	sh -c "[ \"\$($F '$dir/save.report' 'r[\"status\"], r[\"eval_in_training\"][\"seen\"]')\" = \"('ok', 2)\" ] &&
 	       [ ! -e '$dir/out' ] && grep -q '\"save_steps\": 25,' '$dir/save.json'" ||
 	cat "$dir/save.err" >&2
+
+# --autobatch-eval: the eval batch is probed after the train batch, its trials training at the
+# train batch chosen (--pin, as srun gives it): the pair the run uses is the pair measured.
+# Without it, the eval trials trained at the config's own batch (8) and chose an eval batch
+# whose run beside training at the chosen one went over (found through srun, 2026-12-01: 959
+# MiB of an 819 MiB limit).
+pair='{"per_device_train_batch_size": 8, "per_device_eval_batch_size": 32, "eval_steps": 10, "max_steps": 20}'
+probe train "$pair"
+train=$(field "$dir/train.report" 'r["batch_size"]' 2>/dev/null)
+EXTRA="--phase eval --pin per_device_train_batch_size=${train:-1}" probe evalpair "$pair"
+evalb=$(field "$dir/evalpair.report" 'r["batch_size"]' 2>/dev/null)
+echo "{\"per_device_train_batch_size\": ${train:-1}, \"per_device_eval_batch_size\": ${evalb:-1}, \"eval_steps\": 5, \"max_steps\": 10}" >"$dir/pair.json"
+pairpeak=$(plain_peak "$prog" "$dir/pair.json")
+echo "# train batch ${train:-none}, eval batch ${evalb:-none} beside it: the pair's run peaks at $((${pairpeak:-0} / 1048576)) MiB of $((${limit:-0} / 1048576)) MiB"
+check "the eval batch's trials train at the train batch chosen, and the pair's plain run stays within the limit" \
+	sh -c "[ -n '$train' ] && [ -n '$evalb' ] && [ -n '$pairpeak' ] && [ '$pairpeak' -le $(( ${limit:-0} + slack )) ] &&
+	       grep -q '\"per_device_train_batch_size\": 8,' '$dir/evalpair.json'" ||
+	cat "$dir/evalpair.err" >&2
 exit $failed
