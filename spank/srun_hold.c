@@ -259,7 +259,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	char *json = NULL, warm[AB_CACHE_NAME_MAX];
 	long eval_batch = 0;
 	int rc = 0, lock = -1;
-	bool hit = false;
+	bool hit = false, probed = false;
 
 	ctrl_c_start(d);
 	if (pl->entry[0]) {
@@ -273,6 +273,7 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	} else if (!d->ctrl_c) { /* a Ctrl-C can end the wait for the lock */
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
 		ab_probe_read_job(&pl->job);
+		probed = true;
 		if ((rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
 			rc = probe(d, &res, &eval_batch, &json, err, errlen);
 		if (rc == 0 && pl->bound && ab_probe_per_rank_limits(&pl->job)) {
@@ -295,7 +296,10 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	/* a Ctrl-C sent by now is the sentinel's end, which the joined watcher has seen; it
 	 * wins over whatever the step it stopped, or a task it ended, said */
 	ctrl_c_end(d);
-	if (d->ctrl_c)
+	if (d->ctrl_c && !probed) /* it waited for an identical srun, which probes on */
+		rc = ab_fail(err, errlen, EINTR, "interrupted (Ctrl-C) while waiting for an "
+						 "identical srun's decision (its probe goes on)");
+	else if (d->ctrl_c)
 		rc = ab_probe_interrupted(err, errlen);
 	else if (d->sigterm && rc < 0)
 		rc = ab_fail(err, errlen, EINTR, "the job was ended while probing (SIGTERM: its time "
@@ -321,6 +325,7 @@ static void *deferred_main(void *arg)
 		ab_srun_policy(d->pl->ctx, err, rc, &answer.verdict);
 		snprintf(answer.message, sizeof(answer.message), "%s",
 			 rc == -EINTR ? "probing was interrupted"
+			 : rc == -ENOTUNIQ ? "the config holds another srun's batch"
 			 : answer.verdict == AB_HOLD_ABORT ? "probing failed and on_failure=abort"
 							   : "probing failed; original settings");
 	}

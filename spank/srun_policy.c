@@ -37,6 +37,13 @@ int ab_srun_policy(const struct ab_ctx *c, const char *err, int rc,
 		ab_srun_say_error(err, "nothing was changed");
 		return rc;
 	}
+	/* another srun's decision is in the file: the original settings are gone, and its batch
+	 * was not decided for this step (another fraction, another command) */
+	if (rc == -ENOTUNIQ) {
+		ab_srun_say_error(err, "the step is not launched: its tasks would read the other "
+				       "srun's batch, not the original settings");
+		return rc;
+	}
 	if (c->site.on_failure == AB_ON_FAILURE_ABORT) {
 		ab_srun_say_error(err, "the step is not launched (on_failure=abort)");
 		return rc;

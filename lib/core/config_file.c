@@ -365,10 +365,11 @@ static int rewrite(const struct target *t, const char *path, enum ab_format form
 	/* an identical srun's decision is ours (same bytes, above); another value written
 	 * meanwhile is another step's, whose tasks may be reading it now */
 	if (expect && now.values != expect->values) {
-		rc = ab_fail(err, errlen, ESTALE, "%s's batch was rewritten by another srun while "
-						  "autobatch was probing (a step sizing the same file "
-						  "for another command?): nothing was written; give "
-						  "each such step its own config file",
+		rc = ab_fail(err, errlen, ENOTUNIQ, "%s's batch was rewritten by another srun while "
+						    "autobatch was probing (a step sizing the same "
+						    "file for another command or fraction?): nothing "
+						    "was written; give each such step its own config "
+						    "file",
 			     path);
 		goto done;
 	}

@@ -328,7 +328,8 @@ stopped_while_probing() {
 	wait "$b" && { echo "the interrupted srun exited 0: $(cat err.b out.b)" >&2; return 1; }
 	kill "$watchdog"
 	wait "$a" || { echo "the other srun failed: $(cat err.a)" >&2; return 1; }
-	assert_line_in "autobatch: probing was interrupted (Ctrl-C); the probe step was cancelled" "$(cat err.b)"
+	# it had no probe step of its own (it once said "the probe step was cancelled")
+	assert_line_in "autobatch: interrupted (Ctrl-C) while waiting for an identical srun's decision (its probe goes on); nothing was changed" "$(cat err.b)"
 	refute grep -q "autobatch: trial 1" err.b
 	refute grep -q "toy_train:" out.b
 	n=$(config_batch)
@@ -422,11 +423,16 @@ edited_while_probing() {
 	# the trial plays another element of the array: it writes its own decision, 77, into
 	# the shared file during the probe; this srun's decision would overwrite it
 	edited_while_probing 's/^  batch_size: 8/  batch_size: 77/'
-	[ "$status" -eq 0 ]
-	assert_line_in "autobatch: cfg.yaml's batch was rewritten by another srun while autobatch was probing (a step sizing the same file for another command?): nothing was written; give each such step its own config file" "$stderr"
+	# the original settings are gone, and 77 was not decided for this step: not launched,
+	# whatever on_failure says (it once said "launching with the original settings" and
+	# its tasks read 77)
+	[ "$status" -ne 0 ]
+	assert_line_in "autobatch: cfg.yaml's batch was rewritten by another srun while autobatch was probing (a step sizing the same file for another command or fraction?): nothing was written; give each such step its own config file" "$stderr"
+	assert_line_in "own config file; the step is not launched: its tasks would read the other srun's batch, not the original settings" "$stderr"
+	assert_line_in "autobatch: task not started: the config holds another srun's batch" "$stderr"
+	refute grep -q "toy_train: batch" <<<"$output"
 	[ "$(config_batch)" = 77 ]
 	[ ! -e cfg.yaml.autobatch~ ]
-	assert_line_in "launching with the original settings (on_failure=continue)" "$stderr"
 }
 
 @test "a config the user changes while probing is not overwritten" {

@@ -679,7 +679,7 @@ static void file_rewrite(void **state)
 		write_file(path, "bs: 36 # keep\nlr: 1\n", 0640);
 		assert_int_equal(ab_config_set_file_expect(path, AB_FORMAT_AUTO, &e, 1, -1, &expect,
 							   note, sizeof(note), err, sizeof(err)),
-				 -ESTALE);
+				 -ENOTUNIQ);
 		assert_contains(err, "exp.yaml's batch was rewritten by another srun while autobatch "
 				     "was probing");
 		assert_string_equal(read_file(path), "bs: 36 # keep\nlr: 1\n");
