@@ -190,13 +190,18 @@ static int add_shape(const struct ab_probe_job *job, struct ab_argv *b, char *er
  * past it, so a probe near its end keeps the best fit it saw where the step's cancellation
  * would lose every trial. The slack is for the step's start and the report's writing; a step
  * too short for any (a test's probe_timeout=3) has none. */
-static void add_time_limit(struct ab_argv *b, unsigned budget_s)
+unsigned ab_probe_time_limit_s(unsigned budget_s)
 {
 	unsigned slack = budget_s / 10 > 10 ? budget_s / 10 : 10;
 
-	if (budget_s < 40)
+	return budget_s < 40 ? 0 : budget_s - slack;
+}
+
+static void add_time_limit(struct ab_argv *b, unsigned budget_s)
+{
+	if (!ab_probe_time_limit_s(budget_s))
 		return;
-	ab_argv_addf(b, "--time-limit=%u", budget_s - slack);
+	ab_argv_addf(b, "--time-limit=%u", ab_probe_time_limit_s(budget_s));
 	/* counted from now, not from the probe's start: the step's start, a container's import */
 	ab_argv_addf(b, "--since=%lld", (long long)time(NULL));
 }

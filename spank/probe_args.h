@@ -15,6 +15,10 @@
 int ab_probe_argv(const struct ab_probe_job *job, const char *phase, unsigned budget_s,
 		  char *probe_args_copy, struct ab_argv *b, char *err, size_t errlen);
 
+/* The probe's own --time-limit in a step cancelled after budget_s: a tenth (at least 10 s)
+ * less; 0 for none (a step too short for any slack). */
+unsigned ab_probe_time_limit_s(unsigned budget_s);
+
 /* The argv of the short step that names the device on node. */
 int ab_probe_device_argv(const struct ab_probe_job *job, const char *node, char *probe_args_copy,
 			 struct ab_argv *b, char *err, size_t errlen);

@@ -455,6 +455,13 @@ static double share_of(const struct ab_probe_job *job, const char *phase)
 	return job->ctx->req.eval && !strcmp(phase, "train") ? 2.0 / 3 : 1;
 }
 
+unsigned ab_probe_train_limit_s(const struct ab_probe_job *job)
+{
+	unsigned budget = job->no_time ? 0 : budget_s(job, share_of(job, "train"));
+
+	return ab_probe_time_limit_s(budget) ? ab_probe_time_limit_s(budget) : budget;
+}
+
 /* The probing window, from the job's end: said once, before, where it bounds the probe below
  * probe_timeout; none where half of what is left is under a minute (or probe_timeout). */
 static void set_window(struct ab_probe_job *job)

@@ -83,6 +83,10 @@ int ab_load_job(uint32_t jobid, job_info_msg_t **msg);
  * probing, before ab_probe_run and ab_probe_device (a cache hit needs none). */
 void ab_probe_read_job(struct ab_probe_job *job);
 
+/* The seconds the train probe would have for its trial rounds now (its --time-limit, else
+ * its step's budget), after ab_probe_read_job; 0 where no probe step would start. */
+unsigned ab_probe_train_limit_s(const struct ab_probe_job *job);
+
 /* Runs the probe step; 0 with the result (and its JSON in *json, malloc'ed, when json is not
  * NULL), or a negative errno with one sentence naming the cause. Once *stop is set (srun is
  * ending) the probe step is cancelled. */

@@ -419,7 +419,7 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	if (!pl->cached && res->warm_from[0])
 		ab_append(line, sizeof(line), &len, "; warm start from %s%s", res->warm_from,
 			  res->warm_verified ? "" : " (its batch no longer fit: searched afresh)");
-	if (res->confidence == AB_CONFIDENCE_TIME_LIMIT && !pl->cached)
+	if (res->confidence == AB_CONFIDENCE_TIME_LIMIT) /* its cached form too */
 		ab_append(line, sizeof(line), &len, "; the best fit seen when the probe's time ran "
 						    "out: a larger batch may fit (the next such srun "
 						    "probes again, from it)");

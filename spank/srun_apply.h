@@ -28,6 +28,8 @@ struct ab_plan {
 	unsigned stepid;
 	bool cached;
 	bool looked_up; /* the cache was looked in once already (srun_cache.c) */
+	double cut_short_s; /* its entry is a decision the time cut short: its longest trial's
+			     * seconds (0: none, or not said) */
 	const char *written[4]; /* the keys autobatch writes */
 	struct ab_expect seen;  /* the config when the job was planned */
 	uint64_t warm_fingerprint; /* the config less its batch and memory-neutral values */

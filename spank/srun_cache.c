@@ -184,7 +184,23 @@ static bool cut_short(struct ab_plan *pl, const char *name, const struct ab_resu
 	pl->job.warm_batch = res->batch;
 	pl->job.warm_per_sample = res->per_sample;
 	pl->job.warm_from = name;
+	pl->cut_short_s = res->longest_trial_s;
 	return true;
+}
+
+int ab_srun_cache_take_cut_short(struct ab_plan *pl, const struct ab_cache *c, unsigned limit_s,
+				 struct ab_result *res, char **json)
+{
+	double need = 2.25 * pl->cut_short_s;
+
+	if (!(pl->cut_short_s > 0) || limit_s >= need || load(c, pl->entry, res, json) < 0 ||
+	    res->batch != pl->job.warm_batch)
+		return -ENOENT;
+	slurm_spank_log(AB_LOG_PREFIX "this job's probing time (%u s) cannot verify batch %ld "
+				      "and try a larger one (its trials took up to %.0f s): the cached "
+				      "decision is taken as it is",
+			limit_s, res->batch, pl->cut_short_s);
+	return 0;
 }
 
 int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab_result *res,

@@ -17,6 +17,13 @@ void ab_srun_cache_open(const struct ab_site *site, struct ab_cache *c);
 int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab_result *res,
 			 char **json);
 
+/* After a lookup that found a decision the time cut short (probing again, from it): 0 and
+ * *json with it taken as it is, where the train probe's limit now (limit_s) cannot verify it
+ * and try a larger batch (under 2.25 of its longest trial: one, then a round of 1.25); said
+ * once. -ENOENT where the probe goes on. */
+int ab_srun_cache_take_cut_short(struct ab_plan *pl, const struct ab_cache *c, unsigned limit_s,
+				 struct ab_result *res, char **json);
+
 /* The decision as pl->entry (and its warm twin), the entry's over-limit mark cleared. */
 void ab_srun_cache_store(const struct ab_plan *pl, const struct ab_cache *c, const char *json,
 			 long eval_batch);

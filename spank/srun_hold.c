@@ -249,6 +249,21 @@ static int all_tasks_here(struct ab_deferred *d, char *err, size_t errlen)
 		       s->nseen, s->expected, s->port, GATHER_S);
 }
 
+/* A probe's decision over several GPU models: the report, the cache and the line say which
+ * was probed, or that each rank was held to its own. */
+static void with_models(const struct ab_plan *pl, struct ab_result *res, char **json)
+{
+	if (pl->bound && ab_probe_per_rank_limits(&pl->job)) {
+		*json = ab_result_with_models(*json, &pl->models, NULL);
+		res->per_rank_limits = true;
+	} else if (pl->bound) {
+		*json = ab_result_with_models(*json, &pl->models, pl->bound);
+		snprintf(res->sized_for, sizeof(res->sized_for), "%s", pl->bound->type);
+		snprintf(res->sized_for_node, sizeof(res->sized_for_node), "%s", pl->bound->node);
+		res->sized_for_bytes = pl->bound->total_bytes;
+	}
+}
+
 /* The cache once more under its lock (an identical srun may have just decided), else the
  * probe; then, once every task can hear it, the decision applied. 0 with *vars, or a
  * negative errno with err. */
@@ -273,18 +288,17 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	} else if (!d->ctrl_c) { /* a Ctrl-C can end the wait for the lock */
 		ab_srun_cache_warm(pl, &d->cache, warm, sizeof(warm)); /* a sweep's next job */
 		ab_probe_read_job(&pl->job);
-		probed = true;
-		if ((rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
+		/* a decision the time cut short, where this job's time cannot take it further */
+		hit = ab_srun_cache_take_cut_short(pl, &d->cache,
+						   ab_probe_train_limit_s(&pl->job), &res,
+						   &json) == 0;
+		probed = !hit;
+		if (hit)
+			eval_batch = res.eval_batch;
+		else if ((rc = ab_srun_smallest_gpu(pl, &d->halt, err, errlen)) == 0)
 			rc = probe(d, &res, &eval_batch, &json, err, errlen);
-		if (rc == 0 && pl->bound && ab_probe_per_rank_limits(&pl->job)) {
-			json = ab_result_with_models(json, &pl->models, NULL);
-			res.per_rank_limits = true;
-		} else if (rc == 0 && pl->bound) { /* the report, the cache and the line say so */
-			json = ab_result_with_models(json, &pl->models, pl->bound);
-			snprintf(res.sized_for, sizeof(res.sized_for), "%s", pl->bound->type);
-			snprintf(res.sized_for_node, sizeof(res.sized_for_node), "%s", pl->bound->node);
-			res.sized_for_bytes = pl->bound->total_bytes;
-		}
+		if (!hit && rc == 0)
+			with_models(pl, &res, &json);
 	}
 	pl->cached = hit;
 	if (rc == -EHOSTDOWN)

@@ -231,6 +231,22 @@ static void read_lengths(struct json_object *o, struct ab_lengths *l)
 			   json_object_get_boolean(v);
 }
 
+/* The longest of the trials' "seconds" (a cut-short search's next job weighs its window by
+ * it); 0 where none says. */
+static double longest_trial(struct json_object *trials)
+{
+	double longest = 0, s;
+
+	for (size_t i = 0; i < json_object_array_length(trials); i++) {
+		struct json_object *t = json_object_array_get_idx(trials, i);
+
+		if (json_object_is_type(t, json_type_object) && get_double(t, "seconds", &s) &&
+		    s > longest && s < 1e7)
+			longest = s;
+	}
+	return longest;
+}
+
 static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t errlen)
 {
 	struct json_object *dev, *trials;
@@ -266,8 +282,10 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	read_eval_in_training(o, &r->eval_in_training);
 	read_growth(o, &r->growth);
 	if (json_object_object_get_ex(o, AB_FIELD_TRIALS, &trials) &&
-	    json_object_is_type(trials, json_type_array))
+	    json_object_is_type(trials, json_type_array)) {
 		r->trials = json_object_array_length(trials);
+		r->longest_trial_s = longest_trial(trials);
+	}
 	if (json_object_object_get_ex(o, AB_FIELD_DEVICE, &dev) &&
 	    json_object_is_type(dev, json_type_object)) {
 		get_text(dev, AB_FIELD_DEVICE_NAME, r->device, sizeof(r->device));

@@ -99,6 +99,7 @@ struct ab_result {
 	struct ab_ramp ramp;       /* the report's "ramp_up" */
 	struct ab_eval_in_training eval_in_training; /* the report's "eval_in_training" */
 	struct ab_growth growth;   /* the report's "held_growth" */
+	double longest_trial_s;    /* the longest of its trials' "seconds"; 0: not said */
 };
 
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for

@@ -111,6 +111,19 @@ expect_failure() {
 	assert_line_in "autobatch: the cached decision (batch $b) was the best fit seen when its probe's time ran out: probing again, from it" "$stderr"
 	refute grep -q "cached decision: " <<<"$stderr"
 	no_probe_step_left
+	# in a job whose probing time cannot verify it and try one more (srun -t 2: under a
+	# minute), it is taken as it is: no probe step, no time lost (each such job once spent
+	# its time verifying it again, and got no further)
+	cp cfg.yaml.autobatch~ cfg.yaml
+	run --separate-stderr srun_t -N1 -n1 -t 2 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml \
+		toy_train --config cfg.yaml
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	assert_line_in "cannot verify batch $b and try a larger one (its trials took up to " "$stderr"
+	assert_line_in "the cached decision is taken as it is" "$stderr"
+	assert_line_in "autobatch: cached decision: batch $b" "$stderr"
+	assert_line_in "; the best fit seen when the probe's time ran out: a larger batch may fit" "$stderr"
+	refute grep -q "autobatch: trial 1" <<<"$stderr"
+	assert_line_in "toy_train: batch $b from cfg.yaml" "$output"
 }
 
 @test "a step without GPUs: the probe step cannot get one" {

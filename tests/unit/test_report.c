@@ -32,9 +32,9 @@ static char err[512];
 /* A decision of batch 24 x accumulation 4 on 8 devices, from two trials. */
 static struct ab_trial trial_v[2] = {
 	{.batch = 16, .has_peak = true, .peak_bytes = 40 * GiB, .has_step = true, .step_s = 0.5,
-	 .steps = 4, .runs = 1},
+	 .steps = 4, .runs = 1, .seconds = 7.5},
 	{.batch = 24, .has_peak = true, .peak_bytes = 60 * GiB, .has_step = true, .step_s = 0.7,
-	 .steps = 4, .runs = 1},
+	 .steps = 4, .runs = 1, .seconds = 5},
 };
 static struct ab_trials trials = {.v = trial_v, .n = 2, .cap = 2};
 static struct ab_report_fraction fraction = {
@@ -69,6 +69,7 @@ static void round_trip(void **state)
 	assert_true(res.fraction == 0.8);
 	assert_int_equal(res.confidence, 91);
 	assert_int_equal(res.trials, 2);
+	assert_true(res.longest_trial_s == 7.5); /* a cut-short decision's next job weighs it */
 	assert_int_equal(res.total_bytes, 80 * GiB);
 	assert_string_equal(res.device, "sim");
 	assert_contains(json, "\"" AB_FIELD_CACHE "\":\"miss\"");
