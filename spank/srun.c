@@ -192,8 +192,19 @@ int ab_srun_user_init(spank_t sp, struct ab_ctx *c)
 	return rc;
 }
 
+/* srun's exit status where it ended while probing: its tasks did not run the command */
+#define AB_EXIT_ENDED_WHILE_PROBING 1
+
 void ab_srun_exit(struct ab_ctx *c)
 {
-	ab_srun_defer_end(c);
+	bool early = ab_srun_defer_end(c);
+
 	ab_srun_comment(c, NULL);
+	/* Slurm calls this from srun's exit (atexit): a step cancelled while its tasks were
+	 * held reports no task's status, and srun would exit 0, as if the command had run (a
+	 * script's `srun ... && next` went on). Its status is made a failure's. */
+	if (early) {
+		fflush(NULL);
+		_exit(AB_EXIT_ENDED_WHILE_PROBING);
+	}
 }

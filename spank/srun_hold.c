@@ -41,6 +41,7 @@ struct ab_deferred {
 	volatile sig_atomic_t halt;     /* stop probing: srun is ending, or a task is gone */
 	volatile sig_atomic_t ctrl_c;   /* the user's Ctrl-C reached srun's process group */
 	volatile sig_atomic_t sigterm;  /* so did a SIGTERM: a batch job's time limit, scancel */
+	bool ended_early; /* srun ended before the decision: its tasks never ran the command */
 	struct ab_proc sentinel;        /* the process that hears it (ctrl_c_watch) */
 	pthread_t watcher;
 	struct ab_plan *pl;
@@ -335,7 +336,9 @@ static void *deferred_main(void *arg)
 	char err[2 * AB_ERR_MAX];
 	int rc;
 
-	if ((rc = decide(d, &answer, err, sizeof(err))) < 0 && !d->stopping) {
+	rc = decide(d, &answer, err, sizeof(err));
+	d->ended_early = rc < 0 && d->stopping; /* said by ab_srun_defer_end, at srun's exit */
+	if (rc < 0 && !d->stopping) {
 		ab_srun_policy(d->pl->ctx, err, rc, &answer.verdict);
 		snprintf(answer.message, sizeof(answer.message), "%s",
 			 rc == -EINTR ? "probing was interrupted"
@@ -393,16 +396,21 @@ fail:
 	return rc;
 }
 
-void ab_srun_defer_end(struct ab_ctx *c)
+bool ab_srun_defer_end(struct ab_ctx *c)
 {
 	struct ab_deferred *d = c->deferred;
+	bool early;
 
 	if (!d)
-		return;
+		return false;
 	/* the probe step is cancelled within its grace; the serving stops at its next poll */
 	d->stopping = 1;
 	d->halt = 1;
 	pthread_join(d->thread, NULL);
+	if ((early = d->ended_early))
+		slurm_error(AB_LOG_PREFIX "srun ended while probing (its step was cancelled, or srun "
+					  "was signalled): the step's tasks did not run its command");
 	deferred_free(d);
 	c->deferred = NULL;
+	return early;
 }

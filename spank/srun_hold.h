@@ -4,6 +4,7 @@
 #ifndef AUTOBATCH_SRUN_HOLD_H
 #define AUTOBATCH_SRUN_HOLD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "cache.h"
@@ -16,7 +17,9 @@
 int ab_srun_defer(struct ab_ctx *c, struct ab_plan *pl, struct ab_cache *cache, char *err,
 		  size_t errlen);
 
-/* srun is ending (slurm_spank_exit): a probe still running is stopped, the thread joined. */
-void ab_srun_defer_end(struct ab_ctx *c);
+/* srun is ending (slurm_spank_exit): a probe still running is stopped, the thread joined.
+ * True, said once, where srun ended before the decision (its step cancelled): the step's
+ * tasks never ran its command. */
+bool ab_srun_defer_end(struct ab_ctx *c);
 
 #endif

@@ -308,6 +308,24 @@ stopped_while_probing() {
 	no_probe_step_left
 }
 
+@test "a step cancelled while probing (scancel JOB.STEP): srun says so and exits non-zero" {
+	set_plugstack ""
+	# Slurm cancels the step, whose tasks wait in the hold: srun times out waiting for
+	# them and ends; with no task's status it once exited 0, as if the command had run
+	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml\necho "srun rc=$?"\n' >job.sh
+	local job
+	job=$(sbatch --parsable -N1 -n1 --gpus=1 -o job.out -e job.err job.sh)
+	wait_for_step autobatch-probe
+	sleep 1
+	scancel "$job.0"
+	for _ in $(seq 200); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.3; done
+	assert_line_in "autobatch: srun ended while probing (its step was cancelled, or srun was signalled): the step's tasks did not run its command" "$(cat job.err)"
+	assert_line_in "srun rc=1" "$(cat job.out)"
+	refute grep -q "toy_train:" job.out
+	cmp -s cfg.yaml orig.yaml
+	no_probe_step_left
+}
+
 # A Ctrl-C while no step of the probe runs reaches no srun of ours but the user's, which only
 # prints its step's status on a first Ctrl-C: here, an srun waiting for an identical srun's
 # decision (the cache entry's lock). The plugin hears it itself (a child of srun in its
