@@ -340,6 +340,7 @@ int cmd_run(int argc, char **argv)
 			.parallel = (int)s.round.nslots,
 			.warm_batch = i == 0 ? o.warm_start : 0,
 			.warm_per_sample = (double)o.warm_per_sample,
+			.flat_ok = o.pin_key != NULL,
 			.round = s.fn == ab_exec_trial ? ab_exec_round : NULL, .round_ctx = &s.round,
 		};
 

@@ -362,10 +362,12 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	if (res->global_batch)
 		ab_append(line, sizeof(line), &len, " (gradient accumulation %ld, global %ld)",
 			  res->grad_accum, res->global_batch);
-	if (eval_batch)
+	if (eval_batch && pl->ctx->req.config[0]) /* the train key pinned in its trials */
 		ab_append(line, sizeof(line), &len, ", eval batch %ld (measured beside training at "
 						    "batch %ld)",
 			  eval_batch, res->batch);
+	else if (eval_batch)
+		ab_append(line, sizeof(line), &len, ", eval batch %ld", eval_batch);
 	if (pl->cached)
 		ab_append(line, sizeof(line), &len, " (probed earlier in %zu trials; "
 						    "--autobatch-refresh probes again)",

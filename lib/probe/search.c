@@ -626,8 +626,15 @@ int ab_search(const struct ab_search_params *p, struct ab_trials *trials, ab_tri
 	if (rc == 0)
 		rc = settle_noise(&r, out);
 	/* a search the time cut short has not seen how far memory goes: its fit stands proven */
-	if (rc == 0 && out->confidence != AB_CONFIDENCE_TIME_LIMIT)
-		rc = check_grows(&r, out, err, errlen);
+	if (rc == 0 && out->confidence != AB_CONFIDENCE_TIME_LIMIT &&
+	    (rc = check_grows(&r, out, err, errlen)) == -EINVAL && p->flat_ok) {
+		if (p->note)
+			p->note(p->progress_arg, "memory did not grow with this batch: the batch "
+						 "pinned beside it (--pin) holds the peak");
+		if (errlen)
+			err[0] = '\0';
+		rc = 0;
+	}
 	if (rc == 0 && p->objective == AB_OBJECTIVE_THROUGHPUT)
 		rc = throughput_search(&r, out);
 	/* what the time cut short before any fit, in whichever phase */

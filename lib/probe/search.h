@@ -51,6 +51,10 @@ struct ab_search_params {
 	 * batch may fit; if it does not, the full search follows. 0: none. */
 	long warm_batch;
 	double warm_per_sample;
+	/* Memory may stay flat over the batch: another batch of the program, pinned in every
+	 * trial (the eval probe's train batch), holds the peak. A flat curve is then said in a
+	 * note, not refused as a command that ignores the batch. */
+	bool flat_ok;
 	/* Trials one round may run at once (the GPUs of the probe's node); 0 or 1: one at a
 	 * time. With round, a round's trials run through it; without, one after another. */
 	int parallel;

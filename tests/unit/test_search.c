@@ -552,6 +552,14 @@ static void refusals(void **state)
 	assert_contains(err, "memory did not grow with the batch (batch 1 and batch ");
 	assert_contains(err, "make it read $AUTOBATCH_BATCH_SIZE");
 	ab_trials_free(&t);
+	/* beside a batch pinned in every trial (the eval probe's train batch) that holds the
+	 * peak, flat memory is no fault: the largest batch tried fits, proven */
+	p.flat_ok = true;
+	assert_int_equal(ab_search(&p, &t, ab_sim_trial, &s, &d, err, sizeof(err)), 0);
+	assert_true(d.batch > 1000);
+	assert_true(t.v[d.chosen].peak_bytes <= d.limit_bytes);
+	p.flat_ok = false;
+	ab_trials_free(&t);
 	ab_sim_free(&s);
 	/* memory that grows by less than its noise below the choice (a base of 96% of the limit)
 	 * is still growing when a larger batch's peak rose: not refused */
