@@ -275,13 +275,14 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	char *json = NULL, warm[AB_CACHE_NAME_MAX];
 	long eval_batch = 0;
 	int rc = 0, lock = -1;
-	bool hit = false, probed = false;
+	bool hit = false, probed = false, waited = false;
 
 	ctrl_c_start(d);
 	if (pl->entry[0]) {
 		/* identical sruns started together probe once: the others wait, then hit */
 		lock = ab_cache_lock(&d->cache, pl->entry, pl->ctx->site.probe_timeout + 60.0,
 				     &d->halt, gather, d);
+		waited = d->ctrl_c; /* it ended the wait */
 		hit = ab_srun_cache_lookup(pl, &d->cache, &res, &json) == 0;
 	}
 	if (hit) {
@@ -311,11 +312,14 @@ static int decide(struct ab_deferred *d, struct ab_hold_answer *vars, char *err,
 	/* a Ctrl-C sent by now is the sentinel's end, which the joined watcher has seen; it
 	 * wins over whatever the step it stopped, or a task it ended, said */
 	ctrl_c_end(d);
-	if (d->ctrl_c && !probed) /* it waited for an identical srun, which probes on */
+	if (d->ctrl_c && waited && !hit) /* for an identical srun, which probes on */
 		rc = ab_fail(err, errlen, EINTR, "interrupted (Ctrl-C) while waiting for an "
 						 "identical srun's decision (its probe goes on)");
-	else if (d->ctrl_c)
+	else if (d->ctrl_c && probed)
 		rc = ab_probe_interrupted(err, errlen);
+	else if (d->ctrl_c) /* a decision from the cache, its tasks not all there yet */
+		rc = ab_fail(err, errlen, EINTR, "interrupted (Ctrl-C) before the decision reached "
+						 "the step's tasks; nothing was applied");
 	else if (d->sigterm && rc < 0)
 		rc = ab_fail(err, errlen, EINTR, "the job was ended while probing (SIGTERM: its time "
 						 "limit, an scancel or a requeue; the job's output "
