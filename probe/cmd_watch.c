@@ -53,6 +53,9 @@
  * batch came in its last second left it out of the report). The writes stay few: each is
  * 1% more than the last. */
 #define REPORT_GROWTH 1.01
+/* A report another process kept locked: tried again this much later, and at the end (a
+ * step's hundreds of tasks all write theirs at their first sample) */
+#define LOCKED_RETRY_S 30.0
 
 struct watch {
 	pid_t pid;
@@ -61,6 +64,8 @@ struct watch {
 	const char *entry, *report, *node;
 	int cache_fd;
 	bool reported, said_over;
+	bool over_unsaid, told_locked; /* the report was locked: its over count still to add */
+	double retry_at;               /* not before then (ab_now), after a locked report */
 	uint64_t reported_peak, marked_peak;
 	struct ab_group_peak group;
 	struct ab_nvml *nv;
@@ -181,7 +186,7 @@ static uint64_t now(struct watch *w)
 static void report(struct watch *w, uint64_t peak, bool first_over)
 {
 	struct ab_run_figure f = {w->limit,	    peak, w->task, w->batch, w->node,
-				  w->nv ? "gpu" : "host", !w->reported, first_over};
+				  w->nv ? "gpu" : "host", !w->reported, first_over || w->over_unsaid};
 	char err[AB_ERR_MAX];
 	int rc;
 
@@ -190,7 +195,16 @@ static void report(struct watch *w, uint64_t peak, bool first_over)
 	alarm(SAMPLE_MAX_S);
 	rc = ab_report_add_run(w->report, &f, err, sizeof(err));
 	alarm(0);
-	w->reported = true, w->reported_peak = peak;
+	if (rc == -EAGAIN) { /* kept for later: the figure is not given up for a lock */
+		w->over_unsaid = f.first_over;
+		w->retry_at = ab_now() + LOCKED_RETRY_S;
+		if (!w->told_locked && !w->said_over)
+			fprintf(stderr, "autobatch: the run's peak is not in the report yet: %s; "
+					"tried again later\n", err);
+		w->told_locked = true;
+		return;
+	}
+	w->reported = true, w->reported_peak = peak, w->over_unsaid = false;
 	if (rc == 0)
 		return;
 	/* not on this node's file systems (srun's $TMPDIR, a directory not shared): quietly */
@@ -229,7 +243,8 @@ static void over(struct watch *w, uint64_t peak)
 /* While the task runs: the report gets each peak that grew by REPORT_GROWTH. */
 static bool report_due(const struct watch *w, uint64_t peak)
 {
-	return w->report && (!w->reported || (double)peak > REPORT_GROWTH * (double)w->reported_peak);
+	return w->report && ab_now() >= w->retry_at &&
+	       (!w->reported || (double)peak > REPORT_GROWTH * (double)w->reported_peak);
 }
 
 void watch_usage(FILE *out)
@@ -270,7 +285,7 @@ int cmd_watch(int argc, char **argv)
 	/* what the reads between the last samples saw (a task that ended within them) */
 	if (!w.nv && (peak = ab_group_peak_bytes(&w.group, 0)) > w.limit && !w.said_over)
 		over(&w, peak);
-	if (!w.reported || peak != w.reported_peak)
+	if (!w.reported || peak != w.reported_peak || w.over_unsaid)
 		report(&w, peak, false);
 	/* the mark holds the run's peak, not its first sample over (the next srun's cap), unless
 	 * another task's mark holds more (ab_cache_mark_over keeps the larger) */
