@@ -289,17 +289,23 @@ stopped_while_probing() {
 	refute grep -q "Ctrl-C" <<<"$stderr"
 }
 
-@test "a batch job cancelled while probing says so, not a Ctrl-C, and changes nothing" {
-	set_plugstack ""
-	# the batch step's SIGTERM ends srun and its probe step alike; the cancel line goes to
-	# the job's own output, so srun tells it by the signal
-	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml\n' >job.sh
+# cancelled_in_batch WHAT: a batch job whose srun probes (its trial hangs), its job (WHAT "")
+# or its step (".0") cancelled once the probe step runs; returns when the job has ended
+cancelled_in_batch() {
 	local job
+	set_plugstack ""
+	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml\necho "srun rc=$?"\n' >job.sh
 	job=$(sbatch --parsable -N1 -n1 --gpus=1 -o job.out -e job.err job.sh)
 	wait_for_step autobatch-probe
 	sleep 1
-	scancel "$job"
-	for _ in $(seq 100); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.3; done
+	scancel "$job$1"
+	for _ in $(seq 200); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.3; done
+}
+
+@test "a batch job cancelled while probing says so, not a Ctrl-C, and changes nothing" {
+	# the batch step's SIGTERM ends srun and its probe step alike; the cancel line goes to
+	# the job's own output, so srun tells it by the signal
+	cancelled_in_batch ""
 	assert_line_in "autobatch: the job was ended while probing (SIGTERM: its time limit, an scancel or a requeue; the job's output says which)" "$(cat job.err)"
 	refute grep -q "interrupted (Ctrl-C)" job.err
 	refute grep -q "toy_train:" job.out
@@ -309,16 +315,9 @@ stopped_while_probing() {
 }
 
 @test "a step cancelled while probing (scancel JOB.STEP): srun says so and exits non-zero" {
-	set_plugstack ""
 	# Slurm cancels the step, whose tasks wait in the hold: srun times out waiting for
 	# them and ends; with no task's status it once exited 0, as if the command had run
-	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml --autobatch-trial-command="sleep 100" toy_train --config cfg.yaml\necho "srun rc=$?"\n' >job.sh
-	local job
-	job=$(sbatch --parsable -N1 -n1 --gpus=1 -o job.out -e job.err job.sh)
-	wait_for_step autobatch-probe
-	sleep 1
-	scancel "$job.0"
-	for _ in $(seq 200); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.3; done
+	cancelled_in_batch .0
 	assert_line_in "autobatch: srun ended while probing (its step was cancelled, or srun was signalled): the step's tasks did not run its command" "$(cat job.err)"
 	assert_line_in "srun rc=1" "$(cat job.out)"
 	refute grep -q "toy_train:" job.out
