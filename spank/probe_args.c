@@ -199,9 +199,11 @@ unsigned ab_probe_time_limit_s(unsigned budget_s)
 
 static void add_time_limit(struct ab_argv *b, unsigned budget_s)
 {
-	if (!ab_probe_time_limit_s(budget_s))
+	unsigned limit = ab_probe_time_limit_s(budget_s);
+
+	if (!limit)
 		return;
-	ab_argv_addf(b, "--time-limit=%u", ab_probe_time_limit_s(budget_s));
+	ab_argv_addf(b, "--time-limit=%u", limit);
 	/* counted from now, not from the probe's start: the step's start, a container's import */
 	ab_argv_addf(b, "--since=%lld", (long long)time(NULL));
 }

@@ -458,8 +458,9 @@ static double share_of(const struct ab_probe_job *job, const char *phase)
 unsigned ab_probe_train_limit_s(const struct ab_probe_job *job)
 {
 	unsigned budget = job->no_time ? 0 : budget_s(job, share_of(job, "train"));
+	unsigned limit = ab_probe_time_limit_s(budget);
 
-	return ab_probe_time_limit_s(budget) ? ab_probe_time_limit_s(budget) : budget;
+	return limit ? limit : budget;
 }
 
 /* The probing window, from the job's end: said once, before, where it bounds the probe below

@@ -28,9 +28,7 @@ struct ab_plan {
 	unsigned stepid;
 	bool cached;
 	bool looked_up; /* the cache was looked in once already (srun_cache.c) */
-	double cut_short_s; /* its entry is a decision the time cut short: its longest trial's
-			     * seconds (0: none, or not said), and its batch */
-	long cut_short_batch;
+	long cut_short_batch; /* its entry is a decision the time cut short, of this batch; 0: not */
 	const char *written[4]; /* the keys autobatch writes */
 	struct ab_expect seen;  /* the config when the job was planned */
 	uint64_t warm_fingerprint; /* the config less its batch and memory-neutral values */

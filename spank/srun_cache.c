@@ -184,7 +184,6 @@ static bool cut_short(struct ab_plan *pl, const char *name, const struct ab_resu
 	pl->job.warm_batch = res->batch;
 	pl->job.warm_per_sample = res->per_sample;
 	pl->job.warm_from = name;
-	pl->cut_short_s = res->longest_trial_s;
 	pl->cut_short_batch = res->batch;
 	return true;
 }
@@ -192,13 +191,13 @@ static bool cut_short(struct ab_plan *pl, const char *name, const struct ab_resu
 int ab_srun_cache_take_cut_short(struct ab_plan *pl, const struct ab_cache *c, unsigned limit_s,
 				 struct ab_result *res, char **json)
 {
-	double need = 2.25 * pl->cut_short_s;
-
-	if (!(pl->cut_short_s > 0) || limit_s >= need || load(c, pl->entry, res, json) < 0)
+	if (!pl->cut_short_batch || load(c, pl->entry, res, json) < 0)
 		return -ENOENT;
-	/* the decision looked up is still the entry's, unmarked by a real run's overrun */
+	/* the decision looked up is still the entry's, unmarked by a real run's overrun, and
+	 * the time left cannot take it further */
 	if (res->batch != pl->cut_short_batch || res->confidence != AB_CONFIDENCE_TIME_LIMIT ||
-	    (pl->job.max_batch && res->batch > pl->job.max_batch)) {
+	    (pl->job.max_batch && res->batch > pl->job.max_batch) ||
+	    !(res->longest_trial_s > 0) || limit_s >= 2.25 * res->longest_trial_s) {
 		free(*json);
 		*json = NULL;
 		return -ENOENT;
@@ -206,7 +205,7 @@ int ab_srun_cache_take_cut_short(struct ab_plan *pl, const struct ab_cache *c, u
 	slurm_spank_log(AB_LOG_PREFIX "this job's probing time (%u s) cannot verify batch %ld "
 				      "and try a larger one (its trials took up to %.0f s): the cached "
 				      "decision is taken as it is",
-			limit_s, res->batch, pl->cut_short_s);
+			limit_s, res->batch, res->longest_trial_s);
 	return 0;
 }
 
@@ -217,7 +216,7 @@ int ab_srun_cache_lookup(struct ab_plan *pl, const struct ab_cache *c, struct ab
 	int rc;
 
 	pl->entry[0] = '\0';
-	pl->cut_short_s = 0; /* as this lookup finds the entry (a second one, under its lock) */
+	pl->cut_short_batch = 0; /* as this lookup finds the entry (a second one, under its lock) */
 	if (c->fd < 0)
 		return -ENOENT;
 	entry_name(pl, false, pl->entry, sizeof(pl->entry));

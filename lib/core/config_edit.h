@@ -128,9 +128,10 @@ int ab_config_expect_dir(const char *real, struct ab_expect *out);
 
 /* The same, but only when the file still matches expect (what the decision was made for): a
  * file the user changed meanwhile is refused with -ESTALE, their edit kept; one whose batch
- * another srun rewrote meanwhile, with -ENOTUNIQ (it no longer holds the original settings). Returns 1 when it
- * wrote the file (the backup is beside the file it rewrote, a symlink's target), 0 when the
- * file already said so. note also says what a rewrite cannot keep (hard links, ACLs). */
+ * another srun rewrote meanwhile, with -ENOTUNIQ (it no longer holds the original settings);
+ * one in another directory than expect's, with -ESTALE. Returns 1 when it wrote the file
+ * (the backup is beside the file it rewrote, a symlink's target), 0 when the file already
+ * said so. note also says what a rewrite cannot keep (hard links, ACLs). */
 int ab_config_set_file_expect(const char *path, enum ab_format format,
 			      const struct ab_edit *edits, size_t n, int document,
 			      const struct ab_expect *expect, char *note, size_t notelen,
