@@ -25,6 +25,8 @@ struct ab_trial {
 	double startup_s;      /* start to the end of the warm-up step; 0 when unknown */
 	bool helpers;          /* other processes (DataLoader workers) held part of the peak:
 				* their memory comes and goes with timing, so runs differ */
+	bool forked;           /* those helpers are processes whose resident sets were summed
+				* (the host device): their shared pages move more (NOISE_FLOOR) */
 	int runs;              /* times this batch ran: a helpers' peak is run twice */
 	uint64_t host_bytes;   /* host memory the trial's processes held at most (exec) */
 	int round;             /* the round it ran in, from 1: trials of one round ran at once */

@@ -616,8 +616,9 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->peak_bytes = x->peak_source == AB_PEAK_FROM_REPORT ? rep->peak_bytes
 								: ab_trial_report_peak_over(rep, o->rss_peak);
 	/* ranks differ from one another and from run to run, as helpers do: measured twice */
-	out->helpers = (x->peak_source == AB_PEAK_FROM_RSS &&
-			ab_group_helpers(&o->group, out->peak_bytes)) || rep->nranks >= 1;
+	out->forked = x->peak_source == AB_PEAK_FROM_RSS &&
+		      ab_group_helpers(&o->group, out->peak_bytes);
+	out->helpers = out->forked || rep->nranks >= 1;
 	if (x->peak_source == AB_PEAK_FROM_GPU) /* NVML sees the context the report misses */
 		out->peak_bytes = ab_trial_report_peak_over(rep, o->gpu_peak);
 	out->has_step = ab_trial_report_timing(rep, batch, &out->step_s, &out->samples_per_s);

@@ -86,6 +86,7 @@ static int trial(void *ctx, long b, struct ab_trial *t, char *err, size_t errlen
 		peak = unit(s) * 2 * s->total;
 	} else if (op < 225) { /* helpers share the peak; runs differ by their spread */
 		t->helpers = true;
+		t->forked = op & 1;
 		peak *= 1 + unit(s) * 0.1;
 	} else if (op < 240) { /* throughput anywhere, noise on the curve */
 		t->samples_per_s = unit(s) * 1000;

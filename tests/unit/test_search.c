@@ -639,6 +639,7 @@ static void trial_errors_stop(void **state)
  * read alternately low and high by `spread` (the helpers' timing). */
 struct noisy {
 	bool helpers;
+	bool forked; /* helpers measured by their resident sets: the larger floor */
 	double spread;
 	int ranks; /* a step's ranks: what varies is theirs */
 	int runs[4096];
@@ -657,6 +658,7 @@ static int noisy_trial(void *ctx, long batch, struct ab_trial *out, char *e, siz
 	out->peak_bytes = (uint64_t)(noisy_worst(n, batch) - (n->runs[batch]++ % 2 ? 0 : n->spread));
 	out->steps = 4;
 	out->helpers = n->helpers;
+	out->forked = n->forked;
 	out->ranks = n->ranks;
 	return 0;
 }
@@ -699,10 +701,26 @@ static void helpers_noise(void **state)
 		}
 		ab_trials_free(&t);
 	}
-	/* without helpers: one run per batch, no margin */
-	struct noisy quiet = {.helpers = false};
+	/* forked helpers on the host (resident sets summed): at least 8% of the limit, where
+	 * ranks keep 5% (a quiet spread of 2 MiB asks for less than either) */
 	struct ab_trials t = {0};
 	struct ab_decision d;
+
+	for (int forked = 0; forked < 2; forked++) {
+		struct noisy n = {.helpers = true, .forked = forked, .spread = 2 * MiB};
+		uint64_t want = (uint64_t)((forked ? 0.08 : 0.05) * limit);
+
+		assert_int_equal(ab_search(&p, &t, noisy_trial, &n, &d, err, sizeof(err)), 0);
+		if (d.margin_bytes < want || d.margin_bytes > want + MiB)
+			fail_msg("forked %d: margin %.1f MiB, want %.1f", forked, d.margin_bytes / MiB,
+				 want / MiB);
+		if (noisy_worst(&n, d.batch) > limit - want + 2 * MiB)
+			fail_msg("forked %d: batch %ld peaks at %.1f MiB, over the limit less the margin",
+				 forked, d.batch, noisy_worst(&n, d.batch) / MiB);
+		ab_trials_free(&t);
+	}
+	/* without helpers: one run per batch, no margin */
+	struct noisy quiet = {.helpers = false};
 
 	assert_int_equal(ab_search(&p, &t, noisy_trial, &quiet, &d, err, sizeof(err)), 0);
 	assert_int_equal(t.repeats, 0);
