@@ -147,17 +147,17 @@ static int parse_numeric(int opt, const char *arg, struct run_opts *o)
 		o->document = (int)v;
 		return 0;
 	case 't':
-		if (parse_long(arg, 1, 86400, "trial-seconds", &v) < 0)
+		if (parse_long(arg, 1, AB_TRIAL_SECONDS_MAX, "trial-seconds", &v) < 0)
 			return -1;
 		o->trial_seconds = (double)v;
 		return 0;
 	case 'u':
-		if (parse_long(arg, 1, 86400, "startup-seconds", &v) < 0)
+		if (parse_long(arg, 1, AB_TRIAL_SECONDS_MAX, "startup-seconds", &v) < 0)
 			return -1;
 		o->startup_seconds = (double)v;
 		return 0;
 	case 'X':
-		if (parse_long(arg, 1, 86400, "max-trial-seconds", &v) < 0)
+		if (parse_long(arg, 1, AB_TRIAL_SECONDS_MAX, "max-trial-seconds", &v) < 0)
 			return -1;
 		o->max_trial_seconds = (double)v;
 		return 0;

@@ -11,6 +11,7 @@
 #define AB_COMMAND_MAX 4096
 #define AB_FRACTION_TEXT_MAX 32 /* longer fraction text is refused before parsing */
 #define AB_TIMEOUT_MAX (7 * 24 * 3600)
+#define AB_TRIAL_SECONDS_MAX 86400 /* a trial's step or start-up allowance: the probe's bound */
 #define AB_GLOBAL_BATCH_MAX 2147483647L
 #define AB_TRIAL_CAP_MAX 100 /* --max-trials, --trial-cap, trial_cap= */
 

@@ -43,8 +43,8 @@ void ab_site_init(struct ab_site *site)
 	site->trial_shape = AB_SHAPE_STEP;
 }
 
-enum arg_type { ARG_FRACTION, ARG_OVER_MAX, ARG_ON_FAILURE, ARG_PATH, ARG_SECONDS, ARG_TEXT,
-		ARG_ONOFF, ARG_SIZE, ARG_TRIALS, ARG_SHAPE };
+enum arg_type { ARG_FRACTION, ARG_OVER_MAX, ARG_ON_FAILURE, ARG_PATH, ARG_SECONDS,
+		ARG_TRIAL_SECONDS, ARG_TEXT, ARG_ONOFF, ARG_SIZE, ARG_TRIALS, ARG_SHAPE };
 
 struct site_arg {
 	const char *key;
@@ -70,8 +70,8 @@ static const struct site_arg site_args[] = {
 	{"enforce", ARG_ONOFF, FIELD(enforce)},
 	{"device_memory", ARG_SIZE, FIELD(device_memory)},
 	{"comm_reserve", ARG_SIZE, FIELD(comm_reserve)},
-	{"startup_seconds", ARG_SECONDS, FIELD(startup_seconds)},
-	{"max_trial_seconds", ARG_SECONDS, FIELD(max_trial_seconds)},
+	{"startup_seconds", ARG_TRIAL_SECONDS, FIELD(startup_seconds)},
+	{"max_trial_seconds", ARG_TRIAL_SECONDS, FIELD(max_trial_seconds)},
 	{"trial_cap", ARG_TRIALS, FIELD(trial_cap)},
 	{"instrument", ARG_ONOFF, FIELD(instrument)},
 	{"parallel", ARG_ONOFF, FIELD(parallel)},
@@ -89,10 +89,10 @@ static bool has_control_chars(const char *s)
 	return false;
 }
 
-static int parse_seconds(const char *v, unsigned *out)
+static int parse_seconds(const char *v, long max, unsigned *out)
 {
 	long n;
-	int rc = ab_parse_whole(v, 1, AB_TIMEOUT_MAX, &n);
+	int rc = ab_parse_whole(v, 1, max, &n);
 
 	if (rc == 0)
 		*out = (unsigned)n;
@@ -152,11 +152,13 @@ static int set_site_arg(struct ab_site *site, const struct site_arg *a, const ch
 				       shown);
 		break;
 	case ARG_SECONDS:
-		if ((rc = parse_seconds(v, field)) < 0)
+	case ARG_TRIAL_SECONDS: /* what the probe accepts for a trial's allowances */
+		n = a->type == ARG_SECONDS ? AB_TIMEOUT_MAX : AB_TRIAL_SECONDS_MAX;
+		if ((rc = parse_seconds(v, n, field)) < 0)
 			return ab_fail(err, errlen, -rc,
 				       "plugstack argument %s=%s must be a whole number of seconds "
-				       "from 1 to %d",
-				       a->key, shown, AB_TIMEOUT_MAX);
+				       "from 1 to %ld",
+				       a->key, shown, n);
 		return 0;
 	case ARG_TRIALS:
 		if ((rc = ab_parse_whole(v, 1, AB_TRIAL_CAP_MAX, &n)) < 0)

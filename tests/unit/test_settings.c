@@ -255,6 +255,10 @@ static void site_every_key(void **state)
 	assert_false(site.cache);
 	assert_string_equal(site.cache_dir, "/var/cache/ab");
 	assert_true(site.enforce);
+	/* the largest a trial's allowances may be: what the probe accepts */
+	assert_int_equal(SITE("startup_seconds=86400", "max_trial_seconds=86400"), 0);
+	assert_int_equal(site.startup_seconds, 86400);
+	assert_int_equal(site.max_trial_seconds, 86400);
 }
 
 static void site_quoted_probe_args(void **state)
@@ -296,6 +300,9 @@ static void site_refusals(void **state)
 		{"probe_timeout=10s", "whole number of seconds"},
 		{"probe_timeout=99999999999", "whole number of seconds"},
 		{"probe_timeout=604801", "whole number of seconds"},
+		/* a trial's allowances: what the probe accepts, not the probe's whole timeout */
+		{"startup_seconds=86401", "startup_seconds=86401 must be a whole number of seconds from 1 to 86400"},
+		{"max_trial_seconds=604800", "from 1 to 86400"},
 		{"probe_args=a\tb", "control characters"},
 		{"comm_reserve=lots", "plugstack argument comm_reserve:"},
 		{"comm_reserve=-1GiB", "plugstack argument comm_reserve:"},
