@@ -379,6 +379,9 @@ static void decision_line(const struct ab_plan *pl, const struct ab_result *res,
 	else
 		ab_append(line, sizeof(line), &len, " in %zu trials, %.0f s", res->trials,
 			  res->elapsed_s);
+	if (!pl->cached && res->eval_trials) /* the eval batch's own probe, after */
+		ab_append(line, sizeof(line), &len, ", and %zu trials, %.0f s for the eval batch",
+			  res->eval_trials, res->eval_elapsed_s);
 	if (!pl->cached)
 		shape_text(pl, res, line, sizeof(line), &len);
 	if (res->global_batch && pl->job.gpus > pl->job.ntasks && !pl->job.per_device)

@@ -117,6 +117,10 @@ static int probe(struct ab_deferred *d, struct ab_result *res, long *eval_batch,
 		ej.pin_batch = res->batch;
 		if ((rc = ab_probe_run(&ej, "eval", &d->halt, &eval, NULL, err, errlen)) < 0)
 			return rc;
+		/* the step's report and the cache entry say the eval batch and its probe's cost */
+		*json = ab_result_with_eval_probe(*json, &eval);
+		res->eval_trials = eval.trials;
+		res->eval_elapsed_s = eval.elapsed_s;
 	}
 	*eval_batch = eval.batch;
 	return 0;

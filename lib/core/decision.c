@@ -65,6 +65,18 @@ static void get_bytes(struct json_object *o, const char *key, uint64_t *out)
 }
 
 /* A warm start's entry and whether its batch verified. */
+static void read_eval_probe(struct json_object *o, struct ab_result *r)
+{
+	struct json_object *e;
+	long n;
+
+	if (!r->eval_batch || !json_object_object_get_ex(o, AB_FIELD_EVAL_PROBE, &e) ||
+	    !json_object_is_type(e, json_type_object) || !get_long(e, AB_FIELD_TRIALS, 1, 1L << 20, &n))
+		return;
+	r->eval_trials = (size_t)n;
+	get_double(e, AB_FIELD_ELAPSED_S, &r->eval_elapsed_s);
+}
+
 static void read_warm(struct json_object *o, struct ab_result *r)
 {
 	struct json_object *w, *v;
@@ -265,6 +277,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 		r->confidence = (int)conf;
 	if (!get_long(o, AB_FIELD_EVAL_BATCH_SIZE, 1, AB_GLOBAL_BATCH_MAX, &r->eval_batch))
 		r->eval_batch = 0;
+	read_eval_probe(o, r);
 	get_double(o, AB_FIELD_ELAPSED_S, &r->elapsed_s);
 	if (!get_long(o, AB_FIELD_ROUNDS, 0, 1L << 20, &r->rounds))
 		r->rounds = 0;
@@ -324,6 +337,27 @@ static struct json_object *model_json(const struct ab_gpu_model *g)
 	json_object_object_add(o, AB_FIELD_NODES, json_object_new_int64(g->nodes));
 	json_object_object_add(o, AB_FIELD_NODE, json_object_new_string(g->node));
 	return o;
+}
+
+char *ab_result_with_eval_probe(char *json, const struct ab_result *eval)
+{
+	struct json_object *o = json ? json_tokener_parse(json) : NULL, *cost;
+	char *text;
+
+	if (!o || !json_object_is_type(o, json_type_object) || !(cost = json_object_new_object())) {
+		json_object_put(o);
+		return json;
+	}
+	json_object_object_add(o, AB_FIELD_EVAL_BATCH_SIZE, json_object_new_int64(eval->batch));
+	json_object_object_add(cost, AB_FIELD_TRIALS, json_object_new_int64((int64_t)eval->trials));
+	json_object_object_add(cost, AB_FIELD_ELAPSED_S, json_object_new_double(eval->elapsed_s));
+	json_object_object_add(o, AB_FIELD_EVAL_PROBE, cost);
+	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	if (!text)
+		return json;
+	free(json);
+	return text;
 }
 
 char *ab_result_with_models(char *json, const struct ab_gpu_models *m,

@@ -91,6 +91,8 @@ struct ab_result {
 	char device[128];
 	uint64_t total_bytes;
 	long eval_batch;       /* from a cached entry that also holds the eval decision */
+	size_t eval_trials;    /* the eval probe's trials and seconds ("eval_probe"; 0: none) */
+	double eval_elapsed_s;
 	/* a step over several GPU models: the smallest, which was probed ("" otherwise) */
 	char sized_for[64], sized_for_node[64];
 	uint64_t sized_for_bytes;
@@ -105,6 +107,10 @@ struct ab_result {
 /* The report with the eval batch added (when > 0) and "cache" set (when not NULL: "hit" for
  * a report served from the cache), as the cache keeps it (malloc'ed, or NULL). */
 char *ab_result_with_eval(const char *json, long eval_batch, const char *cache);
+
+/* The report json (malloc'ed, taken) with the eval probe's decision added: its batch and
+ * what it cost; json as it was when that fails. */
+char *ab_result_with_eval_probe(char *json, const struct ab_result *eval);
 
 /* The report json (malloc'ed, taken) with the step's GPU models and the one it was sized for
  * added (bound NULL: "per_rank_limits", each rank held to its own); json as it was when that

@@ -175,6 +175,9 @@ int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen);
 #define AB_FIELD_GRAD_ACCUM "grad_accum"
 #define AB_FIELD_GLOBAL_BATCH "global_batch"
 #define AB_FIELD_EVAL_BATCH_SIZE "eval_batch_size"
+/* what the eval batch's own probe cost: {"trials": N, "elapsed_s": S} (its trials trained
+ * beside the chosen train batch; the report's "trials" are the train probe's) */
+#define AB_FIELD_EVAL_PROBE "eval_probe"
 #define AB_FIELD_FRACTION "fraction"
 #define AB_FIELD_CONFIDENCE "confidence"
 /* its tier where the probe's time limit ended the search (search.h): the plugin says so */

@@ -86,6 +86,10 @@ json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sy
 	e=$(json_value eval.json per_device_eval_batch_size)
 	echo "# $(grep 'chose batch' <<<"$stderr")" >&3
 	assert_line_in "autobatch: chose batch $b, eval batch $e (measured beside training at batch $b) in " "$stderr"
+	# the eval probe's own cost in the line, and the pair in the step's report (a fresh
+	# probe's report once lacked the eval batch a cache hit's had)
+	grep -q "^autobatch: chose batch $b, eval batch $e .* trials, [0-9]* s, and [1-9][0-9]* trials, [0-9]* s for the eval batch" <<<"$stderr"
+	[ "$("$PY" -c 'import json, glob; r = json.load(open(glob.glob("autobatch-*.json")[0])); print(r["eval_batch_size"], r["eval_probe"]["trials"] > 0)')" = "$e True" ]
 	# the run, 2 evaluations at e beside training at b: its watch saw it within the limit (the
 	# eval trials once trained at the config's 8: 959 MiB of an 819 MiB limit)
 	[ "$(grep -c "^trained 4 steps at batch $b, 2 evaluations at batch $e" <<<"$output")" -eq 1 ]

@@ -92,6 +92,26 @@ static void round_trip(void **state)
 	json = ab_report_json(&r);
 	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
 	assert_int_equal(res.global_batch, 1024);
+	assert_int_equal(res.eval_batch, 0);
+	assert_int_equal(res.eval_trials, 0);
+	/* the eval probe's decision and cost added: the step's report and the cache entry say
+	 * both, a reader sees them, the train probe's trials stay its own */
+	struct ab_result eval = {.batch = 56, .trials = 3, .elapsed_s = 21.5};
+
+	json = ab_result_with_eval_probe(json, &eval);
+	assert_int_equal(ab_result_parse(json, strlen(json), &res, err, sizeof(err)), 0);
+	assert_int_equal(res.eval_batch, 56);
+	assert_int_equal(res.eval_trials, 3);
+	assert_true(res.eval_elapsed_s == 21.5);
+	assert_int_equal(res.trials, 2);
+	assert_contains(json, "\"" AB_FIELD_EVAL_PROBE "\":{\"trials\":3,\"elapsed_s\":21.5}");
+	/* kept through the cache's copy */
+	char *entry = ab_result_with_eval(json, 56, NULL);
+
+	assert_non_null(entry);
+	assert_int_equal(ab_result_parse(entry, strlen(entry), &res, err, sizeof(err)), 0);
+	assert_int_equal(res.eval_trials, 3);
+	free(entry);
 	free(json);
 }
 
