@@ -159,7 +159,7 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 	s->exec = (struct ab_exec){
 		.argv = s->ranks_argv ? s->ranks_argv : o->command, .config = o->config, .key = o->key, .document = o->document,
 		.accum_key = o->config_accum > 1 ? o->accum_key : NULL, .ramp_key = o->ramp_key,
-		.pin_key = o->pin_key, .pin_batch = o->pin_batch,
+		.pin_key = o->pin_key, .pin_batch = o->pin_batch, .global_key = o->global_key,
 		.eval_key = o->eval_key, .save_key = o->save_key,
 		.metrics_key = o->metrics_key, .checkpoint_key = o->checkpoint_key, .pad_to = o->length_cap,
 		.phase = o->phase, .steps = o->steps, .trial_seconds = o->trial_seconds,
@@ -192,6 +192,10 @@ static int set_up(struct run_opts *o, struct setup *s, long *start, char *err, s
 		fprintf(stderr, "autobatch: accumulation in trials: 1 of %ld (%s): peak memory does "
 				"not depend on it, a step's time does\n",
 			o->config_accum, o->accum_key);
+	if (o->global_key)
+		fprintf(stderr, "autobatch: global batch in trials: %s null, derived by the framework "
+				"from each trial's micro-batch, accumulation and world\n",
+			o->global_key);
 	return 0;
 }
 

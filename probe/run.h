@@ -33,6 +33,10 @@ struct run_opts {
 	const char *pin_key;   /* written as pin_batch into every trial's copy (--pin KEY=N: the */
 	long pin_batch;        /* eval probe's trials train at the batch chosen); or NULL */
 	long config_accum;     /* what the config says at it; 0: not known */
+	/* the global batch the config states beside its accumulation (DeepSpeed's
+	 * train_batch_size, which it checks against micro-batch x accumulation x world): written
+	 * null into a trial's copy, which the framework then derives; or NULL */
+	const char *global_key;
 	const char *hook_dir; /* the Python step hook; NULL with --instrument off */
 	bool describe_device; /* --describe-device: say what the device is, run nothing */
 	int document, steps, max_trials, trial_cap;

@@ -90,6 +90,19 @@ static int accum_key(struct run_opts *o, const struct ab_config *cfg, const stru
 	return 0;
 }
 
+/* A global batch stated beside the accumulation key (DeepSpeed): a framework that checks
+ * global = micro-batch x accumulation x world would refuse a trial's copy holding the
+ * candidate at the micro-batch and 1 at the accumulation; null there, it derives it. */
+static void global_key(struct run_opts *o, const struct ab_config *cfg, const struct ab_preset *p)
+{
+	const struct ab_node *n;
+	const char *key = p ? p->keys[AB_ROLE_GLOBAL_BATCH] : NULL;
+
+	if (key && p->keys[AB_ROLE_GRAD_ACCUM] &&
+	    ab_config_lookup(cfg, key, o->document, &n, NULL, 0) == 0 && !ab_config_null(n->value))
+		o->global_key = key;
+}
+
 /* A whole number in [1, 2^31) at key, found as an edit finds it (the copy moves it), or 0:
  * a value the run needs only where it is one. */
 static long whole(const struct run_opts *o, const struct ab_config *cfg, const char *key)
@@ -397,6 +410,8 @@ int run_config_key(struct run_opts *o, long *start, char *err, size_t errlen)
 		start_from_value(value, start);
 	if (rc == 0)
 		rc = accum_key(o, cfg, p, err, errlen);
+	if (rc == 0)
+		global_key(o, cfg, p);
 	if (rc == 0)
 		rc = ramp_up(o, cfg, p, err, errlen);
 	if (rc == 0)

@@ -198,9 +198,11 @@ static int prepare(const struct ab_config *cfg, const struct ab_edit *e, int doc
 
 	bool path = e->value && plain_path(e->value, vlen);
 
-	/* numbers, the false that turns a trial's batch ramp-up off, and a trial's path */
+	/* numbers, the false that turns a trial's batch ramp-up off, the null that leaves a
+	 * trial's global batch to its framework, and a trial's path */
 	if (!e->value || (!path && vlen > AB_VALUE_MAX) ||
-	    !(path || ab_is_number(e->value, vlen) || !strcmp(e->value, "false")))
+	    !(path || ab_is_number(e->value, vlen) || !strcmp(e->value, "false") ||
+	      !strcmp(e->value, "null")))
 		return ab_fail(err, errlen, EINVAL, "%s: key '%s': the new value '%.40s' is not a "
 						    "number",
 			       cfg->name, e->key, e->value ? e->value : "");

@@ -654,7 +654,8 @@ static struct ab_trial_place place_of(const struct ab_exec *x)
 {
 	return (struct ab_trial_place){x->workdir, x->config, x->key, x->accum_key, x->document,
 				       x->ramp_key, x->eval_key, x->steps + 1, x->save_key,
-				       x->metrics_key, x->checkpoint_key, x->pin_key, x->pin_batch};
+				       x->metrics_key, x->checkpoint_key, x->pin_key, x->pin_batch,
+				       x->global_key};
 }
 
 /* Its files and argv (BATCH 0: started ahead, no config copy yet). */

@@ -36,6 +36,7 @@ struct ab_exec {
 	const char *accum_key;  /* the accumulation key, written as 1 into the copy; or NULL */
 	const char *pin_key;    /* another batch key, written as pin_batch into it; or NULL */
 	long pin_batch;
+	const char *global_key; /* the config's global batch, written null into it; or NULL */
 	const char *ramp_key;   /* a batch ramp-up's switch, written false into it; or NULL */
 	/* the config evaluates inside training (this key): the copy evaluates after the trial's
 	 * last step, and the trial is awaited through that evaluation; or NULL */

@@ -232,7 +232,7 @@ int ab_trial_config_write(const struct ab_trial_place *t, long batch,
 	/* peak memory does not depend on how many micro-batches are accumulated, a step's time
 	 * does: a trial's optimizer step is one micro-batch; and a batch ramp-up would run the
 	 * ramp's start, not the trial's batch */
-	struct ab_edit e[8] = {{t->key, value}};
+	struct ab_edit e[10] = {{t->key, value}};
 	char at[16], save[24], pin[32];
 	size_t len, n = 1;
 	int rc;
@@ -242,6 +242,8 @@ int ab_trial_config_write(const struct ab_trial_place *t, long batch,
 		return rc;
 	if (t->accum_key)
 		e[n++] = (struct ab_edit){t->accum_key, "1"};
+	if (t->global_key)
+		e[n++] = (struct ab_edit){t->global_key, "null"};
 	/* the run's other batch, as it will run beside this one */
 	snprintf(pin, sizeof(pin), "%ld", t->pin_batch);
 	if (t->pin_key)

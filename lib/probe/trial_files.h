@@ -47,6 +47,9 @@ struct ab_trial_place {
 	const char *checkpoint_key; /* its checkpoint switch, written false; or NULL */
 	const char *pin_key;        /* a key written as pin_batch (the eval probe's train batch) */
 	long pin_batch;
+	const char *global_key;     /* the global batch beside accum_key, written null (DeepSpeed
+				     * derives it from the micro-batch, the accumulation and its
+				     * world, and refuses one that disagrees); or NULL */
 };
 
 struct ab_trial_files {

@@ -9,7 +9,7 @@ dir=$(mktemp -d /tmp/autobatch-config-values.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
 
-echo "1..18"
+echo "1..19"
 
 # A trial program whose held memory grows at every step: 1 MiB a sample held, and 128 KiB
 # a sample more each step (an output kept), its peak a quarter above what it holds.
@@ -81,6 +81,38 @@ check "gradient_accumulation_steps: 0x4 is 4 (trials at 1 of 4, the run's 16 mic
 	       grep -q '\"batch_size\":65,\"grad_accum\":4,\"global_batch\":260,' '$dir/acc.json' &&
 	       grep -qF \"gradient_accumulation_steps is '2.5', not a whole number of micro-batches from 1\" '$dir/acc_half.err'" ||
 	cat "$dir/acc.err" "$dir/acc_half.err" >&2
+# DeepSpeed's own check, as its _batch_assertion makes it at start (world 1 here): a config
+# stating train_batch_size beside the micro-batch and the accumulation must agree with
+# them; null, DeepSpeed derives it. Each trial's copy is checked so before it trains.
+cat >"$dir/dscheck" <<'EOF2'
+#!/bin/sh
+python3 - "$AUTOBATCH_CONFIG" <<'PY' || exit 3
+import json, sys
+c = json.load(open(sys.argv[1]))
+g, m, a = c.get("train_batch_size"), c["train_micro_batch_size_per_gpu"], c["gradient_accumulation_steps"]
+if g is not None and g != m * a:
+    sys.exit(f"AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size {g} != {m} * {a} * 1")
+PY
+exec "$(dirname "$0")/grow"
+EOF2
+chmod +x "$dir/dscheck"
+printf '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}\n' >"$dir/ds.json"
+cp "$dir/ds.json" "$dir/ds.orig"
+"$probe" run --device sim:total=256MiB --config "$dir/ds.json" --json "$dir/ds.report" \
+	--keep-trials -- "$dir/dscheck" 2>"$dir/ds.err"
+kept=$(sed -n "s/.*the trials' files are kept in \(.*\) (remove it when done)\$/\1/p" "$dir/ds.err")
+ds_ok() {
+	grep -q '^autobatch: global batch in trials: train_batch_size null, derived by the framework' "$dir/ds.err" &&
+		grep -q '^autobatch: chose batch [1-9][0-9]* ' "$dir/ds.err" &&
+		! grep -q 'AssertionError' "$dir/ds.err" &&
+		copy=$(ls "${kept:-/nonexistent}"/trial-1-batch-*/ds.json 2>/dev/null | head -n1) &&
+		python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c["train_batch_size"] is None and c["gradient_accumulation_steps"] == 1))' "$copy" &&
+		cmp -s "$dir/ds.json" "$dir/ds.orig"
+}
+check "DeepSpeed's train_batch_size beside its accumulation: null in each trial's copy, which DeepSpeed derives (it refused every trial with 64 there)" \
+	ds_ok || cat "$dir/ds.err" >&2
+[ -n "$kept" ] && rm -rf "$kept"
+
 # a Lightning config accumulating 4: the run passes the limit 4 times sooner in its steps
 run lit 'data:\n  batch_size: 8\ntrainer:\n  accumulate_grad_batches: 4\n'
 check "the steps to the limit count the run's steps of 4 micro-batches: about 1, not 4" \
