@@ -153,8 +153,7 @@ static bool went_over(struct ab_plan *pl, const struct ab_cache *c, const char *
 			ab_cache_clear_over(c, name);
 		return false;
 	}
-	cap = (long)((double)res->batch * (double)o.limit_bytes / (double)o.peak_bytes);
-	cap = cap >= res->batch ? res->batch - 1 : cap < 1 ? 1 : cap;
+	cap = ab_cache_over_cap(&o, res->per_sample);
 	if (!pl->job.max_batch)
 		slurm_spank_log(AB_LOG_PREFIX "the cached decision (batch %ld) went over its limit "
 					      "in a real run (task %ld: %s of %s): probing again, "

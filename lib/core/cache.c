@@ -258,6 +258,23 @@ int ab_cache_read_over(const struct ab_cache *c, const char *name, struct ab_cac
 	return 0;
 }
 
+long ab_cache_over_cap(const struct ab_cache_over *o, uint64_t per_sample)
+{
+	long cap = o->peak_bytes ? (long)((double)o->batch * (double)o->limit_bytes /
+					  (double)o->peak_bytes)
+				 : o->batch - 1;
+
+	if (per_sample && o->peak_bytes > o->limit_bytes) {
+		uint64_t fewer = (o->peak_bytes - o->limit_bytes + per_sample - 1) / per_sample;
+
+		if (fewer >= (uint64_t)o->batch)
+			cap = 1;
+		else if (o->batch - (long)fewer < cap)
+			cap = o->batch - (long)fewer;
+	}
+	return cap >= o->batch ? o->batch - 1 : cap < 1 ? 1 : cap;
+}
+
 void ab_cache_clear_over(const struct ab_cache *c, const char *name)
 {
 	char over[AB_CACHE_NAME_MAX + 8];

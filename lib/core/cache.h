@@ -77,5 +77,12 @@ int ab_cache_mark_over(const struct ab_cache *c, const char *name,
  * over its limit (the caller clears it). */
 int ab_cache_read_over(const struct ab_cache *c, const char *name, struct ab_cache_over *o);
 void ab_cache_clear_over(const struct ab_cache *c, const char *name);
+/* The largest batch the next probe may choose after a real run of o->batch went over: the
+ * smaller of the batch scaled by limit / peak (what grows with the batch) and the batch less
+ * the samples the excess holds on the entry's line, per_sample bytes each (what the run added
+ * beside the batch: memory held after some steps is no share of the batch, and the scaled
+ * cap took three over runs to get under it); per_sample 0: the scaled one. At least 1, below
+ * the batch. */
+long ab_cache_over_cap(const struct ab_cache_over *o, uint64_t per_sample);
 
 #endif

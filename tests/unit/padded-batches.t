@@ -9,7 +9,7 @@
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/python-trials.sh"
 prog=$here/padded_train.py
-python_trials padded 8
+python_trials padded 9
 # probe NAME CONFIG-JSON: the plain trainer on its own config (KEYARG: --key batch_size), at
 # 0.8 of 600 MiB; one measured step after the warm-up (the hook gives every one the worst
 # batch): CI's minutes
@@ -105,4 +105,28 @@ check "a stream with the config's max_length: trials padded to 512, the decision
 	       [ \"\$($F '$dir/streamcap.report' 'r[\"lengths\"][\"measured\"], r[\"lengths\"][\"measured_min\"], r[\"lengths\"][\"run_longest\"], r[\"lengths\"][\"padded_to\"]')\" = '(512, 512, 512, 512)' ] &&
 	       [ -n '$peak' ] && [ '$peak' -le '${limit:-0}' ]" ||
 	cat "$dir/streamcap.err" >&2
+
+# a prompt and a response tokenized apart, which the collator joins (an SFT collator's way):
+# the batch is padded to the longest sum, which neither part's ranking finds (a trial of 25
+# measured 484 where the epoch reached 506, 5% over its limit); a seq2seq pair padded part by
+# part keeps its longest part as the run's longest
+joined_first() { # the sample of the longest sum (200 + 200) is long in neither part
+	"$PY" - "$HOOK_DIR" <<'PY'
+import random, sys
+sys.path.insert(0, sys.argv[1])
+from autobatch import _hook
+rng = random.Random(3)
+data = [{"prompt_ids": [1] * rng.randint(201, 256), "response_ids": [1] * 8} for _ in range(500)]
+data += [{"prompt_ids": [1] * 8, "response_ids": [1] * rng.randint(201, 256)} for _ in range(499)]
+data.insert(617, {"prompt_ids": [1] * 200, "response_ids": [1] * 200})
+scan = _hook.scan_lengths(data)
+total = lambda i: len(data[i]["prompt_ids"]) + len(data[i]["response_ids"])
+first = max(total(i) for i in scan.order()[:25])
+print("# joined: the run's longest sum 400, the first batch of 25's %d; the longest part %d"
+      % (first, scan.longest))
+sys.exit(not (first == 400 and scan.longest == 256))
+PY
+}
+check "a prompt and a response joined by the collator: the first batch holds the longest joined sample; the run's longest stays a part's" \
+	joined_first
 exit $failed

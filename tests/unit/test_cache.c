@@ -328,6 +328,23 @@ static void over_marks(void **state)
 	assert_string_equal(back.node, "");
 	ab_cache_clear_over(&c, entry);
 	assert_int_equal(ab_cache_read_over(&c, entry, &back), -ENOENT);
+	/* the next probe's cap: a run of 290 that held 250 MiB more after some steps (1064 MiB of
+	 * 819, its line 2.5 MiB a sample): the scaled cap, 223, went over again (930 MiB); the
+	 * excess on the line gives 192. Memory that grows with the batch: the scaled one, the
+	 * smaller; at least 1, below the batch */
+	struct ab_cache_over grew = {290, 0, 1064u << 20, 819u << 20, ""};
+
+	assert_int_equal(ab_cache_over_cap(&grew, 0), 223);
+	assert_int_equal(ab_cache_over_cap(&grew, 5u << 19), 192);
+	grew.peak_bytes = 1000u << 20; /* 1000 MiB at 100 on a line of 10 MiB a sample */
+	grew.batch = 100;
+	assert_int_equal(ab_cache_over_cap(&grew, 10u << 20), 81);
+	/* an excess no batch's samples hold on the line: 1 */
+	assert_int_equal(ab_cache_over_cap(&grew, 1u << 20), 1);
+	grew.peak_bytes = (uint64_t)100000 << 20;
+	assert_int_equal(ab_cache_over_cap(&grew, 10u << 20), 1);
+	grew.peak_bytes = 820u << 20;
+	assert_int_equal(ab_cache_over_cap(&grew, 0), 99); /* just over: one less */
 	ab_cache_close(&c);
 }
 
