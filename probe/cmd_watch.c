@@ -236,10 +236,10 @@ static void over(struct watch *w, uint64_t peak)
 	alarm(0);
 	w->marked_peak = peak;
 	report(w, peak, true);
+	ab_format_sizes_apart(peak, w->limit, have, limit, sizeof(have));
 	fprintf(stderr, "autobatch: task %ld on %s reached %s, over the %s limit its decision "
 			"(batch %ld) promised: the trials did not see what the run grew to later%s\n",
-		w->task, *w->node ? w->node : "this node", ab_format_size(peak, have, sizeof(have)),
-		ab_format_size(w->limit, limit, sizeof(limit)), w->batch,
+		w->task, *w->node ? w->node : "this node", have, limit, w->batch,
 		marked ? "; the cached decision is marked, and the next identical srun probes "
 			 "again below it"
 		       : "");

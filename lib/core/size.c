@@ -56,6 +56,14 @@ bad:
 		       text ? text : "");
 }
 
+void ab_format_sizes_apart(uint64_t a, uint64_t b, char *sa, char *sb, size_t len)
+{
+	if (strcmp(ab_format_size(a, sa, len), ab_format_size(b, sb, len)) || a == b)
+		return;
+	snprintf(sa, len, "%.1f MiB", (double)a / 1048576.0);
+	snprintf(sb, len, "%.1f MiB", (double)b / 1048576.0);
+}
+
 const char *ab_format_size(uint64_t bytes, char *buf, size_t buflen)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -14,4 +14,9 @@ int ab_parse_size(const char *text, uint64_t *out, char *err, size_t errlen);
 /* "61.2 GiB", "512 MiB", "900 B". Returns buf. */
 const char *ab_format_size(uint64_t bytes, char *buf, size_t buflen);
 
+/* Two sizes compared in one sentence ("reached X, over the Y limit"), each as
+ * ab_format_size writes it, or in MiB with one decimal where those two read the same
+ * (819.4 and 819.2 MiB, not 819 and 819). */
+void ab_format_sizes_apart(uint64_t a, uint64_t b, char *sa, char *sb, size_t len);
+
 #endif

@@ -1103,6 +1103,16 @@ static void sizes(void **state)
 	assert_string_equal(ab_format_size(61.2 * GiB, buf, sizeof(buf)), "61.2 GiB");
 	assert_string_equal(ab_format_size(512 * MiB, buf, sizeof(buf)), "512 MiB");
 	assert_string_equal(ab_format_size(900, buf, sizeof(buf)), "900 B");
+	/* two sizes in one sentence read apart where they differ ("819 MiB, over the 819 MiB
+	 * limit" said nothing) */
+	char other[32];
+
+	ab_format_sizes_apart(819.4 * MiB, 819.2 * MiB, buf, other, sizeof(buf));
+	assert_string_equal(buf, "819.4 MiB");
+	assert_string_equal(other, "819.2 MiB");
+	ab_format_sizes_apart(840 * MiB, 819.2 * MiB, buf, other, sizeof(buf));
+	assert_string_equal(buf, "840 MiB");
+	assert_string_equal(other, "819 MiB");
 }
 
 /* One fit (11.4 GiB of a 15.2 GiB limit), then an OOM at batch 4 whose message said only
