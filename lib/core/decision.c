@@ -100,6 +100,14 @@ void ab_lengths_text(const struct ab_lengths *l, char *buf, size_t buflen, size_
 		ab_append(buf, buflen, len, "; measured at the run's longest batch (length %ld: "
 					    "the dataset's longest samples first)",
 			  l->max);
+	else if (l->said && l->longest_first && l->config_max && l->max >= l->config_max &&
+		 l->run_longest > l->config_max)
+		/* the longest samples came first and their batches were no longer than the
+		 * config's maximum: the collator cuts them to it */
+		ab_append(buf, buflen, len, "; measured at the config's %s of %ld, to which the "
+					    "run's longer samples (up to %ld) are cut",
+			  l->config_key[0] ? l->config_key : "maximum length", l->config_max,
+			  l->run_longest);
 	else if (l->said && l->longest_first)
 		ab_append(buf, buflen, len, "; measured at length %ld, the longest of %ld of %ld "
 					    "samples read in time: a longer one may not fit",

@@ -1419,6 +1419,18 @@ static void report_lengths(void **state)
 	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
 	assert_string_equal(line, "; measured at length 512, the longest of 500 of 800 samples "
 				  "read in time: a longer one may not fit");
+	/* a collator that cuts samples to the config's max_length: its batches, the longest
+	 * samples first, were that long and no longer (a helper's run: samples up to 1705
+	 * tokens, max_length 256, "a longer one may not fit" where none could be) */
+	r.lengths.run_longest = 1705, r.lengths.config_max = 512, len = 0;
+	snprintf(r.lengths.config_key, sizeof(r.lengths.config_key), "max_length");
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_string_equal(line, "; measured at the config's max_length of 512, to which the "
+				  "run's longer samples (up to 1705) are cut");
+	r.lengths.max = 300, len = 0; /* under the cap: not cut there, so not said so */
+	ab_lengths_text(&r.lengths, line, sizeof(line), &len);
+	assert_non_null(strstr(line, "a longer one may not fit"));
+	r.lengths.config_max = 0, r.lengths.config_key[0] = '\0';
 	text = "{\"step_s\": 1, \"length\": 40}\n{\"step_s\": 1, \"length\": 120}";
 	ab_trial_report_parse(text, strlen(text), &r);
 	len = 0, line[0] = '\0';
