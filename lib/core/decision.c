@@ -347,10 +347,21 @@ static struct json_object *model_json(const struct ab_gpu_model *g)
 	return o;
 }
 
+/* The report o (taken) written out in place of json (freed), or json where that fails. */
+static char *written(struct json_object *o, char *json)
+{
+	char *text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+
+	json_object_put(o);
+	if (!text)
+		return json;
+	free(json);
+	return text;
+}
+
 char *ab_result_with_eval_probe(char *json, const struct ab_result *eval)
 {
 	struct json_object *o = json ? json_tokener_parse(json) : NULL, *cost;
-	char *text;
 
 	if (!o || !json_object_is_type(o, json_type_object) || !(cost = json_object_new_object())) {
 		json_object_put(o);
@@ -360,19 +371,13 @@ char *ab_result_with_eval_probe(char *json, const struct ab_result *eval)
 	json_object_object_add(cost, AB_FIELD_TRIALS, json_object_new_int64((int64_t)eval->trials));
 	json_object_object_add(cost, AB_FIELD_ELAPSED_S, json_object_new_double(eval->elapsed_s));
 	json_object_object_add(o, AB_FIELD_EVAL_PROBE, cost);
-	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	json_object_put(o);
-	if (!text)
-		return json;
-	free(json);
-	return text;
+	return written(o, json);
 }
 
 char *ab_result_with_models(char *json, const struct ab_gpu_models *m,
 			    const struct ab_gpu_model *bound)
 {
 	struct json_object *o = json ? json_tokener_parse(json) : NULL, *all;
-	char *text;
 
 	if (!o || !json_object_is_type(o, json_type_object) || !(all = json_object_new_array())) {
 		json_object_put(o);
@@ -384,12 +389,7 @@ char *ab_result_with_models(char *json, const struct ab_gpu_models *m,
 	json_object_object_add(o, AB_FIELD_SIZED_FOR, bound ? model_json(bound) : NULL);
 	if (!bound)
 		json_object_object_add(o, AB_FIELD_PER_RANK_LIMITS, json_object_new_boolean(true));
-	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	json_object_put(o);
-	if (!text)
-		return json;
-	free(json);
-	return text;
+	return written(o, json);
 }
 
 static void read_sized_for(struct json_object *o, struct ab_result *r)
