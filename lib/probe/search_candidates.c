@@ -116,6 +116,29 @@ static int per_device(const struct ab_search_params *p, long *out, char *err, si
 		       stages, p->devices);
 }
 
+/* No step of a batch ramp-up divides the per-device batch: the global batches its first
+ * step (c->lo) would, nearest the one asked (MaxText refuses a batch off the ramp's steps;
+ * a helper's 40 over 4 devices on a ramp from 3 by 5 was told of batches up to 16777213). */
+static int no_ramp_step(const struct ab_search_params *p, const struct cands *c, long each,
+			char *err, size_t errlen)
+{
+	long unit = c->lo * p->devices, g = each * p->devices;
+	long below = g - g % unit;
+
+	if (below == 0)
+		return ab_fail(err, errlen, EINVAL, "no step of the batch ramp-up from %ld by %ld "
+						    "divides the per-device batch %ld = %ld / %ld "
+						    "devices: give a global batch that its step %ld "
+						    "divides over them, as %ld",
+			       p->ramp_start, p->ramp_step, each, g, p->devices, c->lo, unit);
+	return ab_fail(err, errlen, EINVAL, "no step of the batch ramp-up from %ld by %ld divides "
+					    "the per-device batch %ld = %ld / %ld devices: give a "
+					    "global batch that its step %ld divides over them, as "
+					    "%ld or %ld",
+		       p->ramp_start, p->ramp_step, each, g, p->devices, c->lo, below,
+		       below + unit);
+}
+
 int search_cands_init(const struct ab_search_params *p, struct cands *c, char *err,
 		      size_t errlen)
 {
@@ -155,12 +178,13 @@ int search_cands_init(const struct ab_search_params *p, struct cands *c, char *e
 						    "over %ld devices",
 			       c->lo, c->hi, m, each, stages, p->devices);
 	}
+	if (c->n == 0 && ramp)
+		return no_ramp_step(p, c, each, err, errlen);
 	if (c->n == 0)
 		return ab_fail(err, errlen, EINVAL, "no batch size between %ld and %ld (a multiple "
-						    "of %ld%s) divides the per-device batch %ld = %ld "
+						    "of %ld) divides the per-device batch %ld = %ld "
 						    "/ %ld devices",
-			       c->lo, c->hi, m, ramp ? ", on the ramp-up's steps" : "", each,
-			       each * p->devices, p->devices);
+			       c->lo, c->hi, m, each, each * p->devices, p->devices);
 	qsort(c->list, c->n, sizeof(long), cmp_long);
 	return 0;
 }

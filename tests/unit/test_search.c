@@ -509,6 +509,17 @@ static void ramp_up(void **state)
 	assert_string_equal(err, "--multiple-of 4 and a batch ramp-up from 1 by 2: no batch is both; "
 				 "drop one");
 	ab_trials_free(&t);
+	/* a global batch of 40 over 4 devices, the ramp 3 + 5k: no step divides 10; the global
+	 * batches its first step, 8, divides over them (it named batches up to 16777213) */
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .global_batch = 40,
+								.devices = 4, .ramp_start = 3,
+								.ramp_step = 5},
+				  &d, &t),
+			 -1);
+	assert_string_equal(err, "no step of the batch ramp-up from 3 by 5 divides the per-device "
+				 "batch 10 = 40 / 4 devices: give a global batch that its step 8 "
+				 "divides over them, as 32 or 64");
+	ab_trials_free(&t);
 	ab_sim_free(&s);
 }
 
