@@ -70,9 +70,6 @@ struct watch {
 	struct ab_group_peak group;
 	struct ab_nvml *nv;
 	uint64_t gpu_peak;
-	/* --per-process: a launcher's task on the host device, each worker standing for a GPU
-	 * of its own, is judged by its largest process, as its trials judged each worker */
-	bool per_process;
 };
 
 /* A descriptor that becomes readable when pid ends (it is not our child); -1 without
@@ -145,14 +142,14 @@ static int parse(int argc, char **argv, struct watch *w, bool *gpu)
 		{"batch", required_argument, NULL, 'b'}, {"task", required_argument, NULL, 't'},
 		{"entry", required_argument, NULL, 'e'}, {"cache-fd", required_argument, NULL, 'c'},
 		{"gpu", no_argument, NULL, 'g'},	 {"report", required_argument, NULL, 'r'},
-		{"per-process", no_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
+		{NULL, 0, NULL, 0},
 	};
 	long v;
 	int o;
 
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (o == 'g' || o == 'P') {
-			*(o == 'g' ? gpu : &w->per_process) = true;
+		if (o == 'g') {
+			*gpu = true;
 			continue;
 		}
 		if (o == 'e' || o == 'r') {
@@ -175,20 +172,13 @@ static int parse(int argc, char **argv, struct watch *w, bool *gpu)
 	return w->pid > 1 && w->limit > 0 && w->batch > 0 ? 0 : -EINVAL;
 }
 
-/* The task's host memory so far: its tree's, or with --per-process its largest process's. */
-static uint64_t host_peak(const struct watch *w)
-{
-	return w->per_process ? ab_group_largest_member(&w->group)
-			      : ab_group_peak_bytes(&w->group, 0);
-}
-
 /* The task's memory now: the GPU's, or the host's. */
 static uint64_t now(struct watch *w)
 {
 	alarm(SAMPLE_MAX_S);
 	sample(w);
 	alarm(0);
-	return w->nv ? w->gpu_peak : host_peak(w);
+	return w->nv ? w->gpu_peak : ab_group_peak_bytes(&w->group, 0);
 }
 
 /* The task's peak into the report's "real_run"; a failure said once, on the task's
@@ -260,8 +250,7 @@ static bool report_due(const struct watch *w, uint64_t peak)
 void watch_usage(FILE *out)
 {
 	fprintf(out, "usage: autobatch-probe watch --pid PID --limit BYTES --batch N "
-		     "[--task ID] [--gpu | --per-process] [--entry NAME --cache-fd FD] "
-		     "[--report PATH]\n");
+		     "[--task ID] [--gpu] [--entry NAME --cache-fd FD] [--report PATH]\n");
 }
 
 int cmd_watch(int argc, char **argv)
@@ -294,7 +283,7 @@ int cmd_watch(int argc, char **argv)
 			report(&w, peak, false);
 	} while (!ended(&w, handle, start));
 	/* what the reads between the last samples saw (a task that ended within them) */
-	if (!w.nv && (peak = host_peak(&w)) > w.limit && !w.said_over)
+	if (!w.nv && (peak = ab_group_peak_bytes(&w.group, 0)) > w.limit && !w.said_over)
 		over(&w, peak);
 	if (!w.reported || peak != w.reported_peak || w.over_unsaid)
 		report(&w, peak, false);

@@ -20,7 +20,6 @@
 #include "error.h"
 #include "hold.h"
 #include "number.h"
-#include "presets.h"
 #include "subprocess.h"
 #include "cache.h"
 
@@ -309,18 +308,6 @@ static void __attribute__((noreturn)) exec_watch(const struct ab_site *site, int
 	_exit(127);
 }
 
-/* The task's command is a framework launcher (torchrun, deepspeed, accelerate launch): its
- * workers each stand for a GPU, and its trials measured each worker on its own. Only the
- * words are read (ab_launcher_name): nothing of the user's is opened here, as root. */
-static bool launcher_task(spank_t sp)
-{
-	char **argv = NULL;
-	int argc = 0;
-
-	return spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS &&
-	       ab_launcher_name(argc, argv) != NULL;
-}
-
 /* The closed loop (AB_ENV_WATCH): the site's probe follows this task to its end and says
  * when it went over the limit its decision promised (autobatch-probe watch). It is no child
  * of the task (the command's own wait() must not meet it): started through a child that
@@ -358,8 +345,6 @@ static void watch(spank_t sp, const struct ab_ctx *c)
 	snprintf(task, sizeof(task), "%u", id);
 	if (ab_probe_args_gpu(c->site.probe_args))
 		argv[n++] = "--gpu";
-	else if (launcher_task(sp)) /* NVML counts each GPU apart already */
-		argv[n++] = "--per-process";
 	/* the report srun wrote (the task's own variable): the watch, as the user, adds the
 	 * run's peak to it */
 	if (spank_getenv(sp, AB_ENV_REPORT, report, sizeof(report)) == ESPANK_SUCCESS &&

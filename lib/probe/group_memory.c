@@ -426,15 +426,6 @@ uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxr
 	return leader_maxrss > total ? leader_maxrss : total;
 }
 
-uint64_t ab_group_largest_member(const struct ab_group_peak *g)
-{
-	uint64_t most = g->leader_max > g->single_max ? g->leader_max : g->single_max;
-
-	for (size_t i = 0; i < g->n; i++)
-		most = g->max[i] > most ? g->max[i] : most;
-	return most;
-}
-
 /* A process holding less than this (and 2% of the peak) is a wrapper, not a helper. */
 #define HELPER_MIN_BYTES (16ULL << 20)
 

@@ -68,10 +68,6 @@ size_t ab_group_pids(const struct ab_group_peak *g, pid_t *pids);
  * (any member's VmHWM, or leader_maxrss: the leader's and its waited-for children's). */
 uint64_t ab_group_peak_bytes(const struct ab_group_peak *g, uint64_t leader_maxrss);
 
-/* The most any one process of the group held: a launcher's task on the host device, whose
- * workers each stand for a GPU of their own (its trials measured each worker so). */
-uint64_t ab_group_largest_member(const struct ab_group_peak *g);
-
 /* True when at least two processes of the group each held a real share of its peak (a
  * trainer and its DataLoader workers), not a shell and its one child. */
 bool ab_group_helpers(const struct ab_group_peak *g, uint64_t peak);

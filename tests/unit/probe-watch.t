@@ -11,7 +11,7 @@ probe=${AUTOBATCH_PROBE:-probe/autobatch-probe}
 dir=$(mktemp -d /tmp/autobatch-probe-watch.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-echo "1..14"
+echo "1..13"
 entry=0123456789abcdef.json
 mkdir -m 0700 "$dir/cache"
 
@@ -160,22 +160,6 @@ wait
 check "a report locked for a while: the figure written once the lock is gone, counted over" \
 	sh -c "[ \"\$(real tasks over task)\" = '(1, 1, 3)' ]" || cat "$dir/watch.err" "$dir/r.json" >&2
 rm -f "$dir/cache/$entry.over"
-# a launcher's task on the host device: two workers of 64 MiB each, a GPU of their own each
-# (its trials measured each worker alone): --per-process judges the largest, the tree its sum
-workers() {
-	sh -c 'for w in 1 2; do python3 -c "import sys, time; x = bytearray(64 << 20); open(sys.argv[1], \"w\").close(); time.sleep(4)" "$1/worker$w" & done; wait' _ "$dir" &
-	task=$!
-	"$probe" watch --pid "$task" --limit $((100 << 20)) --batch 32 --task 0 "$@" 2>"$dir/workers.err" &
-	held worker1
-	held worker2
-	wait
-}
-workers --per-process
-per=$(wc -c <"$dir/workers.err")
-workers
-check "a launcher's task on the host (--per-process): its largest worker against the limit, within it; its tree's sum over it" \
-	sh -c "[ $per -eq 0 ] && grep -q 'reached 1[2-5][0-9]\(\.[0-9]\)\{0,1\} MiB, over the 100 MiB limit' '$dir/workers.err'" ||
-	cat "$dir/workers.err" >&2
 "$probe" watch --pid 1x --limit 5 --batch 1 2>"$dir/usage.err"
 check "a bad argument is refused with the usage, exit 2" \
 	sh -c "[ $? -eq 2 ] && grep -q '^usage: autobatch-probe watch --pid PID' '$dir/usage.err'"
