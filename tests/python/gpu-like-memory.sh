@@ -4,14 +4,25 @@
 # plain runs it is checked against.
 export MALLOC_MMAP_THRESHOLD_=65536
 
-# huge_pages: what glibc maps for the programs run from here on gets transparent huge pages
-# (glibc.malloc.hugetlb=1: madvise, which the kernel's default allows). Each block handed back
-# and mapped again is otherwise faulted in 4 KiB at a time: on CI's 2-core VM most of a
-# DDP step went to that (2 ranks of tests/python/ddp_train.py at batch 200, 4 steps: 133 s
-# with 4 KiB pages, 28 s with huge ones; peaks 957 and 960 MiB). Only for the tests whose
-# choices keep a margin (trials of several ranks keep 5% of the limit): a process's peak then
-# moves by about 0.35% from run to run (plain_torch.py at batch 86: 427.4 to 429.0 MB in six
-# runs, 426.3 to 426.4 MB with 4 KiB pages), which a choice made to the last sample of a
-# 409 MiB limit does not absorb. Never where DataLoader workers fork: a worker then copies
-# 2 MiB where it writes 4 KiB, and peaks moved by up to 1% from run to run (local CI run 23).
-huge_pages() { export GLIBC_TUNABLES=glibc.malloc.hugetlb=1; }
+# Each block handed back and mapped again is faulted in afresh: what glibc maps gets
+# transparent huge pages (glibc.malloc.hugetlb=1: madvise, which the kernel's default
+# allows), faulted in 2 MiB at a time, not 4 KiB. On CI's 2-core VMs a 4 KiB fault costs
+# 13 us where freed pages go back to the host at once (page reporting; 2026-12-01: 1,280
+# MiB mapped and touched in 4.37 s, 0.14 s with huge pages); plain_torch.py at batch 86,
+# 8 steps: 28 s, 6.7 s with huge pages; python-hook.t 578 s, 205 s; a DDP step of 2 ranks
+# 133 s, 28 s. Where each huge page falls depends on where the kernel places each mapping:
+# with address randomization a process's peak moved by 0.46% from run to run (427.0 to
+# 428.9 MB in five runs), more than a choice made to the last sample of a 409 MiB limit
+# absorbs; without it by 0.04%, as 4 KiB pages did (fixed_layout below, the testbed's slurmd).
+export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+
+# fixed_layout SCRIPT [ARGS...]: runs the calling script again with address randomization
+# off for it and all it starts (setarch -R; kept across exec), once; where setarch cannot,
+# the script goes on as it is
+fixed_layout() {
+	[ -z "${AUTOBATCH_FIXED_LAYOUT:-}" ] || return 0
+	AUTOBATCH_FIXED_LAYOUT=1
+	export AUTOBATCH_FIXED_LAYOUT
+	setarch "$(uname -m)" -R true 2>/dev/null || return 0
+	exec setarch "$(uname -m)" -R "$@"
+}

@@ -18,6 +18,11 @@ setup() {
 		skip "no pyxis in this testbed (contrib/testbed/testbed up --pyxis)"
 	IMG=$("$TESTBED" image)
 	use_python_program plain_torch.py '{"batch_size": 4, "steps": 4}'
+	# what glibc maps in the image, through srun's environment: huge pages, at the fixed
+	# addresses of the testbed's slurmd (tests/python/gpu-like-memory.sh; with 4 KiB pages
+	# each trial's steps faulted in at 13 us a page, and the suite passed its 1200 s after
+	# 4 of 7 tests in the official CI of 2026-12-01)
+	export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 	# where each process of the program ran: a trial's in the image with the trial's files
 	# mounted (/tmp/.autobatch: the probe's own), the real step's in the image (enroot's root)
 	cat >where.py <<'EOF'

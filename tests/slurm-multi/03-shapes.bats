@@ -33,7 +33,6 @@ setup() {
 	# resident memory follows live tensors, as GPU memory does; no program here forks
 	# DataLoader workers (torchrun's and accelerate's start theirs afresh)
 	. "$BATS_TEST_DIRNAME/../python/gpu-like-memory.sh"
-	huge_pages
 	# the testbed's probe arguments (its step hook) on a larger host than its simulated GPUs:
 	# PyTorch alone holds about 270 MiB
 	args=$(testbed_probe_args)

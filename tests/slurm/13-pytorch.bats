@@ -133,7 +133,6 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t, r
 	# resident memory follows the live tensors: with glibc's own heap, the outputs the run
 	# keeps can fill what its trials' steps freed, and a run reached but 6% over its limit
 	# (batch 65: 868 MiB of 819) or stayed within it (official CI, 2026-11-29)
-	huge_pages # each step's blocks faulted in 2 MiB at a time, not 4 KiB
 	echo '{"batch_size": 4, "steps": 8, "keep_outputs": true}' >cfg.json
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json

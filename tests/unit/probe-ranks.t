@@ -11,11 +11,11 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 prog=$src/tests/python/ddp_train.py
 hook=${HOOK_DIR:-$src/contrib/python}
 py=/usr/bin/python3
+. "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
+fixed_layout /bin/sh "$0" # in huge pages at fixed addresses
 dir=$(mktemp -d /tmp/autobatch-probe-ranks.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-. "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
-huge_pages # the DDP program forks no DataLoader workers
 # json FILE KEY: a top-level number of a report
 json() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1" | head -n1; }
 echo "1..12"

@@ -14,10 +14,11 @@ peakrun=${PEAKRUN:-tests/helpers/peakrun}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 hook=${HOOK_DIR:-$src/contrib/python}
 py=/usr/bin/python3
+. "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
+fixed_layout /bin/sh "$0" # in huge pages at fixed addresses
 dir=$(mktemp -d /tmp/autobatch-probe-task.XXXXXX)
 trap 'pkill -9 -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
 . "$(dirname "$0")/tap.sh"
-. "$(dirname "$0")/../python/gpu-like-memory.sh" # resident memory follows live tensors
 echo "1..13"
 
 "$probe" task --capacity 12x -- true >/dev/null 2>"$dir/usage.err"

@@ -13,13 +13,15 @@ field() { $F "$@"; }
 
 # python_trials NAME COUNT: the plan of COUNT checks, each skipped without PyTorch (or in
 # distcheck's second pass); $dir, removed at exit; glibc's resident memory that follows the
-# live tensors, as a GPU allocator's does, for the probe and the plain runs alike
+# live tensors, as a GPU allocator's does, for the probe and the plain runs alike, in huge
+# pages at fixed addresses (the script runs again under setarch -R first)
 python_trials() {
+	. "$here/gpu-like-memory.sh"
+	fixed_layout /bin/sh "$0"
 	dir=$(mktemp -d "/tmp/autobatch-$1.XXXXXX")
 	trap 'rm -rf "$dir"' EXIT
 	echo "1..$2"
 	python_or_skip "$PY" 'import torch' "PyTorch (Debian: python3-torch)" 1 "$2"
-	. "$here/gpu-like-memory.sh"
 }
 
 # plain_peak PROGRAM ARG...: a plain run's peak in bytes (no autobatch), nothing if it failed
