@@ -64,7 +64,7 @@ static void get_bytes(struct json_object *o, const char *key, uint64_t *out)
 		*out = (uint64_t)v;
 }
 
-/* A warm start's entry and whether its batch verified. */
+/* The eval probe's trials and seconds, kept beside its batch in a report or cache entry. */
 static void read_eval_probe(struct json_object *o, struct ab_result *r)
 {
 	struct json_object *e;
@@ -77,6 +77,7 @@ static void read_eval_probe(struct json_object *o, struct ab_result *r)
 	get_double(e, AB_FIELD_ELAPSED_S, &r->eval_elapsed_s);
 }
 
+/* A warm start's entry and whether its batch verified. */
 static void read_warm(struct json_object *o, struct ab_result *r)
 {
 	struct json_object *w, *v;

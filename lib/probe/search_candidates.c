@@ -124,19 +124,16 @@ static int no_ramp_step(const struct ab_search_params *p, const struct cands *c,
 {
 	long unit = c->lo * p->devices, g = each * p->devices;
 	long below = g - g % unit;
+	char as[64];
 
 	if (below == 0)
-		return ab_fail(err, errlen, EINVAL, "no step of the batch ramp-up from %ld by %ld "
-						    "divides the per-device batch %ld = %ld / %ld "
-						    "devices: give a global batch that its step %ld "
-						    "divides over them, as %ld",
-			       p->ramp_start, p->ramp_step, each, g, p->devices, c->lo, unit);
+		snprintf(as, sizeof(as), "%ld", unit);
+	else
+		snprintf(as, sizeof(as), "%ld or %ld", below, below + unit);
 	return ab_fail(err, errlen, EINVAL, "no step of the batch ramp-up from %ld by %ld divides "
 					    "the per-device batch %ld = %ld / %ld devices: give a "
-					    "global batch that its step %ld divides over them, as "
-					    "%ld or %ld",
-		       p->ramp_start, p->ramp_step, each, g, p->devices, c->lo, below,
-		       below + unit);
+					    "global batch that its step %ld divides over them, as %s",
+		       p->ramp_start, p->ramp_step, each, g, p->devices, c->lo, as);
 }
 
 int search_cands_init(const struct ab_search_params *p, struct cands *c, char *err,

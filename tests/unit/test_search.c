@@ -520,6 +520,16 @@ static void ramp_up(void **state)
 				 "batch 10 = 40 / 4 devices: give a global batch that its step 8 "
 				 "divides over them, as 32 or 64");
 	ab_trials_free(&t);
+	/* below the smallest such global batch, that one alone */
+	assert_int_equal(searched(&s, (struct ab_search_params){.fraction = 0.8, .global_batch = 8,
+								.devices = 4, .ramp_start = 3,
+								.ramp_step = 5},
+				  &d, &t),
+			 -1);
+	assert_string_equal(err, "no step of the batch ramp-up from 3 by 5 divides the per-device "
+				 "batch 2 = 8 / 4 devices: give a global batch that its step 8 "
+				 "divides over them, as 32");
+	ab_trials_free(&t);
 	ab_sim_free(&s);
 }
 
