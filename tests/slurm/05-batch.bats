@@ -64,14 +64,19 @@ batch() {
 	printf '#!/bin/sh\nsrun -N1 -n1 --gpus=1 --autobatch=0.8 --autobatch-config=cfg.yaml toy_train --config cfg.yaml\necho "restarts ${SLURM_RESTART_COUNT:-0}"\nsleep 60\n' >job.sh
 	local job i
 	job=$(sbatch --parsable --requeue -N1 -n1 --gpus=1 -o job.out -e job.err --open-mode=append job.sh)
-	for i in $(seq 240); do grep -q "restarts 0" job.out 2>/dev/null && break; sleep 0.5; done
+	for i in $(seq 480); do grep -q "restarts 0" job.out 2>/dev/null && break; sleep 0.5; done
 	grep -q '"real_run":{' "autobatch-$job.0.json"
 	cp "autobatch-$job.0.json" first.json
 	scontrol requeue "$job"
-	# a requeued job waits 2 minutes (BeginTime) unless told to start
-	for i in $(seq 50); do scontrol show job "$job" | grep -q "JobState=PENDING" && break; sleep 0.2; done
-	scontrol update jobid="$job" StartTime=now
-	for i in $(seq 240); do grep -q "restarts 1" job.out && break; sleep 0.5; done
+	# a requeued job waits 2 minutes (BeginTime) unless told to start; told once it is PENDING,
+	# which on a loaded machine can take longer than its steps' ending (official CI, 24.11:
+	# told too early, the rerun waited out the 2 minutes and this test failed)
+	for i in $(seq 360); do
+		grep -q "restarts 1" job.out && break
+		scontrol show job "$job" | grep -q "JobState=PENDING.*Reason=BeginTime" &&
+			scontrol update jobid="$job" StartTime=now
+		sleep 0.5
+	done
 	scancel "$job"
 	grep -q "restarts 1" job.out
 	[ -f "autobatch-$job.0.r1.json" ]

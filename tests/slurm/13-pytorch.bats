@@ -79,6 +79,9 @@ json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sy
 @test "--autobatch-eval beside evaluation inside training: the eval batch is measured beside the train batch chosen, and the pair's run holds" {
 	cp "$SRCDIR/tests/python/eval_train.py" .
 	echo '{"per_device_train_batch_size": 8, "per_device_eval_batch_size": 32, "eval_steps": 2, "max_steps": 4, "width": 64}' >eval.json
+	# training holds the peak, so the eval probe's bracket closes slowly: 12 trials, 334 s of
+	# CI's 442 s for this test (local CI run 53). Six show the same.
+	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120 trial_cap=6"
 	run --separate-stderr timeout 900 srun -N1 -n1 --autobatch=0.8 --autobatch-eval \
 		--autobatch-config=eval.json "$PY" eval_train.py eval.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
