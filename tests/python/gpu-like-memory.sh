@@ -14,9 +14,9 @@ export MALLOC_MMAP_THRESHOLD_=65536
 # with address randomization a process's peak moved by 0.46% from run to run (427.0 to
 # 428.9 MB in five runs), more than a choice made to the last sample of a 409 MiB limit
 # absorbs; without it by 0.04%, as 4 KiB pages did (fixed_layout below, the testbed's slurmd).
-# Forked DataLoader workers copy a 2 MiB page where they write 4 KiB: the frameworks stage's
-# HF Trainer with two measured even batch 1 over its limit (local CI run 53), so its root
-# keeps 4 KiB pages (tests/frameworks/run).
+# Forked DataLoader workers copy a 2 MiB page where they write 4 KiB, so their share of a
+# peak is larger and varies more: the frameworks stage's HF Trainer with two holds 766 MiB
+# at batch 1 in 4 KiB pages, 786 in huge ones, and its test gives it the room (1.25 GiB).
 export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 
 # fixed_layout SCRIPT [ARGS...]: runs the calling script again with address randomization
