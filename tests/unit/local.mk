@@ -29,7 +29,9 @@ cmocka-missing:
 .PHONY: cmocka-missing
 check_PROGRAMS = $(UNIT_TESTS) $(EMU_TESTS) tests/helpers/trialprog tests/helpers/peakrun
 check_DATA = $(man_MANS) $(check_DATA_CMOCKA)
-TESTS = $(UNIT_TESTS) $(EMU_TESTS) \
+# the minutes-long Python scripts first: under make -j2 the short ones then fill in beside
+# them, where listed last one ran alone at the end
+TESTS = $(PYTHON_HOOK_TESTS) $(UNIT_TESTS) $(EMU_TESTS) \
 	tests/unit/probe-cli.t \
 	tests/unit/probe-run.t \
 	tests/unit/config-values.t \
@@ -42,7 +44,6 @@ TESTS = $(UNIT_TESTS) $(EMU_TESTS) \
 	tests/unit/python-helper.t \
 	tests/unit/jax-steps.t \
 	tests/unit/device-check.t \
-	$(PYTHON_HOOK_TESTS) \
 	# end of TESTS
 AM_TESTS_ENVIRONMENT = PACKAGE_VERSION='$(PACKAGE_VERSION)'; export PACKAGE_VERSION; \
 	TRIALPROG='$(abs_top_builddir)/tests/helpers/trialprog'; export TRIALPROG; \
