@@ -24,7 +24,9 @@ setup() {
 	# short start-up allowance makes a missing hook fail fast
 	args=$(testbed_probe_args)
 	[[ $args == *capacity=256MiB* ]]
-	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120"
+	# setup's site arguments, to which a test adds its own
+	site="probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120"
+	set_plugstack "$site"
 }
 
 teardown() { reset_plugstack; }
@@ -81,7 +83,7 @@ json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sy
 	echo '{"per_device_train_batch_size": 8, "per_device_eval_batch_size": 32, "eval_steps": 2, "max_steps": 4, "width": 64}' >eval.json
 	# training holds the peak, so the eval probe's bracket closes slowly: 12 trials, 334 s of
 	# CI's 442 s for this test (local CI run 53). Six show the same.
-	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120 trial_cap=6"
+	set_plugstack "$site trial_cap=6"
 	run --separate-stderr timeout 900 srun -N1 -n1 --autobatch=0.8 --autobatch-eval \
 		--autobatch-config=eval.json "$PY" eval_train.py eval.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
@@ -201,7 +203,7 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 0 and w["peak_bytes"] <= w["limit
 }
 
 @test "comment=on: the decision and its run's peak in the job's Comment; a run within its limit is not marked, the next srun hits the cache" {
-	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120 comment=on"
+	set_plugstack "$site comment=on"
 	printf '#!/bin/bash\nsrun -n1 --autobatch=0.8 --autobatch-config=cfg.json --autobatch-key=batch_size %q plain_torch.py cfg.json\nscontrol show job "$SLURM_JOB_ID"\n' "$PY" >job.sh
 	# the user's own comment, kept as it is: their "autobatch:" and '|' are theirs
 	run timeout 600 sbatch --wait -N1 --comment="my run, autobatch: off|" -o job.out -e job.err job.sh
