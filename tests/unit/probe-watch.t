@@ -34,10 +34,12 @@ watch() {
 	(SLURMD_NODENAME=node7 "$probe" watch --pid "$task" --limit "$limit" --batch 32 --task 3 \
 		--entry $entry --cache-fd 3 "$@" 3<"$dir/cache" 2>"$dir/watch.err"
 	 echo $? >"$dir/watch.rc") &
+	watcher=$!
 	held held
 	sleep 3
 	if kill -0 "$task" 2>/dev/null && [ -s "$dir/watch.err" ]; then echo yes; else echo no; fi >"$dir/alive"
-	wait
+	# the task and its watch only: a bare wait also waited out the 60 s lock holder below
+	wait "$task" "$watcher"
 }
 # real FIELDS: the report's real_run fields, as Python prints their tuple (a command: the
 # checks run in sh -c)
