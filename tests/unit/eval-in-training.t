@@ -46,7 +46,8 @@ check "its plain run, evaluating twice, stays within the limit (0.5% for the run
 # the hook that does not await the evaluation: trials of training only
 rm -rf "$dir/oldhook" && cp -r "$HOOK_DIR" "$dir/oldhook" &&
 	sed -i 's/os.environ.get("AUTOBATCH_TRIAL_EVAL") == "1"/False/' "$dir/oldhook/autobatch/_hook.py"
-probe old "$config" "$dir/oldhook"
+# bounded: training alone fits to about 430, and at 200 its first evaluation (800) goes over
+EXTRA="--max 200" probe old "$config" "$dir/oldhook"
 old=$(field "$dir/old.report" 'r["batch_size"]' 2>/dev/null)
 oldpeak=$(plain "${old:-1}")
 echo "# training-only trials: chose ${old:-none}, whose run peaks at $((${oldpeak:-0} / 1048576)) MiB at its first evaluation"
@@ -56,7 +57,7 @@ check "without it the trials choose a larger batch whose first evaluation goes o
 
 # a program that never evaluates, whatever eval_steps says: said, not a silent fit
 sed 's/if every and step % every == 0:/if False:/' "$prog" >"$dir/noeval.py"
-probe noeval "$config" "$HOOK_DIR" "$dir/noeval.py"
+EXTRA="--max 8" probe noeval "$config" "$HOOK_DIR" "$dir/noeval.py"
 check "a program that does not evaluate: the decision says the trial saw no evaluation" \
 	sh -c "grep -q 'the config evaluates inside training (eval_steps 10), but the trial saw no evaluation after its steps: its peak is not in this decision' '$dir/noeval.err' &&
 	       [ \"\$($F '$dir/noeval.report' 'r[\"eval_in_training\"][\"seen\"]')\" = 0 ]" ||
@@ -86,7 +87,9 @@ check "a config that also saves, keeping the best model: the trials run, evaluat
 pair='{"per_device_train_batch_size": 8, "per_device_eval_batch_size": 32, "eval_steps": 10, "max_steps": 20}'
 probe train "$pair"
 train=$(field "$dir/train.report" 'r["batch_size"]' 2>/dev/null)
-EXTRA="--phase eval --pin per_device_train_batch_size=${train:-1}" probe evalpair "$pair"
+# training holds the peak beside a small eval batch: the bracket closes slowly, six trials
+# show what twelve do
+EXTRA="--phase eval --pin per_device_train_batch_size=${train:-1} --trial-cap 6" probe evalpair "$pair"
 evalb=$(field "$dir/evalpair.report" 'r["batch_size"]' 2>/dev/null)
 echo "{\"per_device_train_batch_size\": ${train:-1}, \"per_device_eval_batch_size\": ${evalb:-1}, \"eval_steps\": 5, \"max_steps\": 10}" >"$dir/pair.json"
 pairpeak=$(plain_peak "$prog" "$dir/pair.json")
