@@ -79,12 +79,13 @@ off_ok() { grep -q '"status":"ok"' "$dir/off.report" && ! grep -q started_ahead 
 check "--start-ahead off: no trial started ahead, and the same choice" off_ok ||
 	{ echo "# on: $(trials "$dir/agree.report"); off: $(trials "$dir/off.report")"; cat "$dir/off.err" >&2; }
 
-probe model_first "$dir/model_first.py"
+# the checks below read how trials started, not the choice: bounded searches (8, then 16)
+probe model_first "$dir/model_first.py" --max 16
 check "a program that calls its model before it reads its config waits at that call, then runs at its batch" \
 	sh -c "grep -q '\"status\":\"ok\"' '$dir/model_first.report' && grep -q '\"started_ahead\":true' '$dir/model_first.report'" ||
 	cat "$dir/model_first.err" >&2
 
-probe needs "$dir/needs_config.py"
+probe needs "$dir/needs_config.py" --max 16
 needs_ok() {
 	grep -q '"status":"ok"' "$dir/needs.report" && ! grep -q started_ahead "$dir/needs.report" &&
 		grep -q "trial 2 was started ahead of its turn and ended before it (no config at .*needs.json); trials start one at a time from now" "$dir/needs.err" &&
@@ -99,14 +100,14 @@ check "a program that ends without its config cannot wait: said once, then trial
 chmod +x "$dir/agree_script"
 echo '{"batch_size": 8}' >"$dir/script.json"
 PATH=$(dirname "$PY"):$PATH "$PROBE" run --device host:capacity=512MiB --fraction 0.8 --hook-dir "$HOOK_DIR" \
-	--config "$dir/script.json" --key batch_size --json "$dir/script.report" \
+	--max 16 --config "$dir/script.json" --key batch_size --json "$dir/script.report" \
 	-- "$dir/agree_script" "$dir/script.json" 2>"$dir/script.err" >/dev/null
 check "a #! script that runs Python through env is started ahead" \
 	sh -c "grep -q '\"status\":\"ok\"' '$dir/script.report' && grep -q '\"started_ahead\":true' '$dir/script.report'" ||
 	cat "$dir/script.err" >&2
 echo '{"batch_size": 8}' >"$dir/shell.json"
 "$PROBE" run --device host:capacity=512MiB --fraction 0.8 --hook-dir "$HOOK_DIR" \
-	--config "$dir/shell.json" --key batch_size --json "$dir/shell.report" \
+	--max 16 --config "$dir/shell.json" --key batch_size --json "$dir/shell.report" \
 	-- sh -c 'echo start >>"$0"; exec "$1" "$2" "$3"' "$dir/shell.log" "$PY" "$dir/agree.py" \
 	"$dir/shell.json" 2>"$dir/shell.err" >/dev/null
 shell_ok() {
@@ -124,7 +125,7 @@ check "a shell script that runs Python is not started ahead: one start per trial
 echo '{"batch_size": 8}' >"$dir/launcher.json"
 mkdir "$dir/launcher-tmp" # torchrun leaves its own torchelastic_* directories there
 PYTHONPATH=$here/torchrun-fixes TMPDIR=$dir/launcher-tmp "$PROBE" run --device host:capacity=1GiB \
-	--fraction 0.8 --hook-dir "$HOOK_DIR" --config "$dir/launcher.json" --key batch_size \
+	--fraction 0.8 --hook-dir "$HOOK_DIR" --max 16 --config "$dir/launcher.json" --key batch_size \
 	--json "$dir/launcher.report" -- "$PY" -m torch.distributed.run --nnodes=1 --nproc_per_node=1 \
 	--master_port=29533 "$prog" "$dir/launcher.json" 2>"$dir/launcher.err" >/dev/null
 launcher_ok() {
