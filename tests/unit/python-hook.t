@@ -111,7 +111,7 @@ heap_flat() {
 	for b in 80 90 100 110; do
 		echo '{"batch_size": 4}' >"$dir/heap.json"
 		env -u MALLOC_MMAP_THRESHOLD_ "$PROBE" run --device host:capacity=2GiB --fraction 0.8 \
-			--hook-dir "${HOOK:-$HOOK_DIR}" --min "$b" --max "$b" --config "$dir/heap.json" \
+			--hook-dir "${HOOK:-$HOOK_DIR}" --min "$b" --max "$b" --start-ahead off --config "$dir/heap.json" \
 			--key batch_size --json "$dir/heap.report" -- "$PY" "$prog" "$dir/heap.json" \
 			2>"$dir/heap.err" >/dev/null &&
 			[ "$(field "$dir/heap.report" 'r["status"], "held_growth" in r, [t.get("held_growth_bytes") for t in r["trials"]]')" = "('ok', False, [None])" ] ||
@@ -152,9 +152,10 @@ workers_ok() { # helpers seen, the choice run twice, a margin kept, and three pl
 check "DataLoader worker processes: their memory counts, the choice ran twice and keeps a margin, fits three plain runs, and 20% more is over the limit less the margin" \
 	workers_ok || cat "$dir/workers.err" >&2
 
-# a real CPU out-of-memory error from PyTorch (an address-space limit), caught by the hook
+# a real CPU out-of-memory error from PyTorch (an address-space limit), caught by the hook;
+# four trials (8, 32, the OOM where the line puts the limit, one below it): it went to 12
 echo '{"batch_size": 8}' >"$dir/oom.json"
-"$PROBE" run --device host:capacity=1GiB --fraction 0.9 --hook-dir "$HOOK_DIR" --config "$dir/oom.json" \
+"$PROBE" run --device host:capacity=1GiB --fraction 0.9 --hook-dir "$HOOK_DIR" --trial-cap 4 --config "$dir/oom.json" \
 	--key batch_size --json "$dir/oom.report" -- sh -c 'ulimit -v 1000000; exec "$0" "$@"' \
 	"$PY" "$prog" "$dir/oom.json" 2>"$dir/oom.err" >/dev/null
 check "PyTorch's own out-of-memory error is an OOM trial, and the choice is below it" \
