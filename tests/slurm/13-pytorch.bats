@@ -32,6 +32,13 @@ setup() {
 teardown() { reset_plugstack; }
 
 json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+# run_figures [EXPR...]: the report's real run (tasks, over, batch, peak, limit), the peak of
+# the fitting trial of its batch, then each Python EXPR over the report r
+run_figures() {
+	"$PY" -c 'import glob, json, sys; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
+t = max(t["peak_bytes"] for t in r["trials"] if t["batch"] == w["batch"] and t["fits"])
+print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t, *[eval(e) for e in sys.argv[1:]])' "$@"
+}
 
 @test "a PyTorch program through srun: its trials take steps with the testbed's hook, its tasks get the choice" {
 	run --separate-stderr timeout 600 srun -N1 -n2 --autobatch=0.8 --autobatch-config=cfg.json \
@@ -98,9 +105,7 @@ json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sy
 	# the run, 2 evaluations at e beside training at b, watched: its peak against the train
 	# trial's and the limit (the eval trials once trained at the config's 8: 959 MiB of 819)
 	[ "$(grep -c "^trained 4 steps at batch $b, 2 evaluations at batch $e" <<<"$output")" -eq 1 ]
-	fig=$("$PY" -c 'import json, glob; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
-t = max(t["peak_bytes"] for t in r["trials"] if t["batch"] == w["batch"] and t["fits"])
-print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t)')
+	fig=$(run_figures)
 	read -r tasks over batch peak limit trial <<<"$fig"
 	echo "# the run's peak $((peak >> 10)) KiB of $((limit >> 10)) KiB, its train trial's $((trial >> 10)) KiB" >&3
 	# The train search can choose a batch its trial put within a MiB of the limit (817.3 of
@@ -124,9 +129,7 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t)')
 	b=$(json_value pad.json batch_size)
 	# each task's watch added its whole epoch's peak to the report (real_run); the trial of the
 	# chosen batch measured the run's longest batch, so the epoch reaches that trial's peak
-	fig=$("$PY" -c 'import json, glob; r = json.load(open(glob.glob("autobatch-*.json")[0])); w = r["real_run"]
-t = max(t["peak_bytes"] for t in r["trials"] if t["batch"] == w["batch"] and t["fits"])
-print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t, r["lengths"]["measured"], r["lengths"]["run_longest"])')
+	fig=$(run_figures 'r["lengths"]["measured"]' 'r["lengths"]["run_longest"]')
 	read -r tasks over batch peak limit trial measured longest <<<"$fig"
 	echo "# $(grep 'chose batch' <<<"$stderr"); the epoch's peak $((peak >> 20)) MiB of $((limit >> 20)) MiB, its trial's $((trial >> 20)) MiB" >&3
 	assert_line_in "measured at the run's longest batch (length $longest" "$stderr"
