@@ -38,7 +38,10 @@ if where == "inside":  # what the probe brought in: the names its loader looks f
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 EOF
-	set_plugstack "probe_args=\"$(testbed_probe_args | sed 's/capacity=256MiB/capacity=1GiB/')\" startup_seconds=120"
+	# searching to 16 at most: the checks are of where trials run and what reaches the tasks,
+	# not of a choice near the limit; each trial is a PyTorch start-up per task in the image
+	# (the four probing tests took 190-270 s each in local CI run 56, searching to 90)
+	set_plugstack "probe_args=\"$(testbed_probe_args | sed 's/capacity=256MiB/capacity=1GiB/') --max 16\" startup_seconds=120"
 	# what the user mounts: the job's directory, as on a cluster's shared file system
 	MOUNT="--container-mounts=$BATS_TEST_TMPDIR:$BATS_TEST_TMPDIR --container-workdir=$BATS_TEST_TMPDIR"
 }

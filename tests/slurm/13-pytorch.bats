@@ -11,10 +11,12 @@ load helpers
 setup_file() {
 	require_testbed
 	reset_plugstack
+	# once for the file: importing PyTorch takes seconds of CPU on two loaded cores
+	PY=$(torch_python 'import torch')
+	export PY
 }
 
 setup() {
-	PY=$(torch_python 'import torch')
 	[ -n "$PY" ] || skip "no PyTorch for python3 beside this Slurm"
 	use_python_program plain_torch.py '{"batch_size": 4, "steps": 4}'
 	# resident memory follows the live tensors: without it plain_torch.py's peak moved by
@@ -29,6 +31,14 @@ setup() {
 	set_plugstack "$site"
 }
 
+# bounded MAX [KEY=VALUE...]: the site's probe arguments searching no further than MAX, for a
+# test whose checks need a choice, not one near the limit (each trial is a PyTorch start-up)
+bounded() {
+	local max=$1
+	shift
+	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB} --max $max\" startup_seconds=120 $*"
+}
+
 teardown() { reset_plugstack; }
 
 json_value() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
@@ -41,6 +51,7 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t, *
 }
 
 @test "a PyTorch program through srun: its trials take steps with the testbed's hook, its tasks get the choice" {
+	bounded 32
 	run --separate-stderr timeout 600 srun -N1 -n2 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
@@ -54,6 +65,7 @@ print(w["tasks"], w["over"], w["batch"], w["peak_bytes"], w["limit_bytes"], t, *
 }
 
 @test "one task through srun: each next trial is started ahead and waits for its batch; the task trains at the choice" {
+	bounded 32
 	run --separate-stderr timeout 600 srun -N1 -n1 --autobatch=0.8 --autobatch-config=cfg.json \
 		--autobatch-key=batch_size "$PY" plain_torch.py cfg.json
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
@@ -219,7 +231,7 @@ sys.exit(not (w["tasks"] == 1 and w["over"] == 0 and w["peak_bytes"] <= w["limit
 }
 
 @test "comment=on: the decision and its run's peak in the job's Comment; a run within its limit is not marked, the next srun hits the cache" {
-	set_plugstack "$site comment=on"
+	bounded 32 comment=on
 	printf '#!/bin/bash\nsrun -n1 --autobatch=0.8 --autobatch-config=cfg.json --autobatch-key=batch_size %q plain_torch.py cfg.json\nscontrol show job "$SLURM_JOB_ID"\n' "$PY" >job.sh
 	# the user's own comment, kept as it is: their "autobatch:" and '|' are theirs
 	run timeout 600 sbatch --wait -N1 --comment="my run, autobatch: off|" -o job.out -e job.err job.sh
