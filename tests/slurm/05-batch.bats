@@ -67,18 +67,36 @@ batch() {
 	for i in $(seq 480); do grep -q "restarts 0" job.out 2>/dev/null && break; sleep 0.5; done
 	grep -q '"real_run":{' "autobatch-$job.0.json"
 	cp "autobatch-$job.0.json" first.json
-	scontrol requeue "$job"
+	# slurmctld refuses a requeue while the job is in a transition (a step still completing),
+	# which a loaded machine makes last: asked again until it is taken
+	local requeued=""
+	for i in $(seq 120); do
+		scontrol requeue "$job" 2>requeue.err && requeued=1 && break
+		sleep 0.5
+	done
+	[ -n "$requeued" ] || { cat requeue.err >&2; return 1; }
 	# a requeued job waits 2 minutes (BeginTime) unless told to start; told once it is PENDING,
 	# which on a loaded machine can take longer than its steps' ending (official CI, 24.11:
 	# told too early, the rerun waited out the 2 minutes and this test failed)
+	# each state the job passes through, and slurmctld's lines of it, said when no rerun came
+	# (local CI run 57, 24.11: no rerun, and the job gone about 25 s into this wait, after
+	# MinJobAge; nothing else was said)
+	local state seen=""
 	for i in $(seq 360); do
 		grep -q "restarts 1" job.out && break
-		scontrol show job "$job" | grep -q "JobState=PENDING.*Reason=BeginTime" &&
-			scontrol update jobid="$job" StartTime=now
+		state=$(scontrol show job "$job" 2>&1 | grep -o 'JobState=[A-Z_]* Reason=[^ ]*\|Invalid job id')
+		[ "$state" = "${seen##*; }" ] || seen+="; $state"
+		[ "$state" != "Invalid job id" ] || break
+		[[ $state != JobState=PENDING\ Reason=BeginTime ]] || scontrol update jobid="$job" StartTime=now
 		sleep 0.5
 	done
 	scancel "$job"
-	grep -q "restarts 1" job.out
+	grep -q "restarts 1" job.out || {
+		echo "no rerun; the job's states after the requeue: ${seen#; }" >&2
+		grep "JobId=$job[^0-9]" "$AUTOBATCH_TESTBED/log/slurmctld.log" | tail -n 20 >&2
+		cat job.out job.err >&2
+		return 1
+	}
 	[ -f "autobatch-$job.0.r1.json" ]
 	cmp first.json "autobatch-$job.0.json"
 }

@@ -85,7 +85,11 @@ check "a config that also saves, keeping the best model: the trials run, evaluat
 # whose run beside training at the chosen one went over (found through srun, 2026-12-01: 959
 # MiB of an 819 MiB limit).
 pair='{"per_device_train_batch_size": 8, "per_device_eval_batch_size": 32, "eval_steps": 10, "max_steps": 20}'
-probe train "$pair"
+# the train batch searched to 400 at most: left to itself the search can put its choice
+# within a fraction of a MiB of the limit (441, local CI run 57), and the eval trials, which
+# measure training at it again, then read it over (330 MiB of 329.6) and fit no eval batch
+# ("even batch 1 does not fit"). Room beside training is what the eval batch is sized for.
+EXTRA="--max 400" probe train "$pair"
 train=$(field "$dir/train.report" 'r["batch_size"]' 2>/dev/null)
 # training holds the peak beside a small eval batch: the bracket closes slowly, six trials
 # show what twelve do
