@@ -27,16 +27,19 @@ setup() {
 	args=$(testbed_probe_args)
 	[[ $args == *capacity=256MiB* ]]
 	# setup's site arguments, to which a test adds its own
-	site="probe_args=\"${args//capacity=256MiB/capacity=1GiB}\" startup_seconds=120"
+	site=$(site_args)
 	set_plugstack "$site"
 }
+
+# site_args [PROBE-ARGS]: the testbed's probe arguments on the larger host, with PROBE-ARGS
+site_args() { echo "probe_args=\"${args//capacity=256MiB/capacity=1GiB}${1:+ $1}\" startup_seconds=120"; }
 
 # bounded MAX [KEY=VALUE...]: the site's probe arguments searching no further than MAX, for a
 # test whose checks need a choice, not one near the limit (each trial is a PyTorch start-up)
 bounded() {
 	local max=$1
 	shift
-	set_plugstack "probe_args=\"${args//capacity=256MiB/capacity=1GiB} --max $max\" startup_seconds=120 $*"
+	set_plugstack "$(site_args "--max $max") $*"
 }
 
 teardown() { reset_plugstack; }
