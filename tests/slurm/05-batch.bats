@@ -81,13 +81,19 @@ batch() {
 	# each state the job passes through, and slurmctld's lines of it, said when no rerun came
 	# (local CI run 57, 24.11: no rerun, and the job gone about 25 s into this wait, after
 	# MinJobAge; nothing else was said)
-	local state seen=""
+	# told to start 3 s on, once: slurmd revoked the first run's credential when it ended, and
+	# a credential of the same second counts as revoked (official CI of c54ce02, 22.05: told
+	# "now", allocated 0.14 s after the requeue, "Killing non-startable batch JobId=28: Job
+	# credential revoked", the job FAILED and was gone; the delay Slurm's BeginTime keeps)
+	local state seen="" told=""
 	for i in $(seq 360); do
 		grep -q "restarts 1" job.out && break
 		state=$(scontrol show job "$job" 2>&1 | grep -o 'JobState=[A-Z_]* Reason=[^ ]*\|Invalid job id')
 		[ "$state" = "${seen##*; }" ] || seen+="; $state"
 		[ "$state" != "Invalid job id" ] || break
-		[[ $state != JobState=PENDING\ Reason=BeginTime ]] || scontrol update jobid="$job" StartTime=now
+		if [ -z "$told" ] && [[ $state == JobState=PENDING\ Reason=BeginTime ]]; then
+			scontrol update jobid="$job" StartTime=now+3 && told=1
+		fi
 		sleep 0.5
 	done
 	scancel "$job"
