@@ -209,6 +209,7 @@ enum ending {
 	ENDED_DONE,      /* its warm-up and measured steps were seen: it had what it needed */
 	ENDED_STARTUP,   /* no step within the start-up allowance */
 	ENDED_STEPS,     /* the measured steps did not come within --trial-seconds */
+	ENDED_EVAL,      /* its steps came, the evaluation the hook awaited after them did not */
 	ENDED_MEMORY,    /* over the device's memory */
 	ENDED_INTERRUPT, /* the probe was interrupted */
 	ENDED_TIME,      /* the probe's time limit came before its steps */
@@ -222,6 +223,7 @@ struct outcome {
 	double seconds;
 	double first_step_s; /* when the first step line was seen; 0: not while it ran */
 	double window_s;     /* what a measured step was allowed */
+	double eval_window_s; /* what the evaluation after the steps was allowed */
 };
 
 static void note(const struct ab_exec *x, const char *fmt, ...)
@@ -279,6 +281,26 @@ static double step_window(const struct ab_exec *x, long batch, double longest)
 	return fmax(fmin(w, x->max_trial_seconds), x->trial_seconds);
 }
 
+/* What the evaluation inside training after the trial's last step may take: a step's window,
+ * times the eval batch over the train batch where an eval phase's trial evaluates a batch
+ * larger than the one it trains at (2 eval batches of 4000 after steps of 500), up to
+ * --max-trial-seconds. */
+static double eval_window(const struct ab_exec *x, long batch, double longest)
+{
+	double w = step_window(x, batch, longest), k = 1;
+
+	if (!strcmp(x->phase, "eval") && x->pin_batch > 0 && batch > x->pin_batch)
+		k = (double)batch / (double)x->pin_batch;
+	return fmax(fmin(w * k, x->max_trial_seconds), w);
+}
+
+/* Its steps were seen and the step hook awaits the evaluation after them, not yet said: what
+ * the trial measured holds training alone, not the train+eval peak the config will reach. */
+static bool eval_unseen(const struct ab_trial_report *rep)
+{
+	return rep->eval_awaited && !rep->eval_said;
+}
+
 /* What the trial's watch keeps between samples. */
 struct watching {
 	const struct ab_exec *x;
@@ -293,7 +315,11 @@ struct watching {
 /* Which deadline, if any, ends the trial now (the probe's interrupt is the runner's). The
  * start-up allowance runs until the first step (the warm-up, which holds compilation too);
  * the step window from there. The warm-up and one measured step are the evidence a fit needs:
- * once it is seen, a step that would end past --trial-seconds is not waited for. */
+ * once it is seen, a step that would end past --trial-seconds is not waited for, except where
+ * the config evaluates inside training: that evaluation comes after the last step. An
+ * evaluation the step hook awaits is evidence too: a trial stopped before it was said is no
+ * fit (a loaded host, an eval probe near its time limit: one stopped so counted as a fit of
+ * an eval batch never run, and its plain run went 7% over). */
 static enum ending deadline(const struct watching *t, double elapsed)
 {
 	const struct ab_exec *x = t->x;
@@ -301,17 +327,22 @@ static enum ending deadline(const struct watching *t, double elapsed)
 
 	/* the probe's time is up: a trial with its evidence counts, one without ends */
 	if (x->deadline > 0 && ab_now() >= x->deadline)
-		return t->w->rep.steps >= AB_TRIAL_MIN_STEPS ? ENDED_DONE : ENDED_TIME;
+		return t->w->rep.steps >= AB_TRIAL_MIN_STEPS && !eval_unseen(&t->w->rep)
+			       ? ENDED_DONE
+			       : ENDED_TIME;
 	if (t->done > 0)
 		return elapsed - t->done > AB_DONE_GRACE_SECONDS ? ENDED_DONE : ENDED_ITSELF;
 	if (t->first == 0)
 		return elapsed > x->startup_seconds ? ENDED_STARTUP : ENDED_ITSELF;
 	since = elapsed - t->first;
 	longest = longest_step(&t->w->rep);
-	if (t->stepped > 0) /* an evaluation gets a step's window; without it, it is not seen */
-		return elapsed - t->stepped > step_window(x, t->batch, longest) ? ENDED_DONE
-										 : ENDED_ITSELF;
-	if (t->w->rep.steps >= AB_TRIAL_MIN_STEPS && since + longest > x->trial_seconds)
+	if (t->stepped > 0) { /* the evaluation after the steps, where one is awaited */
+		if (elapsed - t->stepped <= eval_window(x, t->batch, longest))
+			return ENDED_ITSELF;
+		return eval_unseen(&t->w->rep) ? ENDED_EVAL : ENDED_DONE;
+	}
+	if (!x->eval_key && t->w->rep.steps >= AB_TRIAL_MIN_STEPS &&
+	    since + longest > x->trial_seconds)
 		return ENDED_DONE;
 	return since > step_window(x, t->batch, longest) ? ENDED_STEPS : ENDED_ITSELF;
 }
@@ -394,6 +425,7 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 	o->seconds = ab_now() - start;
 	o->first_step_s = t.first;
 	o->window_s = step_window(x, batch, longest_step(&w->rep));
+	o->eval_window_s = eval_window(x, batch, longest_step(&w->rep));
 	o->rss_peak = ab_group_peak_bytes(&o->group, (uint64_t)proc->ru.ru_maxrss * 1024);
 }
 
@@ -490,15 +522,20 @@ static int no_evidence(const struct ab_exec *x, long batch, const struct outcome
 			       x->count, batch, x->startup_seconds,
 			       unread_lines(rep, unread, sizeof(unread)),
 			       rep->bad_lines ? "" : "; raise --startup-seconds");
+	char which[64] = "no measured step came";
+
+	if (o->ending == ENDED_STEPS && steps >= AB_TRIAL_MIN_STEPS) /* its evaluation awaits */
+		snprintf(which, sizeof(which), "step %zu of %d did not come", steps + 1,
+			 x->steps + 1);
 	if (o->ending == ENDED_STEPS)
 		return ab_fail(err, errlen, ETIMEDOUT,
 			       "trial %d (batch %ld) did not finish its steps: after its warm-up "
-			       "step (%.0f s from the start), no measured step came within %.0f s "
+			       "step (%.0f s from the start), %s within %.0f s "
 			       "(--trial-seconds %.0f, or twice the slowest step seen or the step the "
 			       "earlier trials' pace predicts, up to --max-trial-seconds %.0f); it was "
 			       "stopped. Raise --trial-seconds or check the command",
-			       x->count, batch, o->first_step_s, o->window_s, x->trial_seconds,
-			       x->max_trial_seconds);
+			       x->count, batch, o->first_step_s, which, o->window_s,
+			       x->trial_seconds, x->max_trial_seconds);
 	if (steps == 1)
 		return ab_fail(err, errlen, EPROTO,
 			       "trial %d (batch %ld) exited after its warm-up step, before a measured "
@@ -522,6 +559,36 @@ static int no_evidence(const struct ab_exec *x, long batch, const struct outcome
 		       "appending {\"step_s\": SECONDS} to $AUTOBATCH_TRIAL_REPORT",
 		       x->count, batch, o->seconds, unread_lines(rep, unread, sizeof(unread)),
 		       rep->bad_lines ? "; otherwise" : "", why);
+}
+
+/* An eval phase's trial beside evaluation inside training measures its eval batch only
+ * through that evaluation: one that ran no eval batch (the program trained on, or ended,
+ * without evaluating) is no evidence of it. */
+static bool eval_unmeasured(const struct ab_exec *x, const struct ab_trial_report *rep)
+{
+	return x->eval_key && !strcmp(x->phase, "eval") && rep->eval_batches < 1;
+}
+
+static int no_evaluation(const struct ab_exec *x, long batch, const struct outcome *o,
+			 const struct ab_trial_report *rep, char *err, size_t errlen)
+{
+	if (o->ending == ENDED_EVAL)
+		return ab_fail(err, errlen, ETIMEDOUT,
+			       "trial %d (batch %ld) ran its steps, but the evaluation the config "
+			       "holds inside training (%s) did not come within %.0f s after them "
+			       "(a step's window, --trial-seconds %.0f or twice the slowest step, up "
+			       "to --max-trial-seconds %.0f); its peak without it is no fit. Raise "
+			       "--trial-seconds or check the program's evaluation",
+			       x->count, batch, x->eval_key, o->eval_window_s, x->trial_seconds,
+			       x->max_trial_seconds);
+	return ab_fail(err, errlen, EPROTO,
+		       "trial %d (batch %ld) ran its steps but %s no evaluation after them, so its "
+		       "eval batch (%s) was never measured: the config's %s must make the program "
+		       "evaluate after the trial's last step (the probe's copy sets it), or a "
+		       "program speaking the protocol appends {\"eval_batches\": N} to "
+		       "$AUTOBATCH_TRIAL_REPORT after evaluating",
+		       x->count, batch, rep->eval_said ? "the program ran" : "the trial saw",
+		       x->key, x->eval_key);
 }
 
 /* The start-up: to the end of the warm-up step, as seen, else as the steps account for. */
@@ -565,9 +632,11 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	out->stopped = o->ending == ENDED_TIME;
 	if (o->ending == ENDED_TIME)
 		return ab_fail(err, errlen, ETIME, "trial %d (batch %ld) was stopped at the probe's "
-						   "time limit, after %.0f s, before its steps were "
+						   "time limit, after %.0f s, before its steps%s were "
 						   "seen",
-			       x->count, batch, o->seconds);
+			       x->count, batch, o->seconds,
+			       rep->steps >= AB_TRIAL_MIN_STEPS ? " and the evaluation after them"
+								: "");
 	out->steps = rep->steps > INT_MAX ? INT_MAX : (int)rep->steps;
 	out->ranks = (int)rep->nranks;
 	out->bound_rank = rep->bound_rank;
@@ -597,8 +666,11 @@ static int judge(const struct ab_exec *x, long batch, const struct outcome *o,
 	}
 	if (!stopped && !exited_ok)
 		return crashed(x, batch, o, log, len, err, errlen);
-	if (rep->steps < AB_TRIAL_MIN_STEPS)
+	/* stopped short of its last step, which the evaluation inside training comes after */
+	if (rep->steps < AB_TRIAL_MIN_STEPS || o->ending == ENDED_STEPS)
 		return no_evidence(x, batch, o, rep, err, errlen);
+	if (o->ending == ENDED_EVAL || eval_unmeasured(x, rep))
+		return no_evaluation(x, batch, o, rep, err, errlen);
 	if (x->peak_source == AB_PEAK_FROM_GPU && !x->gpu_usage && !rep->has_peak)
 		return ab_fail(err, errlen, EPROTO,
 			       "trial %d (batch %ld) reported no peak memory and NVML is not "

@@ -232,6 +232,11 @@ static void parse_line(const char *line, size_t len, struct ab_trial_report *r)
 			r->oom |= json_object_get_boolean(v);
 			used = true;
 		}
+		if (json_object_object_get_ex(obj, "eval_awaited", &v) &&
+		    json_object_is_type(v, json_type_boolean)) {
+			r->eval_awaited |= json_object_get_boolean(v);
+			used = true;
+		}
 		if (number(obj, AB_FIELD_FLOOR, PEAK_MAX, &peak)) {
 			if ((uint64_t)peak > r->floor_bytes)
 				r->floor_bytes = (uint64_t)peak;
@@ -480,6 +485,7 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 			       struct ab_merge_said *said, char *buf, size_t buflen)
 {
 	long seen = n ? LONG_MAX : -1, retries = 0;
+	bool awaited = false;
 	uint64_t saved = 0, growth = 0;
 	size_t len = 0;
 
@@ -499,6 +505,7 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 		retries = reps[i]->alloc_retries > retries ? reps[i]->alloc_retries : retries;
 		saved = reps[i]->saved_bytes > saved ? reps[i]->saved_bytes : saved;
 		growth = g > growth ? g : growth;
+		awaited |= reps[i]->eval_awaited;
 		seen = !reps[i]->eval_said ? -1
 		       : seen < 0 || reps[i]->eval_batches > seen ? seen
 								  : reps[i]->eval_batches;
@@ -511,6 +518,10 @@ size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t
 	if (!said->saved && saved) { /* each rank's save peak is in its own peak */
 		ab_append(buf, buflen, &len, "{\"saved_bytes\": %" PRIu64 "}\n", saved);
 		said->saved = true;
+	}
+	if (!said->awaited && awaited) { /* before the count, which a reader then finds said */
+		ab_append(buf, buflen, &len, "{\"eval_awaited\": true}\n");
+		said->awaited = true;
 	}
 	if (!said->eval && seen >= 0) {
 		ab_append(buf, buflen, &len, "{\"eval_batches\": %ld}\n", seen);

@@ -40,6 +40,7 @@ struct ab_trial_report {
 	struct ab_lengths lengths;
 	long alloc_retries; /* PyTorch's num_alloc_retries, the largest said (0: none) */
 	bool eval_said;     /* {"eval_batches": N}: the evaluation after the last step ran N */
+	bool eval_awaited;  /* {"eval_awaited": true}: the step hook awaits it and will say it */
 	long eval_batches;
 	/* {"saved_bytes": N, "peak_bytes": P}: the checkpoint rehearsed after the last step,
 	 * its size and the peak it reached; step_peak_bytes: the largest said by a step */
@@ -92,15 +93,15 @@ uint64_t ab_trial_report_peak_over(const struct ab_trial_report *rep, uint64_t m
 /* What several processes of one trial (a step's ranks, a launcher's workers) said beyond
  * their steps, already passed on: each said once, or as it grows. */
 struct ab_merge_said {
-	bool lengths, eval, saved;
+	bool lengths, eval, awaited, saved;
 	long retries;
 	uint64_t growth;
 };
 
 /* That evidence of the n reports as report lines for the trial's own report, each line
  * ending in a newline, into buf (truncated to nothing when it does not fit): the first
- * "lengths" any said; the most "alloc_retries" (any is an OOM of the trial); once every one
- * said it, the fewest "eval_batches"; the largest growth (ab_trial_report_growth) as
+ * "lengths" any said; the most "alloc_retries" (any is an OOM of the trial); once any
+ * awaits an evaluation, "eval_awaited"; once every one said it, the fewest "eval_batches"; the largest growth (ab_trial_report_growth) as
  * "held_growth_bytes", each time it changes. Returns the length written. */
 size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t n,
 			       struct ab_merge_said *said, char *buf, size_t buflen);

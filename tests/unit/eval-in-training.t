@@ -9,7 +9,7 @@
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/python-trials.sh"
 prog=$here/eval_train.py
-python_trials eval 7
+python_trials eval 9
 # probe NAME CONFIG-JSON [HOOK-DIR [PROGRAM]]: the trainer at 0.8 of 412 MiB (330 MiB)
 probe() {
 	echo "$2" >"$dir/$1.json"
@@ -62,6 +62,21 @@ check "a program that does not evaluate: the decision says the trial saw no eval
 	sh -c "grep -q 'the config evaluates inside training (eval_steps 10), but the trial saw no evaluation after its steps: its peak is not in this decision' '$dir/noeval.err' &&
 	       [ \"\$($F '$dir/noeval.report' 'r[\"eval_in_training\"][\"seen\"]')\" = 0 ]" ||
 	cat "$dir/noeval.err" >&2
+
+# an evaluation slower than a step's window (its first batch 20 s away), and a probe of the
+# eval batch whose program never evaluates: neither is a fit of what it never ran (a trial
+# stopped during its evaluation once counted, under load, and its run went 7% over)
+sed 's/^def evaluate(model, batch, samples, width, vocab):$/&\n    import time; time.sleep(20)/' "$prog" >"$dir/sloweval.py"
+EXTRA="--max 8 --trial-seconds 2" probe sloweval "$config" "$HOOK_DIR" "$dir/sloweval.py"
+check "an evaluation that does not come within its window: the probe fails and says so, no fit" \
+	sh -c "[ \"\$($F '$dir/sloweval.report' 'r[\"status\"]')\" = failed ] &&
+	       grep -q 'ran its steps, but the evaluation the config holds inside training (eval_steps) did not come within 2 s after them' '$dir/sloweval.err'" ||
+	cat "$dir/sloweval.err" >&2
+EXTRA="--max 64 --phase eval --pin per_device_train_batch_size=8" probe evalnone '{"per_device_train_batch_size": 8, "per_device_eval_batch_size": 32, "eval_steps": 10, "max_steps": 20}' "$HOOK_DIR" "$dir/noeval.py"
+check "an eval batch's probe of a program that never evaluates: failed, the eval batch never measured" \
+	sh -c "[ \"\$($F '$dir/evalnone.report' 'r[\"status\"]')\" = failed ] &&
+	       grep -q 'ran its steps but the program ran no evaluation after them, so its eval batch (per_device_eval_batch_size) was never measured' '$dir/evalnone.err'" ||
+	cat "$dir/evalnone.err" >&2
 
 # Lightning's val_check_interval of 1.0 is a share of the epoch: no evaluation awaited
 EXTRA="--max 8" probe share '{"per_device_train_batch_size": 8, "eval_steps": 1.0, "max_steps": 20}'

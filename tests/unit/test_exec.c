@@ -656,6 +656,106 @@ static void slow_steps_get_a_window(void **state)
 	ab_exec_cleanup(&x);
 }
 
+/* Evaluation inside training (issue 41): the step hook says it awaits the evaluation after
+ * the last step ({"eval_awaited": true}); a trial stopped before that evaluation was said is
+ * no fit, whether its window ran out or the probe's time did (under load an eval probe's
+ * trial at eval batch 4000 was stopped so, counted, chosen, and its run went 7% over). */
+#define STEPS4 "R=$AUTOBATCH_TRIAL_REPORT; for i in 1 2 3 4; do echo '{\"step_s\": 0.1}' >>$R; done; "
+static void eval_awaited_is_evidence(void **state)
+{
+	const char *hangs = STEPS4 "echo '{\"eval_awaited\": true}' >>$R; sleep 100";
+	const char *evals = STEPS4 "echo '{\"eval_awaited\": true}' >>$R; sleep 0.5; "
+				   "echo '{\"eval_batches\": 2}' >>$R; sleep 100";
+	const char *none = STEPS4 "echo '{\"eval_awaited\": true}' >>$R; "
+				  "echo '{\"eval_batches\": 0}' >>$R";
+	const char *silent = STEPS4 "sleep 100"; /* speaks the protocol, says no evaluation */
+	const char *two = "R=$AUTOBATCH_TRIAL_REPORT; sleep 1; echo '{\"step_s\": 1.0}' >>$R; "
+			  "sleep 1; echo '{\"step_s\": 1.0}' >>$R; sleep 100";
+	struct ab_exec x;
+	struct ab_trial tr;
+	double t0;
+
+	(void)state;
+	exec_init(&x, slow_argv(hangs), AB_PEAK_FROM_RSS, GiB, 1);
+	x.eval_key = "eval_steps";
+	t0 = ab_now();
+	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_true(ab_now() - t0 < 10);
+	assert_contains(err, "trial 1 (batch 4) ran its steps, but the evaluation the config holds "
+			     "inside training (eval_steps) did not come within 1 s after them");
+	ab_exec_cleanup(&x);
+
+	exec_init(&x, slow_argv(evals), AB_PEAK_FROM_RSS, GiB, 1);
+	x.eval_key = "eval_steps";
+	if (ab_exec_trial(&x, 4, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	assert_int_equal(tr.eval_batches, 2);
+	ab_exec_cleanup(&x);
+
+	/* the probe's time is up while it evaluates: stopped, as one before its steps */
+	exec_init(&x, slow_argv(hangs), AB_PEAK_FROM_RSS, GiB, 30);
+	x.eval_key = "eval_steps";
+	x.deadline = ab_now() + 1.5;
+	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIME);
+	assert_true(tr.stopped);
+	assert_contains(err, "before its steps and the evaluation after them were seen");
+	ab_exec_cleanup(&x);
+
+	/* an eval phase's trial that evaluated nothing never measured its eval batch */
+	exec_init(&x, slow_argv(none), AB_PEAK_FROM_RSS, GiB, 30);
+	x.eval_key = "eval_steps", x.phase = "eval", x.key = "per_device_eval_batch_size";
+	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -EPROTO);
+	assert_contains(err, "trial 1 (batch 4) ran its steps but the program ran no evaluation "
+			     "after them, so its eval batch (per_device_eval_batch_size) was never "
+			     "measured");
+	ab_exec_cleanup(&x);
+	/* in the train phase that is the decision's to say (the program does not evaluate) */
+	exec_init(&x, slow_argv(none), AB_PEAK_FROM_RSS, GiB, 30);
+	x.eval_key = "eval_steps";
+	if (ab_exec_trial(&x, 4, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	assert_int_equal(tr.eval_batches, 0);
+	ab_exec_cleanup(&x);
+
+	/* a program of its own protocol, awaiting nothing: its steps, after an evaluation's window */
+	exec_init(&x, slow_argv(silent), AB_PEAK_FROM_RSS, GiB, 1);
+	x.eval_key = "eval_steps";
+	if (ab_exec_trial(&x, 4, &tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	ab_exec_cleanup(&x);
+
+	/* slow steps: the trial is not ended after its second, the evaluation comes after the
+	 * last (without eval_key this trial fits: slow_steps_get_a_window) */
+	exec_init(&x, slow_argv(two), AB_PEAK_FROM_RSS, GiB, 1);
+	x.eval_key = "eval_steps";
+	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_contains(err, "did not finish its steps: after its warm-up step (1 s from the "
+			     "start), step 3 of 4 did not come within 2 s");
+	ab_exec_cleanup(&x);
+}
+
+/* An eval phase's window: a step's, times the eval batch over the train batch it trains at. */
+static void eval_phase_window(void **state)
+{
+	struct ab_exec x;
+	struct ab_trial tr;
+	double t0;
+
+	(void)state;
+	exec_init(&x, slow_argv(STEPS4 "echo '{\"eval_awaited\": true}' >>$R; sleep 100"),
+		  AB_PEAK_FROM_RSS, GiB, 1);
+	x.eval_key = "eval_steps", x.phase = "eval", x.key = "per_device_eval_batch_size";
+	x.pin_key = "per_device_train_batch_size", x.pin_batch = 500;
+	t0 = ab_now();
+	assert_int_equal(ab_exec_trial(&x, 2000, &tr, err, sizeof(err)), -ETIMEDOUT);
+	assert_true(ab_now() - t0 >= 3.9 && ab_now() - t0 < 12);
+	assert_contains(err, "did not come within 4 s after them");
+	ab_exec_cleanup(&x);
+}
+
 /* A larger batch's step is as slow as the earlier trials' pace predicts, more than twice its
  * warm-up step (a loaded machine, data loading that the warm-up's prefetched batches hid):
  * its measured step is waited for; without that pace the same trial is stopped. */
@@ -1503,6 +1603,25 @@ static void report_eval_in_training(void **state)
 	text = "{\"step_s\": 0.5}\n";
 	ab_trial_report_parse(text, strlen(text), &r);
 	assert_false(r.eval_said);
+	assert_false(r.eval_awaited);
+	{ /* a rank that awaits it: said once, before any count */
+		static struct ab_trial_report w[2];
+		const struct ab_trial_report *v[2] = {&w[0], &w[1]};
+		struct ab_merge_said said = {0};
+		char buf[256];
+
+		text = "{\"step_s\": 0.5}\n{\"eval_awaited\": true}\n";
+		ab_trial_report_parse(text, strlen(text), &w[0]);
+		assert_true(w[0].eval_awaited);
+		ab_trial_report_parse("{\"step_s\": 0.5}\n", 16, &w[1]);
+		assert_true(ab_trial_merge_evidence(v, 2, &said, buf, sizeof(buf)) > 0);
+		assert_string_equal(buf, "{\"eval_awaited\": true}\n");
+		assert_int_equal(ab_trial_merge_evidence(v, 2, &said, buf, sizeof(buf)), 0);
+		ab_trial_report_feed("{\"eval_batches\": 2}\n", 20, &w[0]);
+		ab_trial_report_feed("{\"eval_batches\": 3}\n", 20, &w[1]);
+		assert_true(ab_trial_merge_evidence(v, 2, &said, buf, sizeof(buf)) > 0);
+		assert_string_equal(buf, "{\"eval_batches\": 2}\n");
+	}
 	assert_int_equal(ab_result_parse(json, strlen(json), &res, why, sizeof(why)), 0);
 	assert_int_equal(res.eval_in_training.every, 500);
 	assert_int_equal(res.eval_in_training.seen, 2);
@@ -1666,6 +1785,8 @@ int main(void)
 		cmocka_unit_test(report_watch),
 		cmocka_unit_test(report_lengths),
 		cmocka_unit_test(report_eval_in_training),
+		cmocka_unit_test(eval_awaited_is_evidence),
+		cmocka_unit_test(eval_phase_window),
 		cmocka_unit_test(report_checkpoint_save),
 		cmocka_unit_test(report_held_growth),
 		cmocka_unit_test(host_memory),

@@ -342,6 +342,7 @@ def _await_eval(rec, optimizer):
     hooks.register_module_forward_pre_hook(pre)
     hooks.register_module_forward_hook(post)
     rec.eval_batches = 0
+    rec.write({"eval_awaited": True})  # the probe waits for it: no fit without what it said
     atexit.register(rec.evaluated)  # a program that ends on its own: what it evaluated
     return True
 
