@@ -656,11 +656,27 @@ static void slow_steps_get_a_window(void **state)
 	ab_exec_cleanup(&x);
 }
 
+/* A trial's warm-up and 3 steps, said at once. */
+#define STEPS4 "R=$AUTOBATCH_TRIAL_REPORT; for i in 1 2 3 4; do echo '{\"step_s\": 0.1}' >>$R; done; "
+
+/* A trial of script in a config that evaluates inside training. */
+static void eval_exec(struct ab_exec *x, const char *script, double seconds)
+{
+	exec_init(x, slow_argv(script), AB_PEAK_FROM_RSS, GiB, seconds);
+	x->eval_key = "eval_steps";
+}
+
+static void assert_eval_fits(struct ab_exec *x, struct ab_trial *tr)
+{
+	if (ab_exec_trial(x, 4, tr, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_true(ab_trial_fits(tr, GiB, GiB));
+}
+
 /* Evaluation inside training (issue 41): the step hook says it awaits the evaluation after
  * the last step ({"eval_awaited": true}); a trial stopped before that evaluation was said is
  * no fit, whether its window ran out or the probe's time did (under load an eval probe's
  * trial at eval batch 4000 was stopped so, counted, chosen, and its run went 7% over). */
-#define STEPS4 "R=$AUTOBATCH_TRIAL_REPORT; for i in 1 2 3 4; do echo '{\"step_s\": 0.1}' >>$R; done; "
 static void eval_awaited_is_evidence(void **state)
 {
 	const char *hangs = STEPS4 "echo '{\"eval_awaited\": true}' >>$R; sleep 100";
@@ -676,8 +692,7 @@ static void eval_awaited_is_evidence(void **state)
 	double t0;
 
 	(void)state;
-	exec_init(&x, slow_argv(hangs), AB_PEAK_FROM_RSS, GiB, 1);
-	x.eval_key = "eval_steps";
+	eval_exec(&x, hangs, 1);
 	t0 = ab_now();
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
 	assert_true(ab_now() - t0 < 10);
@@ -685,17 +700,13 @@ static void eval_awaited_is_evidence(void **state)
 			     "inside training (eval_steps) did not come within 1 s after them");
 	ab_exec_cleanup(&x);
 
-	exec_init(&x, slow_argv(evals), AB_PEAK_FROM_RSS, GiB, 1);
-	x.eval_key = "eval_steps";
-	if (ab_exec_trial(&x, 4, &tr, err, sizeof(err)) < 0)
-		fail_msg("%s", err);
-	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	eval_exec(&x, evals, 1);
+	assert_eval_fits(&x, &tr);
 	assert_int_equal(tr.eval_batches, 2);
 	ab_exec_cleanup(&x);
 
 	/* the probe's time is up while it evaluates: stopped, as one before its steps */
-	exec_init(&x, slow_argv(hangs), AB_PEAK_FROM_RSS, GiB, 30);
-	x.eval_key = "eval_steps";
+	eval_exec(&x, hangs, 30);
 	x.deadline = ab_now() + 1.5;
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIME);
 	assert_true(tr.stopped);
@@ -703,34 +714,27 @@ static void eval_awaited_is_evidence(void **state)
 	ab_exec_cleanup(&x);
 
 	/* an eval phase's trial that evaluated nothing never measured its eval batch */
-	exec_init(&x, slow_argv(none), AB_PEAK_FROM_RSS, GiB, 30);
-	x.eval_key = "eval_steps", x.phase = "eval", x.key = "per_device_eval_batch_size";
+	eval_exec(&x, none, 30);
+	x.phase = "eval", x.key = "per_device_eval_batch_size";
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -EPROTO);
 	assert_contains(err, "trial 1 (batch 4) ran its steps but the program ran no evaluation "
 			     "after them, so its eval batch (per_device_eval_batch_size) was never "
 			     "measured");
 	ab_exec_cleanup(&x);
 	/* in the train phase that is the decision's to say (the program does not evaluate) */
-	exec_init(&x, slow_argv(none), AB_PEAK_FROM_RSS, GiB, 30);
-	x.eval_key = "eval_steps";
-	if (ab_exec_trial(&x, 4, &tr, err, sizeof(err)) < 0)
-		fail_msg("%s", err);
-	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	eval_exec(&x, none, 30);
+	assert_eval_fits(&x, &tr);
 	assert_int_equal(tr.eval_batches, 0);
 	ab_exec_cleanup(&x);
 
 	/* a program of its own protocol, awaiting nothing: its steps, after an evaluation's window */
-	exec_init(&x, slow_argv(silent), AB_PEAK_FROM_RSS, GiB, 1);
-	x.eval_key = "eval_steps";
-	if (ab_exec_trial(&x, 4, &tr, err, sizeof(err)) < 0)
-		fail_msg("%s", err);
-	assert_true(ab_trial_fits(&tr, GiB, GiB));
+	eval_exec(&x, silent, 1);
+	assert_eval_fits(&x, &tr);
 	ab_exec_cleanup(&x);
 
 	/* slow steps: the trial is not ended after its second, the evaluation comes after the
 	 * last (without eval_key this trial fits: slow_steps_get_a_window) */
-	exec_init(&x, slow_argv(two), AB_PEAK_FROM_RSS, GiB, 1);
-	x.eval_key = "eval_steps";
+	eval_exec(&x, two, 1);
 	assert_int_equal(ab_exec_trial(&x, 4, &tr, err, sizeof(err)), -ETIMEDOUT);
 	assert_contains(err, "did not finish its steps: after its warm-up step (1 s from the "
 			     "start), step 3 of 4 did not come within 2 s");
@@ -745,9 +749,8 @@ static void eval_phase_window(void **state)
 	double t0;
 
 	(void)state;
-	exec_init(&x, slow_argv(STEPS4 "echo '{\"eval_awaited\": true}' >>$R; sleep 100"),
-		  AB_PEAK_FROM_RSS, GiB, 1);
-	x.eval_key = "eval_steps", x.phase = "eval", x.key = "per_device_eval_batch_size";
+	eval_exec(&x, STEPS4 "echo '{\"eval_awaited\": true}' >>$R; sleep 100", 1);
+	x.phase = "eval", x.key = "per_device_eval_batch_size";
 	x.pin_key = "per_device_train_batch_size", x.pin_batch = 500;
 	t0 = ab_now();
 	assert_int_equal(ab_exec_trial(&x, 2000, &tr, err, sizeof(err)), -ETIMEDOUT);
