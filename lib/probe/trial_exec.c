@@ -407,7 +407,7 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 		       struct ab_report_watch *w, struct outcome *o)
 {
 	struct watching t = {x, batch, w, o, 0, 0, NOTE_FIRST_SECONDS, 0, false};
-	double start = ab_now();
+	double start = ab_now(), longest;
 
 	if (ab_proc_wait(proc, &(struct ab_proc_watch){
 				       .interrupted = x->interrupted,
@@ -424,8 +424,9 @@ static void wait_trial(const struct ab_exec *x, long batch, struct ab_proc *proc
 	ab_report_watch_read(w, true);
 	o->seconds = ab_now() - start;
 	o->first_step_s = t.first;
-	o->window_s = step_window(x, batch, longest_step(&w->rep));
-	o->eval_window_s = eval_window(x, batch, longest_step(&w->rep));
+	longest = longest_step(&w->rep);
+	o->window_s = step_window(x, batch, longest);
+	o->eval_window_s = eval_window(x, batch, longest);
 	o->rss_peak = ab_group_peak_bytes(&o->group, (uint64_t)proc->ru.ru_maxrss * 1024);
 }
 

@@ -101,8 +101,9 @@ struct ab_merge_said {
 /* That evidence of the n reports as report lines for the trial's own report, each line
  * ending in a newline, into buf (truncated to nothing when it does not fit): the first
  * "lengths" any said; the most "alloc_retries" (any is an OOM of the trial); once any
- * awaits an evaluation, "eval_awaited"; once every one said it, the fewest "eval_batches"; the largest growth (ab_trial_report_growth) as
- * "held_growth_bytes", each time it changes. Returns the length written. */
+ * awaits an evaluation, "eval_awaited"; once every one said it, the fewest "eval_batches";
+ * the largest growth (ab_trial_report_growth) as "held_growth_bytes", each time it changes.
+ * Returns the length written. */
 size_t ab_trial_merge_evidence(const struct ab_trial_report *const *reps, size_t n,
 			       struct ab_merge_said *said, char *buf, size_t buflen);
 

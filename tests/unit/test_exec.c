@@ -657,7 +657,8 @@ static void slow_steps_get_a_window(void **state)
 }
 
 /* A trial's warm-up and 3 steps, said at once. */
-#define STEPS4 "R=$AUTOBATCH_TRIAL_REPORT; for i in 1 2 3 4; do echo '{\"step_s\": 0.1}' >>$R; done; "
+#define STEPS4                                                                                     \
+	"R=$AUTOBATCH_TRIAL_REPORT; for i in 1 2 3 4; do echo '{\"step_s\": 0.1}' >>$R; done; "
 
 /* A trial of script in a config that evaluates inside training. */
 static void eval_exec(struct ab_exec *x, const char *script, double seconds)
