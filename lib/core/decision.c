@@ -75,6 +75,7 @@ static void read_eval_probe(struct json_object *o, struct ab_result *r)
 		return;
 	r->eval_trials = (size_t)n;
 	get_double(e, AB_FIELD_ELAPSED_S, &r->eval_elapsed_s);
+	get_bytes(e, AB_FIELD_PEAK_BYTES, &r->eval_peak);
 }
 
 /* A warm start's entry and whether its batch verified. */
@@ -268,6 +269,28 @@ static double longest_trial(struct json_object *trials)
 	return longest;
 }
 
+/* The largest peak the fitting trials of BATCH showed (a batch run again shows each run's):
+ * what the chosen batch was measured at. 0 where none says a peak. */
+static uint64_t chosen_peak(struct json_object *trials, long batch)
+{
+	uint64_t most = 0, p;
+	long b;
+
+	for (size_t i = 0; i < json_object_array_length(trials); i++) {
+		struct json_object *t = json_object_array_get_idx(trials, i), *fits;
+
+		p = 0;
+		if (!json_object_is_type(t, json_type_object) ||
+		    !get_long(t, AB_FIELD_BATCH, 1, AB_GLOBAL_BATCH_MAX, &b) || b != batch ||
+		    !json_object_object_get_ex(t, AB_FIELD_FITS, &fits) ||
+		    !json_object_get_boolean(fits))
+			continue;
+		get_bytes(t, AB_FIELD_PEAK_BYTES, &p);
+		most = p > most ? p : most;
+	}
+	return most;
+}
+
 static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t errlen)
 {
 	struct json_object *dev, *trials;
@@ -307,6 +330,7 @@ static int read_ok(struct json_object *o, struct ab_result *r, char *err, size_t
 	    json_object_is_type(trials, json_type_array)) {
 		r->trials = json_object_array_length(trials);
 		r->longest_trial_s = longest_trial(trials);
+		r->chosen_peak = chosen_peak(trials, r->batch);
 	}
 	if (json_object_object_get_ex(o, AB_FIELD_DEVICE, &dev) &&
 	    json_object_is_type(dev, json_type_object)) {
@@ -371,6 +395,9 @@ char *ab_result_with_eval_probe(char *json, const struct ab_result *eval)
 	json_object_object_add(o, AB_FIELD_EVAL_BATCH_SIZE, json_object_new_int64(eval->batch));
 	json_object_object_add(cost, AB_FIELD_TRIALS, json_object_new_int64((int64_t)eval->trials));
 	json_object_object_add(cost, AB_FIELD_ELAPSED_S, json_object_new_double(eval->elapsed_s));
+	if (eval->chosen_peak) /* what the pair that runs, eval beside training, was measured at */
+		json_object_object_add(cost, AB_FIELD_PEAK_BYTES,
+				       json_object_new_int64((int64_t)eval->chosen_peak));
 	json_object_object_add(o, AB_FIELD_EVAL_PROBE, cost);
 	return written(o, json);
 }

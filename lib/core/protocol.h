@@ -175,8 +175,9 @@ int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen);
 #define AB_FIELD_GRAD_ACCUM "grad_accum"
 #define AB_FIELD_GLOBAL_BATCH "global_batch"
 #define AB_FIELD_EVAL_BATCH_SIZE "eval_batch_size"
-/* what the eval batch's own probe cost: {"trials": N, "elapsed_s": S} (its trials trained
- * beside the chosen train batch; the report's "trials" are the train probe's) */
+/* what the eval batch's own probe cost and measured: {"trials": N, "elapsed_s": S,
+ * "peak_bytes": P} (its trials trained beside the chosen train batch; P is its chosen pair's
+ * peak; the report's "trials" are the train probe's) */
 #define AB_FIELD_EVAL_PROBE "eval_probe"
 #define AB_FIELD_FRACTION "fraction"
 #define AB_FIELD_CONFIDENCE "confidence"
@@ -184,6 +185,10 @@ int ab_env_container_twin(int i, const char *name, char *buf, size_t buflen);
 #define AB_CONFIDENCE_TIME_LIMIT 65
 #define AB_FIELD_ELAPSED_S "elapsed_s"
 #define AB_FIELD_TRIALS "trials"
+/* each trial's batch, whether it fit, and what its steps showed */
+#define AB_FIELD_BATCH "batch"
+#define AB_FIELD_FITS "fits"
+#define AB_FIELD_PEAK_BYTES "peak_bytes"
 /* a trial that ran out of memory: its peak was at least this many bytes (the trial protocol's
  * {"oom": true, "peak_at_least_bytes": N}, and the report's trials) */
 #define AB_FIELD_FLOOR "peak_at_least_bytes"

@@ -18,8 +18,8 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 	struct json_object *o = json_object_new_object();
 	bool fits = ab_trial_fits(t, limit, 0);
 
-	json_object_object_add(o, "batch", json_object_new_int64(t->batch));
-	json_object_object_add(o, "fits", json_object_new_boolean(fits));
+	json_object_object_add(o, AB_FIELD_BATCH, json_object_new_int64(t->batch));
+	json_object_object_add(o, AB_FIELD_FITS, json_object_new_boolean(fits));
 	if (t->oom)
 		json_object_object_add(o, "oom", json_object_new_boolean(true));
 	if (t->eval_batches) /* evaluation inside training after its steps, in its peak */
@@ -37,7 +37,7 @@ static struct json_object *trial_json(const struct ab_trial *t, uint64_t limit)
 		json_object_object_add(o, AB_FIELD_FLOOR,
 				       json_object_new_int64((int64_t)t->floor_bytes));
 	/* what its steps showed; "fits" judged it at the run's last step where it grew */
-	json_object_object_add(o, "peak_bytes",
+	json_object_object_add(o, AB_FIELD_PEAK_BYTES,
 			       t->has_peak ? json_object_new_int64((int64_t)ab_trial_seen_peak(t))
 					   : NULL);
 	if (t->run_growth_bytes)
