@@ -1,8 +1,16 @@
 #!/usr/bin/env bats
 # The testbed script itself: up restarts with new arguments; down leaves nothing behind.
-# Runs last: it restarts the testbed and leaves it up with the default arguments.
+# Runs last: it restarts the testbed and leaves it up with the default arguments, and
+# $AUTOBATCH_TESTBED_UP_ARGS (--installed in a release's root, where the tree was not built:
+# the installed package's plugin and probe).
 
 load helpers
+
+# testbed up with the caller's own arguments and ARGS
+testbed_up() {
+	# shellcheck disable=SC2086
+	"$TESTBED" up ${AUTOBATCH_TESTBED_UP_ARGS:-} "$@"
+}
 
 setup_file() { require_testbed; }
 
@@ -22,13 +30,13 @@ no_cores() {
 }
 
 @test "testbed up twice restarts cleanly with the new plugstack arguments" {
-	run "$TESTBED" up --plugstack-args "max_fraction=0.6"
+	run testbed_up --plugstack-args "max_fraction=0.6"
 	[ "$status" -eq 0 ]
 	assert_line_in "export SLURM_CONF=$SLURM_CONF" "$output"
 	ctld1=$(cat "$AUTOBATCH_TESTBED/run/slurmctld.pid")
 	run --separate-stderr srun_t --autobatch=0.9 printenv AUTOBATCH_FRACTION
 	[ "$(tail -n1 <<<"$output")" = "0.6" ]
-	run "$TESTBED" up --plugstack-args "max_fraction=0.7"
+	run testbed_up --plugstack-args "max_fraction=0.7"
 	[ "$status" -eq 0 ]
 	ctld2=$(cat "$AUTOBATCH_TESTBED/run/slurmctld.pid")
 	[ "$ctld1" != "$ctld2" ]
@@ -60,7 +68,7 @@ no_cores() {
 	fi
 	refute pgrep_here -f "munged.*$AUTOBATCH_TESTBED" >/dev/null
 	wait || true # the srun that testbed down ended: its status is not the test's
-	run "$TESTBED" up
+	run testbed_up
 	[ "$status" -eq 0 ]
 	run srun_t true
 	[ "$status" -eq 0 ]
