@@ -121,7 +121,6 @@ static int probe(struct ab_deferred *d, struct ab_result *res, long *eval_batch,
 		*json = ab_result_with_eval_probe(*json, &eval);
 		res->eval_trials = eval.trials;
 		res->eval_elapsed_s = eval.elapsed_s;
-		res->eval_peak = eval.chosen_peak;
 	}
 	*eval_batch = eval.batch;
 	return 0;

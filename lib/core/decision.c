@@ -75,7 +75,6 @@ static void read_eval_probe(struct json_object *o, struct ab_result *r)
 		return;
 	r->eval_trials = (size_t)n;
 	get_double(e, AB_FIELD_ELAPSED_S, &r->eval_elapsed_s);
-	get_bytes(e, AB_FIELD_PEAK_BYTES, &r->eval_peak);
 }
 
 /* A warm start's entry and whether its batch verified. */

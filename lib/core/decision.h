@@ -93,7 +93,6 @@ struct ab_result {
 	long eval_batch;       /* from a cached entry that also holds the eval decision */
 	size_t eval_trials;    /* the eval probe's trials and seconds ("eval_probe"; 0: none) */
 	double eval_elapsed_s;
-	uint64_t eval_peak;    /* and the peak of its chosen pair's trial (0: not said) */
 	uint64_t chosen_peak;  /* the largest peak a fitting trial of the chosen batch showed */
 	/* a step over several GPU models: the smallest, which was probed ("" otherwise) */
 	char sized_for[64], sized_for_node[64];
